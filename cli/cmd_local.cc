@@ -1,0 +1,105 @@
+// hoard local up|down
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/local_cluster.h"
+#include "common/file_util.h"
+#include "common/units.h"
+
+namespace hoard::cli {
+namespace {
+
+// Mount points and pid files must not depend on the caller's cwd.
+std::string Absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return path;
+  return JoinPath(cwd, path);
+}
+
+std::string BinDir() {
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return ".";
+  exe[n] = '\0';
+  return DirName(exe);
+}
+
+struct UpArgs {
+  int nodes = 3;
+  std::string capacity = "0";
+  bool no_mount = false;
+  int down_after_ms = 5000;
+  std::string log_level = "info";
+};
+
+int RunUp(Context& ctx, const UpArgs& a) {
+  Result<uint64_t> cap = ParseBytes(a.capacity);
+  if (!cap.ok()) return ctx.Fail(cap.status().Annotate("--capacity"));
+  const std::string dir = Absolute(ctx.LocalDir());
+  Result<nlohmann::json> r = LocalUp({.dir = dir,
+                                      .nodes = a.nodes,
+                                      .capacity_bytes = *cap,
+                                      .mount = !a.no_mount,
+                                      .down_after_ms = a.down_after_ms,
+                                      .log_level = a.log_level,
+                                      .bin_dir = BinDir()},
+                                     ctx.zmq());
+  if (!r.ok()) return ctx.Fail(r.status().Annotate("local up"));
+  const nlohmann::json& j = *r;
+  std::ostringstream t;
+  t << "hoard local cluster up in " << dir << "\n";
+  t << "  coordinator  " << j["coordinator"].get<std::string>() << "  (log " << j["coordinator_log"].get<std::string>()
+    << ")\n";
+  for (const auto& n : j["nodes"]) {
+    t << "  " << n["name"].get<std::string>() << "        " << n["endpoint"].get<std::string>() << "  store "
+      << n["store"].get<std::string>() << "\n";
+  }
+  if (j["mount"].is_object()) {
+    t << "  mount        " << j["mount"]["path"].get<std::string>() << "  (node1's view: datasets appear under "
+      << j["mount"]["path"].get<std::string>() << "/datasets)\n";
+  }
+  if (dir != kDefaultLocalDir) t << "point the CLI at it with: export HOARD_LOCAL_DIR=" << dir << "\n";
+  t << "stop it with: hoard local down" << (dir != kDefaultLocalDir ? " --dir " + dir : "");
+  return ctx.Done(j, t.str());
+}
+
+int RunDown(Context& ctx, bool purge) {
+  const std::string dir = Absolute(ctx.LocalDir());
+  Result<nlohmann::json> r = LocalDown(dir, purge);
+  if (!r.ok()) return ctx.Fail(r.status().Annotate("local down"));
+  std::string text = "hoard local cluster in " + dir + " stopped";
+  if (purge) text += " and its directory removed";
+  else text += " (cached chunks kept; --purge removes them)";
+  return ctx.Done(*r, text);
+}
+
+}  // namespace
+
+void AddLocalCommands(CLI::App& app, Action* action) {
+  auto* local = app.add_subcommand("local", "Run a whole cluster on this machine (demo, tests, development)");
+  local->require_subcommand(1);
+
+  auto up_args = std::make_shared<UpArgs>();
+  auto* up = local->add_subcommand(
+      "up", "Start a coordinator, N node agents and a mount under --dir (default /tmp/hoard), on loopback");
+  up->add_option("--nodes", up_args->nodes, "Number of node agents")->capture_default_str();
+  up->add_option("--capacity", up_args->capacity, "Cache size per node, e.g. 10G; 0 = unlimited")
+      ->capture_default_str();
+  up->add_flag("--no-mount", up_args->no_mount, "Do not start the FUSE mount");
+  up->add_option("--down-after-ms", up_args->down_after_ms, "Mark a silent node down after this long")
+      ->capture_default_str();
+  up->add_option("--log-level", up_args->log_level, "Daemon log level")->capture_default_str();
+  up->callback([action, up_args] { *action = [up_args](Context& ctx) { return RunUp(ctx, *up_args); }; });
+
+  auto purge = std::make_shared<bool>(false);
+  auto* down = local->add_subcommand("down", "Unmount and stop the local cluster started with `hoard local up`");
+  down->add_flag("--purge", *purge, "Also delete its directory, cached chunks included");
+  down->callback([action, purge] { *action = [purge](Context& ctx) { return RunDown(ctx, *purge); }; });
+}
+
+}  // namespace hoard::cli

@@ -1,0 +1,80 @@
+// hoard status [DATASET]
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/json.h"
+#include "cli/progress.h"
+#include "common/units.h"
+
+namespace hoard::cli {
+namespace {
+
+std::string Pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], r[i].size() + 2);
+    }
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) line += i + 1 == r.size() ? r[i] : Pad(r[i], width[i]);
+    out += line + "\n";
+  }
+  return out;
+}
+
+int RunStatus(Context& ctx, const std::string& dataset) {
+  Result<proto::ClusterStatusReply> st = ctx.Call(proto::ClusterStatus{.dataset = dataset});
+  if (!st.ok()) return ctx.Fail(st.status());
+
+  nlohmann::json doc = {{"coordinator", ctx.CoordinatorEndpoint()}, {"epoch", st->epoch}};
+  doc["nodes"] = nlohmann::json::array();
+  doc["datasets"] = nlohmann::json::array();
+  size_t up = 0;
+  std::vector<std::vector<std::string>> nodes = {{"NODE", "STATE", "USED", "CAPACITY", "CHUNKS", "ENDPOINT"}};
+  for (const auto& n : st->nodes) {
+    doc["nodes"].push_back(ToJson(n));
+    up += n.up ? 1 : 0;
+    nodes.push_back({n.name, n.up ? "up" : "DOWN", FormatBytes(double(n.used_bytes)),
+                     n.capacity_bytes == 0 ? "unlimited" : FormatBytes(double(n.capacity_bytes)),
+                     Thousands(n.chunks), n.endpoint});
+  }
+  std::vector<std::vector<std::string>> datasets = {
+      {"DATASET", "FILES", "SIZE", "REPLICAS", "CACHED", "FILES CACHED", "WARM", "SOURCE"}};
+  std::string failures;
+  for (const auto& d : st->datasets) {
+    doc["datasets"].push_back(ToJson(d));
+    char pct[16];
+    std::snprintf(pct, sizeof pct, "%.1f%%", PercentCached(d));
+    datasets.push_back({d.meta.name, Thousands(d.meta.file_count), FormatBytes(double(d.meta.total_bytes)),
+                        std::to_string(d.meta.replicas), pct, Thousands(d.files_cached),
+                        d.meta.warm ? "yes" : "no", d.meta.source});
+    for (const auto& f : d.failures) failures += "  " + d.meta.name + "/" + f.path + ": " + f.error + "\n";
+  }
+  std::ostringstream text;
+  text << "cluster: " << st->nodes.size() << " nodes (" << up << " up), " << st->datasets.size()
+       << " dataset(s), epoch " << st->epoch << ", coordinator " << ctx.CoordinatorEndpoint() << "\n\n";
+  if (st->nodes.empty()) text << "no nodes registered\n";
+  else text << Table(nodes);
+  text << "\n";
+  if (st->datasets.empty()) text << "no datasets (add one with: hoard dataset add NAME SOURCE)\n";
+  else text << Table(datasets);
+  if (!failures.empty()) text << "\nfailures:\n" << failures;
+  return ctx.Done(doc, text.str());
+}
+
+}  // namespace
+
+void AddStatusCommand(CLI::App& app, Action* action) {
+  auto* cmd = app.add_subcommand("status", "Show nodes (health, disk use) and datasets (size, percent cached)");
+  auto dataset = std::make_shared<std::string>();
+  cmd->add_option("dataset", *dataset, "Only this dataset");
+  cmd->callback([action, dataset] { *action = [dataset](Context& ctx) { return RunStatus(ctx, *dataset); }; });
+}
+
+}  // namespace hoard::cli

@@ -1,0 +1,23 @@
+// File: cli/commands.h
+//
+// Each AddXxx registers a `hoard` subcommand. When the user picks it, its
+// parse callback stores what to run in *action; main() builds the Context
+// from the global options and runs it.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/context.h"
+
+namespace hoard::cli {
+
+using Action = std::function<int(Context&)>;
+
+void AddStatusCommand(CLI::App& app, Action* action);
+void AddDatasetCommands(CLI::App& app, Action* action);
+void AddWarmCommand(CLI::App& app, Action* action);
+void AddLocalCommands(CLI::App& app, Action* action);
+
+}  // namespace hoard::cli

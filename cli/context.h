@@ -1,0 +1,79 @@
+// File: cli/context.h
+//
+// What every `hoard` command shares: the global options, how the coordinator
+// is found, and how results and errors are printed.
+//
+// Coordinator discovery, first match wins:
+//   --coordinator ENDPOINT, $HOARD_COORDINATOR, the local cluster started by
+//   `hoard local up` (DIR/cluster.json, DIR = --dir or $HOARD_LOCAL_DIR or
+//   /tmp/hoard), then tcp://127.0.0.1:7100.
+//
+// Output: human text on stdout by default; with --json exactly one JSON
+// document on stdout (progress goes to stderr). A failure prints one line
+// "hoard: REASON" on stderr (and {"error": ..., "code": ...} with --json)
+// and the command exits non-zero: 1 for a failed operation, 2 for bad usage,
+// 3 when the cluster cannot be reached.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "common/result.h"
+#include "proto/rpc_client.h"
+
+namespace hoard::cli {
+
+inline constexpr const char* kDefaultLocalDir = "/tmp/hoard";
+
+struct GlobalOptions {
+  std::string coordinator;  // empty: discover
+  std::string local_dir;    // empty: $HOARD_LOCAL_DIR or kDefaultLocalDir
+  bool json = false;
+  int timeout_ms = 10000;   // per request
+};
+
+class Context {
+ public:
+  explicit Context(GlobalOptions options);
+
+  const GlobalOptions& options() const { return options_; }
+  bool json() const { return options_.json; }
+  std::string LocalDir() const;
+  // The coordinator endpoint, by the discovery order above.
+  std::string CoordinatorEndpoint() const;
+
+  // Calls the coordinator with the configured timeout (or `timeout`).
+  template <typename Req>
+  Result<typename Req::Reply> Call(const Req& req, std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+    if (!client_) {
+      client_ = std::make_unique<proto::RpcClient>(zmq_, CoordinatorEndpoint());
+      // A coordinator that is not there should be reported in seconds; the
+      // request timeout is for slow answers (a big walk, a busy server).
+      client_->set_connect_timeout(std::chrono::milliseconds(std::min(options_.timeout_ms, 2000)));
+    }
+    auto t = timeout.count() > 0 ? timeout : std::chrono::milliseconds(options_.timeout_ms);
+    auto r = client_->Call(req, t);
+    unreachable_ = !client_->last_call_answered();
+    return r;
+  }
+
+  zmq::context_t& zmq() { return zmq_; }
+
+  // Prints `doc` (with --json) or `text` (otherwise) and returns 0.
+  int Done(const nlohmann::json& doc, const std::string& text);
+  // Prints the failure as described above and returns the exit code.
+  int Fail(const Status& status);
+
+ private:
+  GlobalOptions options_;
+  zmq::context_t zmq_;
+  std::unique_ptr<proto::RpcClient> client_;
+  bool unreachable_ = false;  // the last call got no answer at all
+};
+
+}  // namespace hoard::cli

@@ -1,0 +1,52 @@
+#include "cli/json.h"
+
+namespace hoard::cli {
+
+nlohmann::json ToJson(const proto::NodeInfo& n) {
+  return {{"name", n.name},
+          {"endpoint", n.endpoint},
+          {"up", n.up},
+          {"capacity_bytes", n.capacity_bytes},
+          {"used_bytes", n.used_bytes},
+          {"chunks", n.chunks},
+          {"weight", n.weight},
+          {"last_seen_unix", n.last_seen_unix}};
+}
+
+nlohmann::json ToJson(const proto::DatasetMeta& d) {
+  return {{"name", d.name},
+          {"uid", d.uid},
+          {"version", d.version},
+          {"source", d.source},
+          {"chunk_size", d.chunk_size},
+          {"replicas", d.replicas},
+          {"warm", d.warm},
+          {"files", d.file_count},
+          {"bytes", d.total_bytes},
+          {"chunks", d.total_chunks},
+          {"created_unix", d.created_unix}};
+}
+
+double PercentCached(const proto::DatasetStatus& s) {
+  if (s.complete) return 100.0;
+  if (s.expected_bytes == 0) return s.meta.file_count == 0 ? 100.0 : 0.0;
+  double p = 100.0 * double(s.cached_bytes) / double(s.expected_bytes);
+  return p >= 100.0 ? 99.99 : p;  // 100 only when every node confirmed it
+}
+
+nlohmann::json ToJson(const proto::DatasetStatus& s) {
+  nlohmann::json j = ToJson(s.meta);
+  nlohmann::json failures = nlohmann::json::array();
+  for (const auto& f : s.failures) failures.push_back({{"path", f.path}, {"error", f.error}});
+  j["cached_bytes"] = s.cached_bytes;
+  j["cached_chunks"] = s.cached_chunks;
+  j["expected_bytes"] = s.expected_bytes;
+  j["files_cached"] = s.files_cached;
+  j["percent_cached"] = PercentCached(s);
+  j["complete"] = s.complete;
+  j["nodes_reporting"] = s.nodes_reporting;
+  j["failures"] = failures;
+  return j;
+}
+
+}  // namespace hoard::cli

@@ -1,0 +1,57 @@
+// hoard: the cluster operations CLI.
+#include <csignal>
+#include <iostream>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  CLI::App app{"hoard: a distributed cache of training datasets on the GPU nodes' local disks.\n"
+               "Every command takes --json for machine-readable output."};
+  app.require_subcommand(1);
+  // Global options (--json, --dir, ...) may come after the subcommand too.
+  app.fallthrough();
+  hoard::cli::GlobalOptions global;
+  app.add_option("--coordinator", global.coordinator,
+                 "Coordinator endpoint (default: $HOARD_COORDINATOR, else the local cluster, else "
+                 "tcp://127.0.0.1:7100)");
+  app.add_option("--dir", global.local_dir, "Directory of the local cluster (default: $HOARD_LOCAL_DIR or /tmp/hoard)");
+  app.add_flag("--json", global.json, "Print one JSON document on stdout");
+  app.add_option("--timeout-ms", global.timeout_ms, "Per-request timeout")->capture_default_str();
+
+  hoard::cli::Action action;
+  hoard::cli::AddStatusCommand(app, &action);
+  hoard::cli::AddDatasetCommands(app, &action);
+  hoard::cli::AddWarmCommand(app, &action);
+  hoard::cli::AddLocalCommands(app, &action);
+
+  // Subcommand help lists the global options too: they work after any command.
+  std::function<void(CLI::App*)> footer = [&](CLI::App* cmd) {
+    for (CLI::App* sub : cmd->get_subcommands({})) {
+      sub->footer(
+          "Global options (before or after the command):\n"
+          "  --json             print one JSON document on stdout (errors too)\n"
+          "  --coordinator EP   coordinator endpoint (default: $HOARD_COORDINATOR, the local cluster,\n"
+          "                     tcp://127.0.0.1:7100)\n"
+          "  --dir DIR          local cluster directory (default: $HOARD_LOCAL_DIR or /tmp/hoard)\n"
+          "  --timeout-ms MS    per-request timeout\n"
+          "Exit status: 0 ok, 1 the operation failed, 2 bad usage, 3 the cluster cannot be reached.");
+      footer(sub);
+    }
+  };
+  footer(&app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line, as every other failure.
+    std::cerr << "hoard: " << e.what() << " (see hoard --help)" << std::endl;
+    return 2;
+  }
+  hoard::cli::Context ctx(global);
+  return action ? action(ctx) : 2;
+}

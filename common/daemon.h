@@ -1,0 +1,24 @@
+// File: common/daemon.h
+//
+// What every hoard daemon's main() shares: a logger that writes to stderr
+// (the launcher redirects it to a file) and waiting for SIGINT/SIGTERM.
+//
+// Thread-safety: call BlockTerminationSignals() first thing in main(), before
+// any thread starts, so the signals reach only WaitForTermination().
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+namespace hoard {
+
+// A logger named `name` at `level` ("debug", "info", "warn", "error").
+std::shared_ptr<spdlog::logger> MakeLogger(const std::string& name, const std::string& level);
+
+void BlockTerminationSignals();
+// Returns the signal number once SIGINT or SIGTERM arrives.
+int WaitForTermination();
+
+}  // namespace hoard

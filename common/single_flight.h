@@ -1,0 +1,70 @@
+// File: common/single_flight.h
+//
+// SingleFlight runs at most one computation per key at a time: the first
+// caller for a key (the leader) runs `fn`; callers that arrive while it runs
+// wait and receive the leader's result. Nothing is remembered afterwards, so
+// a failure is not cached and the next caller tries again.
+//
+//   SingleFlight<ChunkKey, Result<Bytes>, ChunkKeyHash> flights;
+//   Result<Bytes> r = flights.Do(key, [&] { return FetchFromOrigin(key); });
+//
+// Used wherever many readers may miss the same chunk at once (a training epoch
+// with several loader workers): the origin or the peer sees one request.
+//
+// Thread-safety: Do may be called from any thread. `fn` runs on the leader's
+// thread without any SingleFlight lock held.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+namespace hoard {
+
+template <typename Key, typename Value, typename Hash = std::hash<Key>>
+class SingleFlight {
+ public:
+  // Returns fn()'s result, or the result of the call already running for
+  // `key`. `leader`, if given, says which of the two happened.
+  template <typename Fn>
+  Value Do(const Key& key, Fn&& fn, bool* leader = nullptr) {
+    std::shared_ptr<Flight> flight;
+    bool lead = false;
+    {
+      std::lock_guard lock(mu_);
+      auto [it, inserted] = flights_.try_emplace(key);
+      if (inserted) it->second = std::make_shared<Flight>();
+      flight = it->second;
+      lead = inserted;
+    }
+    if (leader != nullptr) *leader = lead;
+    if (!lead) {
+      std::unique_lock lock(flight->mu);
+      flight->cv.wait(lock, [&] { return flight->value.has_value(); });
+      return *flight->value;
+    }
+    Value v = fn();
+    {
+      std::lock_guard lock(flight->mu);
+      flight->value = v;
+    }
+    flight->cv.notify_all();
+    std::lock_guard lock(mu_);
+    flights_.erase(key);
+    return v;
+  }
+
+ private:
+  struct Flight {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Value> value;  // guarded by mu; set once by the leader
+  };
+
+  std::mutex mu_;
+  std::unordered_map<Key, std::shared_ptr<Flight>, Hash> flights_;  // guarded by mu_
+};
+
+}  // namespace hoard

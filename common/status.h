@@ -1,0 +1,106 @@
+// File: common/status.h
+//
+// Status is the outcome of an operation: OK, or one of a few codes with a
+// human-readable message. Result<T> (common/result.h) carries a value or a
+// Status. Every fallible hoard function returns one of the two; hoard code does
+// not throw. Third-party exceptions (msgpack, cppzmq) are caught at the call
+// site and turned into a Status.
+//
+// The codes are few on purpose, and each says what the caller should do next:
+//
+//   kInvalidArgument  The request itself is wrong (malformed message, bad URL,
+//                     bad name). Retrying the same request fails again.
+//   kNotFound         The named thing (dataset, file, chunk, node) does not
+//                     exist. Not retryable as is.
+//   kAlreadyExists    Creating something whose name is taken. Not retryable.
+//   kUnavailable      A peer, the coordinator or the origin did not answer in
+//                     time or refused the connection. Retry the call, against
+//                     another copy (a replica, then the origin) if there is one.
+//   kNoSpace          The chunk store is at its capacity limit or the disk is
+//                     full. Serve the read without caching; free space to retry.
+//   kCorruption       Stored bytes failed their checksum. Drop the copy and
+//                     fetch it again from another source.
+//   kIoError          A local or origin I/O error that is not a timeout.
+//   kStale            The caller acted on an out-of-date view (placement epoch,
+//                     dataset version, changed origin file). Refresh the view;
+//                     the same request against the old view never succeeds.
+//   kInternal         A broken invariant: a bug in hoard.
+//
+// At the FUSE edge, fuse/errno.h turns a Status into an errno in one place.
+//
+// Thread-safety: a Status is a value; distinct objects may be used from
+// different threads without synchronisation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace hoard {
+
+enum class Code : uint8_t {
+  kOk = 0,
+  kInvalidArgument = 1,
+  kNotFound = 2,
+  kAlreadyExists = 3,
+  kUnavailable = 4,
+  kNoSpace = 5,
+  kCorruption = 6,
+  kIoError = 7,
+  kStale = 8,
+  kInternal = 9,
+};
+
+// Returns the code's name, e.g. "Unavailable"; "Unknown" for values that are
+// not a Code (a wire peer may send anything).
+std::string_view CodeName(Code code);
+
+// Returns the code for a wire value, kInternal for values that are not a Code.
+Code CodeFromWire(uint32_t value);
+
+class [[nodiscard]] Status {
+ public:
+  // OK.
+  Status() = default;
+  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return Status(); }
+  static Status InvalidArgument(std::string msg) { return {Code::kInvalidArgument, std::move(msg)}; }
+  static Status NotFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }
+  static Status AlreadyExists(std::string msg) { return {Code::kAlreadyExists, std::move(msg)}; }
+  static Status Unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }
+  static Status NoSpace(std::string msg) { return {Code::kNoSpace, std::move(msg)}; }
+  static Status Corruption(std::string msg) { return {Code::kCorruption, std::move(msg)}; }
+  static Status IoError(std::string msg) { return {Code::kIoError, std::move(msg)}; }
+  static Status Stale(std::string msg) { return {Code::kStale, std::move(msg)}; }
+  static Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }
+  // An I/O error from a failed system call: "CONTEXT: strerror(err)", with
+  // ENOSPC/EDQUOT mapped to kNoSpace and ENOENT to kNotFound.
+  static Status FromErrno(int err, std::string_view context);
+
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // "OK", or "Unavailable: node2 did not answer within 500 ms".
+  std::string ToString() const;
+
+  // The same code with "context: " put in front of the message, so an error
+  // keeps its cause as it travels up ("warm imagenet: read a/b.jpg: ...").
+  Status Annotate(std::string_view context) const;
+
+  bool operator==(const Status& other) const = default;
+
+ private:
+  Code code_ = Code::kOk;
+  std::string message_;
+};
+
+// Propagates a non-OK Status to the caller.
+#define HOARD_RETURN_IF_ERROR(expr)            \
+  do {                                         \
+    ::hoard::Status hoard_status_ = (expr);    \
+    if (!hoard_status_.ok()) return hoard_status_; \
+  } while (0)
+
+}  // namespace hoard

@@ -1,0 +1,57 @@
+#include "common/units.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+namespace hoard {
+
+Result<uint64_t> ParseBytes(std::string_view text) {
+  std::string_view t = text;
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.remove_suffix(1);
+  size_t i = 0;
+  uint64_t value = 0;
+  while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) {
+    uint64_t next = value * 10 + uint64_t(t[i] - '0');
+    if (next / 10 != value) return Status::InvalidArgument("byte count too large: " + std::string(text));
+    value = next;
+    ++i;
+  }
+  if (i == 0) return Status::InvalidArgument("not a byte count: '" + std::string(text) + "'");
+  std::string suffix;
+  for (; i < t.size(); ++i) suffix += static_cast<char>(std::tolower(static_cast<unsigned char>(t[i])));
+  int shift = 0;
+  if (!suffix.empty()) {
+    switch (suffix[0]) {
+      case 'k': shift = 10; break;
+      case 'm': shift = 20; break;
+      case 'g': shift = 30; break;
+      case 't': shift = 40; break;
+      case 'b': shift = 0; break;
+      default: return Status::InvalidArgument("unknown unit in '" + std::string(text) + "'");
+    }
+    std::string rest = suffix.substr(1);
+    if (suffix[0] == 'b' ? !rest.empty() : !(rest.empty() || rest == "i" || rest == "ib" || rest == "b")) {
+      return Status::InvalidArgument("unknown unit in '" + std::string(text) + "'");
+    }
+  }
+  if (shift > 0 && value > (UINT64_MAX >> shift)) {
+    return Status::InvalidArgument("byte count too large: " + std::string(text));
+  }
+  return value << shift;
+}
+
+std::string FormatBytes(double bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1024 && u < 5) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  else std::snprintf(buf, sizeof buf, bytes < 10 ? "%.2f %s" : "%.1f %s", bytes, kUnits[u]);
+  return buf;
+}
+
+}  // namespace hoard

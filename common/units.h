@@ -1,0 +1,24 @@
+// File: common/units.h
+//
+// Byte counts as people write and read them: "4M", "10GiB", "512k" in, and
+// "1.5 GiB" out. Suffixes are binary (k = 1024).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace hoard {
+
+// Accepts a number with an optional suffix k, m, g, t (any case, optionally
+// followed by "i", "iB" or "B"). kInvalidArgument otherwise.
+Result<uint64_t> ParseBytes(std::string_view text);
+
+// "0 B", "999 B", "1.0 KiB", "12.3 MiB", "1.50 GiB".
+std::string FormatBytes(double bytes);
+
+}  // namespace hoard

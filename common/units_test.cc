@@ -1,0 +1,31 @@
+#include "common/units.h"
+
+#include <gtest/gtest.h>
+
+namespace hoard {
+namespace {
+
+TEST(UnitsTest, ParseBytes) {
+  EXPECT_EQ(*ParseBytes("0"), 0u);
+  EXPECT_EQ(*ParseBytes("512"), 512u);
+  EXPECT_EQ(*ParseBytes("4k"), 4096u);
+  EXPECT_EQ(*ParseBytes("4M"), 4u << 20);
+  EXPECT_EQ(*ParseBytes("10GiB"), 10ull << 30);
+  EXPECT_EQ(*ParseBytes("2TB"), 2ull << 40);
+  EXPECT_EQ(*ParseBytes("7B"), 7u);
+  EXPECT_FALSE(ParseBytes("").ok());
+  EXPECT_FALSE(ParseBytes("G").ok());
+  EXPECT_FALSE(ParseBytes("5 parsecs").ok());
+  EXPECT_FALSE(ParseBytes("99999999999999999999").ok());
+  EXPECT_FALSE(ParseBytes("99999999999T").ok());
+}
+
+TEST(UnitsTest, FormatBytes) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1536), "1.50 KiB");
+  EXPECT_EQ(FormatBytes(300.0 * (1 << 20)), "300.0 MiB");
+}
+
+}  // namespace
+}  // namespace hoard

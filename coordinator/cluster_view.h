@@ -1,0 +1,111 @@
+// File: coordinator/cluster_view.h
+//
+// ClusterView is an immutable snapshot of what a node agent or a mount knows
+// about the cluster: the cluster map, the placement computed from it, and the
+// manifest of every dataset version in it. Readers take a
+// shared_ptr<const ClusterView> and use it without locks; ClusterWatcher
+// publishes a new snapshot when the coordinator's epoch moves.
+//
+// While the coordinator is unreachable the last snapshot stays in use, and
+// manifests are cached on disk so a restarted agent or mount can serve with
+// the map it last saw.
+//
+// Thread-safety: ClusterView is immutable. ClusterWatcher's methods may be
+// called from any thread; Sync calls are serialised internally.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "common/result.h"
+#include "proto/messages.h"
+#include "proto/rpc_client.h"
+#include "striping/manifest.h"
+#include "striping/placement.h"
+
+namespace hoard {
+
+struct DatasetView {
+  proto::DatasetMeta meta;
+  Manifest manifest;
+};
+
+class ClusterView {
+ public:
+  ClusterView(proto::ClusterMap map, std::map<std::string, std::shared_ptr<const DatasetView>> datasets,
+              const std::string& self);
+
+  const proto::ClusterMap& map() const { return map_; }
+  uint64_t epoch() const { return map_.epoch; }
+  const Placement& placement() const { return placement_; }
+  // This process's member index in placement(), or -1 if it is not a member
+  // (a mount, or a node that has not registered yet).
+  int self_index() const { return self_index_; }
+  const proto::NodeInfo& node(uint32_t member) const { return map_.nodes[member]; }
+
+  // By name, or by uid and version; nullptr if absent.
+  const DatasetView* dataset(std::string_view name) const;
+  const DatasetView* dataset(uint64_t uid, uint32_t version) const;
+  const std::map<std::string, std::shared_ptr<const DatasetView>>& datasets() const { return datasets_; }
+
+ private:
+  proto::ClusterMap map_;
+  Placement placement_;
+  int self_index_ = -1;
+  std::map<std::string, std::shared_ptr<const DatasetView>> datasets_;
+};
+
+// Keeps a ClusterView current by polling the coordinator.
+class ClusterWatcher {
+ public:
+  struct Options {
+    std::string coordinator;  // endpoint
+    std::string self;         // this node's name; empty for a mount
+    std::string cache_dir;    // manifests are kept in cache_dir/manifests/
+    std::chrono::milliseconds timeout{5000};
+    std::shared_ptr<spdlog::logger> logger;
+    zmq::context_t* context = nullptr;
+    // Called after each new snapshot is published (on the syncing thread).
+    std::function<void(const std::shared_ptr<const ClusterView>&)> on_change;
+  };
+
+  explicit ClusterWatcher(Options options);
+
+  // The current snapshot; an empty view (epoch 0) before the first sync.
+  std::shared_ptr<const ClusterView> Current() const;
+
+  // Fetches the map if `known_epoch` differs from the current view's (or
+  // always, when known_epoch is 0) and publishes a new view. On failure the
+  // current view stays and the error is returned.
+  Status Sync(uint64_t known_epoch = 0);
+
+  // Asks the coordinator for its epoch (a Ping) and syncs if it moved.
+  Status Poll();
+
+  // Publishes the map saved by the last successful Sync (in cache_dir), with
+  // the manifests cached beside it, so a restarted process can serve before
+  // the coordinator answers. kNotFound if nothing was saved.
+  Status LoadCached();
+
+ private:
+  Result<std::shared_ptr<const DatasetView>> LoadDataset(const proto::DatasetMeta& meta);
+  Result<Manifest> FetchManifest(const proto::DatasetMeta& meta);
+  std::string ManifestPath(const proto::DatasetMeta& meta) const;
+  void Publish(std::shared_ptr<const ClusterView> view);
+
+  Options options_;
+  std::mutex sync_mu_;  // serialises Sync; held while talking to the coordinator
+  proto::RpcClient client_;  // guarded by sync_mu_
+  mutable std::mutex view_mu_;  // guards view_ only, never held across I/O
+  std::shared_ptr<const ClusterView> view_;
+};
+
+}  // namespace hoard

@@ -1,0 +1,375 @@
+#include "coordinator/coordinator.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <random>
+
+#include "striping/assignment.h"
+#include "striping/placement.h"
+
+namespace hoard {
+
+bool IsValidName(std::string_view name) {
+  if (name.empty() || name.size() > 64 || name[0] == '.' || name[0] == '-') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
+
+Coordinator::Coordinator(Options options) : options_(std::move(options)), store_(options_.data_dir) {
+  if (!options_.open_origin) {
+    OriginOptions o = options_.origin;
+    options_.open_origin = [o](const std::string& source) { return OpenOrigin(source, o); };
+  }
+}
+
+Result<std::unique_ptr<Coordinator>> Coordinator::Open(Options options) {
+  if (options.data_dir.empty() || !options.logger) {
+    return Status::InvalidArgument("coordinator needs a data directory and a logger");
+  }
+  std::unique_ptr<Coordinator> c(new Coordinator(std::move(options)));
+  HOARD_RETURN_IF_ERROR(c->Load());
+  return c;
+}
+
+Status Coordinator::Load() {
+  HOARD_ASSIGN_OR_RETURN(CoordinatorState state, store_.Open());
+  std::lock_guard lock(mu_);
+  epoch_ = state.epoch;
+  placement_epoch_ = state.placement_epoch;
+  const auto now = options_.clock->Now();
+  for (auto& n : state.nodes) {
+    // Liveness is not persisted: every node gets a full timeout to come back.
+    NodeState ns{n, now, {}};
+    ns.info.up = true;
+    nodes_.emplace(n.name, std::move(ns));
+  }
+  for (auto& d : state.datasets) {
+    Result<Manifest> m = store_.LoadManifest(d);
+    if (!m.ok()) {
+      return m.status().Annotate("dataset " + d.name + " is in the coordinator state but its manifest is unusable");
+    }
+    datasets_.emplace(d.name, DatasetState{d, std::move(*m), {}, UINT64_MAX});
+  }
+  options_.logger->info("coordinator state loaded from {}: epoch {}, {} nodes, {} datasets", store_.dir(),
+                        epoch_, nodes_.size(), datasets_.size());
+  return Status::Ok();
+}
+
+CoordinatorState Coordinator::SnapshotLocked() const {
+  CoordinatorState s;
+  s.epoch = epoch_;
+  s.placement_epoch = placement_epoch_;
+  for (const auto& [name, n] : nodes_) {
+    proto::NodeInfo info = n.info;
+    info.used_bytes = 0;  // volatile facts are not state
+    info.chunks = 0;
+    s.nodes.push_back(std::move(info));
+  }
+  for (const auto& [name, d] : datasets_) s.datasets.push_back(d.meta);
+  return s;
+}
+
+Status Coordinator::CommitLocked(bool placement_changed) {
+  ++epoch_;
+  if (placement_changed) ++placement_epoch_;
+  Status s = store_.Save(SnapshotLocked());
+  if (!s.ok()) options_.logger->error("cannot save coordinator state: {}", s.ToString());
+  return s;
+}
+
+uint64_t Coordinator::epoch() const {
+  std::lock_guard lock(mu_);
+  return epoch_;
+}
+
+std::vector<PlacementMember> Coordinator::MembersLocked() const {
+  std::vector<PlacementMember> members;
+  for (const auto& [name, n] : nodes_) members.push_back({name, n.info.weight});
+  return members;
+}
+
+// ---- membership ------------------------------------------------------------
+
+Result<proto::RegisterNodeReply> Coordinator::RegisterNode(const proto::RegisterNode& req) {
+  if (!IsValidName(req.name)) return Status::InvalidArgument("invalid node name '" + req.name + "'");
+  if (req.endpoint.rfind("tcp://", 0) != 0) {
+    return Status::InvalidArgument("node endpoint must be tcp://host:port, got '" + req.endpoint + "'");
+  }
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = nodes_.try_emplace(req.name);
+  NodeState& n = it->second;
+  const bool changed = inserted || n.info.endpoint != req.endpoint || !n.info.up ||
+                       n.info.capacity_bytes != req.capacity_bytes;
+  n.info.name = req.name;
+  n.info.endpoint = req.endpoint;
+  n.info.capacity_bytes = req.capacity_bytes;
+  n.info.used_bytes = req.used_bytes;
+  if (inserted) n.info.weight = 1;
+  n.info.up = true;
+  n.info.last_seen_unix = options_.clock->WallSeconds();
+  n.last_heard = options_.clock->Now();
+  if (changed) {
+    options_.logger->info("node {} {} at {}", req.name, inserted ? "joined" : "re-registered", req.endpoint);
+    Status s = CommitLocked(/*placement_changed=*/inserted);
+    if (!s.ok()) {
+      if (inserted) nodes_.erase(it);
+      return s;
+    }
+  }
+  return proto::RegisterNodeReply{epoch_};
+}
+
+Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(req.name);
+  if (it == nodes_.end()) return proto::HeartbeatReply{epoch_, /*registered=*/false};
+  NodeState& n = it->second;
+  n.last_heard = options_.clock->Now();
+  n.info.last_seen_unix = options_.clock->WallSeconds();
+  n.info.used_bytes = req.used_bytes;
+  n.info.capacity_bytes = req.capacity_bytes;
+  n.info.chunks = req.chunks;
+  if (req.datasets_included) {
+    n.reports.clear();
+    for (const auto& r : req.datasets) n.reports[r.uid] = r;
+  }
+  if (!n.info.up) {
+    n.info.up = true;
+    options_.logger->info("node {} is up again", req.name);
+    (void)CommitLocked(false);
+  }
+  return proto::HeartbeatReply{epoch_, true};
+}
+
+void Coordinator::CheckLiveness() {
+  std::lock_guard lock(mu_);
+  const auto now = options_.clock->Now();
+  bool changed = false;
+  for (auto& [name, n] : nodes_) {
+    if (n.info.up && now - n.last_heard > options_.down_after) {
+      n.info.up = false;
+      changed = true;
+      options_.logger->warn("node {} marked down: silent for more than {} ms", name,
+                            options_.down_after.count());
+    }
+  }
+  if (changed) (void)CommitLocked(false);
+}
+
+proto::ClusterMap Coordinator::GetClusterMap() const {
+  std::lock_guard lock(mu_);
+  proto::ClusterMap map;
+  map.epoch = epoch_;
+  map.placement_epoch = placement_epoch_;
+  for (const auto& [name, n] : nodes_) map.nodes.push_back(n.info);
+  for (const auto& [name, d] : datasets_) map.datasets.push_back(d.meta);
+  return map;
+}
+
+Result<proto::ManifestPart> Coordinator::GetManifest(const proto::GetManifest& req, std::string* payload) const {
+  std::lock_guard lock(mu_);
+  auto it = datasets_.find(req.name);
+  if (it == datasets_.end()) return Status::NotFound("dataset " + req.name + " does not exist");
+  if (it->second.meta.version != req.version) {
+    return Status::Stale("dataset " + req.name + " is at version " + std::to_string(it->second.meta.version) +
+                         ", not " + std::to_string(req.version));
+  }
+  std::string_view bytes = it->second.manifest.bytes();
+  if (req.offset > bytes.size()) return Status::InvalidArgument("manifest offset past its end");
+  uint64_t len = std::min<uint64_t>({req.length, proto::GetManifest::kMaxPart, bytes.size() - req.offset});
+  payload->assign(bytes.substr(req.offset, len));
+  return proto::ManifestPart{bytes.size(), req.offset};
+}
+
+// ---- datasets --------------------------------------------------------------
+
+Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& req) {
+  if (!IsValidName(req.name)) {
+    return Status::InvalidArgument("invalid dataset name '" + req.name +
+                                   "': use 1-64 letters, digits, '.', '_' or '-'");
+  }
+  const uint64_t chunk_size = req.chunk_size == 0 ? kDefaultChunkSize : req.chunk_size;
+  if (!ValidChunkSize(chunk_size)) {
+    return Status::InvalidArgument("chunk size " + std::to_string(chunk_size) +
+                                   " must be a power of two between 64 KiB and 64 MiB");
+  }
+  if (req.replicas < 1 || req.replicas > 16) return Status::InvalidArgument("replicas must be between 1 and 16");
+  {
+    std::lock_guard lock(mu_);
+    if (datasets_.count(req.name) || adding_.count(req.name)) {
+      return Status::AlreadyExists("dataset " + req.name + " already exists");
+    }
+    adding_.insert(req.name);
+  }
+  struct Unreserve {
+    Coordinator* c;
+    std::string name;
+    ~Unreserve() {
+      std::lock_guard lock(c->mu_);
+      c->adding_.erase(name);
+    }
+  } unreserve{this, req.name};
+
+  const auto start = std::chrono::steady_clock::now();
+  options_.logger->info("dataset add {}: walking {}", req.name, req.source);
+  Result<std::unique_ptr<Origin>> origin = options_.open_origin(req.source);
+  if (!origin.ok()) return origin.status().Annotate("dataset add " + req.name);
+  Result<OriginEntry> root = (*origin)->Stat("");
+  if (!root.ok()) return root.status().Annotate("dataset add " + req.name);
+
+  proto::DatasetMeta meta;
+  meta.name = req.name;
+  meta.uid = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
+  meta.version = 1;
+  meta.source = req.source;
+  meta.chunk_size = chunk_size;
+  meta.replicas = req.replicas;
+  meta.created_unix = options_.clock->WallSeconds();
+
+  ManifestBuilder builder(meta.uid, meta.version, chunk_size);
+  builder.SetRoot(root->mode, root->uid, root->gid, root->mtime_ns);
+  Status walk = (*origin)->Walk([&](const OriginEntry& e) {
+    builder.Add(e.path, e.mode, e.uid, e.gid, e.size, e.mtime_ns, e.symlink_target);
+    if (builder.size() % 100000 == 0) {
+      options_.logger->info("dataset add {}: {} entries so far", req.name, builder.size());
+    }
+    return Status::Ok();
+  });
+  if (!walk.ok()) return walk.Annotate("dataset add " + req.name + ": walk " + req.source);
+  Result<std::string> bytes = builder.Finish(meta.created_unix);
+  if (!bytes.ok()) return bytes.status().Annotate("dataset add " + req.name);
+  HOARD_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Parse(std::move(*bytes)));
+  meta.manifest_bytes = manifest.bytes().size();
+  meta.manifest_checksum = manifest.checksum();
+  meta.file_count = manifest.file_count();
+  meta.total_bytes = manifest.total_bytes();
+  meta.total_chunks = manifest.total_chunks();
+  HOARD_RETURN_IF_ERROR(store_.SaveManifest(meta, manifest.bytes()));
+
+  std::lock_guard lock(mu_);
+  datasets_.emplace(meta.name, DatasetState{meta, std::move(manifest), {}, UINT64_MAX});
+  Status s = CommitLocked(false);
+  if (!s.ok()) {
+    datasets_.erase(meta.name);
+    (void)store_.RemoveManifest(meta);
+    return s;
+  }
+  const uint64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - start).count();
+  options_.logger->info("dataset {} added: {} files, {} bytes, {} chunks of {} bytes, {} replica(s), walked in {} ms",
+                        meta.name, meta.file_count, meta.total_bytes, meta.total_chunks, meta.chunk_size,
+                        meta.replicas, ms);
+  return proto::DatasetAddReply{meta, ms};
+}
+
+proto::DatasetListReply Coordinator::ListDatasets() const {
+  std::lock_guard lock(mu_);
+  proto::DatasetListReply r;
+  for (const auto& [name, d] : datasets_) r.datasets.push_back(d.meta);
+  return r;
+}
+
+Status Coordinator::RemoveDataset(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = datasets_.find(name);
+  if (it == datasets_.end()) return Status::NotFound("dataset " + name + " does not exist");
+  DatasetState removed = std::move(it->second);
+  datasets_.erase(it);
+  Status s = CommitLocked(false);
+  if (!s.ok()) {
+    datasets_.emplace(name, std::move(removed));
+    return s;
+  }
+  // After the state no longer names it; a failure here leaves an orphan that
+  // the next start removes.
+  (void)store_.RemoveManifest(removed.meta);
+  options_.logger->info("dataset {} removed", name);
+  return Status::Ok();
+}
+
+Result<proto::WarmReply> Coordinator::Warm(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = datasets_.find(name);
+  if (it == datasets_.end()) return Status::NotFound("dataset " + name + " does not exist");
+  if (!it->second.meta.warm) {
+    it->second.meta.warm = true;
+    Status s = CommitLocked(false);
+    if (!s.ok()) {
+      it->second.meta.warm = false;
+      return s;
+    }
+    options_.logger->info("dataset {}: warm-up requested", name);
+  }
+  return proto::WarmReply{it->second.meta};
+}
+
+// ---- status ----------------------------------------------------------------
+
+proto::DatasetStatus Coordinator::DatasetStatusLocked(const DatasetState& d) const {
+  proto::DatasetStatus st;
+  st.meta = d.meta;
+  std::vector<PlacementMember> members = MembersLocked();
+  const uint64_t effective = std::min<uint64_t>(d.meta.replicas, members.size());
+  st.expected_bytes = d.meta.total_bytes * effective;
+  if (members.empty()) return st;
+  if (d.assignment_epoch != placement_epoch_) {
+    d.assignment = AssignAll(d.manifest, Placement(members), static_cast<int>(d.meta.replicas));
+    d.assignment_epoch = placement_epoch_;
+  }
+  // copies[ordinal] = how many owners report the chunk cached.
+  std::vector<uint8_t> copies(d.meta.total_chunks, 0);
+  bool all_reported = true;
+  size_t m = 0;
+  for (const auto& [name, n] : nodes_) {
+    const std::vector<uint64_t>& owned = d.assignment[m++];
+    auto rep = n.reports.find(d.meta.uid);
+    const bool usable = n.info.up && rep != n.reports.end() && rep->second.version == d.meta.version &&
+                        rep->second.placement_epoch == placement_epoch_ &&
+                        rep->second.cached_bitmap.size() == (owned.size() + 7) / 8;
+    if (!usable) {
+      if (!owned.empty()) all_reported = false;
+      continue;
+    }
+    const proto::DatasetReport& r = rep->second;
+    ++st.nodes_reporting;
+    st.cached_bytes += r.cached_bytes;
+    st.cached_chunks += r.cached_chunks;
+    for (size_t i = 0; i < owned.size(); ++i) {
+      if (r.cached_bitmap[i / 8] & (1 << (i % 8))) ++copies[owned[i]];
+    }
+    for (const auto& f : r.failures) {
+      if (st.failures.size() < 100) st.failures.push_back(f);
+    }
+  }
+  // A file counts when each of its chunks has all its copies.
+  for (uint32_t e = 0; e < d.manifest.entry_count(); ++e) {
+    const EntryRecord& r = d.manifest.entry(e);
+    if (!r.is_file()) continue;
+    const uint64_t n = d.manifest.chunk_count(e);
+    bool whole = true;
+    for (uint64_t i = 0; i < n && whole; ++i) whole = copies[r.first_chunk() + i] >= effective;
+    if (whole) ++st.files_cached;
+  }
+  st.complete = all_reported && st.cached_bytes >= st.expected_bytes && st.files_cached == d.meta.file_count;
+  return st;
+}
+
+Result<proto::ClusterStatusReply> Coordinator::GetStatus(const std::string& dataset) const {
+  std::lock_guard lock(mu_);
+  proto::ClusterStatusReply r;
+  r.epoch = epoch_;
+  for (const auto& [name, n] : nodes_) r.nodes.push_back(n.info);
+  if (!dataset.empty()) {
+    auto it = datasets_.find(dataset);
+    if (it == datasets_.end()) return Status::NotFound("dataset " + dataset + " does not exist");
+    r.datasets.push_back(DatasetStatusLocked(it->second));
+    return r;
+  }
+  for (const auto& [name, d] : datasets_) r.datasets.push_back(DatasetStatusLocked(d));
+  return r;
+}
+
+}  // namespace hoard

@@ -1,0 +1,122 @@
+// File: coordinator/coordinator.h
+//
+// The coordinator is the cluster's single source of truth for membership and
+// datasets. It knows:
+//   - the nodes: registered members, their endpoints and weights, and whether
+//     each is up (heard from within `down_after`) or down;
+//   - the datasets: name, source, manifest version, replicas, warm flag;
+//   - what each node reports it holds, to answer "how much is cached".
+// It never moves data itself. Nodes and mounts fetch the cluster map and the
+// manifests and compute the stripe assignment themselves
+// (striping/assignment.h); the coordinator computes the same assignment only
+// to turn node reports into progress.
+//
+// Epochs: `epoch` bumps on every change of the cluster map (so fetching the
+// map is needed only when a heartbeat reply shows a newer one);
+// `placement_epoch` bumps only when the member list or weights change, which
+// is when chunk owners change.
+//
+// Durability: a change is acknowledged only after StateStore has saved it.
+//
+// Thread-safety: all public methods may be called concurrently (RpcServer
+// workers). One mutex guards the state; the slow part of AddDataset (walking
+// the origin) runs outside it, with the name reserved so two adds of the same
+// name cannot race.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "coordinator/state_store.h"
+#include "origin/origin.h"
+#include "proto/messages.h"
+#include "striping/manifest.h"
+#include "striping/placement.h"
+
+namespace hoard {
+
+class Coordinator {
+ public:
+  struct Options {
+    std::string data_dir;  // required
+    // A node silent for this long is marked down (readers then skip it).
+    std::chrono::milliseconds down_after{5000};
+    OriginOptions origin;
+    std::shared_ptr<spdlog::logger> logger;  // required
+    Clock* clock = Clock::Real();
+    // Opens a dataset source; tests substitute an in-memory origin.
+    std::function<Result<std::unique_ptr<Origin>>(const std::string& source)> open_origin;
+  };
+
+  static Result<std::unique_ptr<Coordinator>> Open(Options options);
+
+  Result<proto::RegisterNodeReply> RegisterNode(const proto::RegisterNode& req);
+  Result<proto::HeartbeatReply> Heartbeat(const proto::Heartbeat& req);
+  proto::ClusterMap GetClusterMap() const;
+  // Fills `payload` with the requested slice of a manifest.
+  Result<proto::ManifestPart> GetManifest(const proto::GetManifest& req, std::string* payload) const;
+
+  // Walks the source once and records the dataset. kAlreadyExists if the name
+  // is taken, kInvalidArgument for a bad name/chunk size/replica count,
+  // kNotFound / kUnavailable if the source cannot be read.
+  Result<proto::DatasetAddReply> AddDataset(const proto::DatasetAdd& req);
+  proto::DatasetListReply ListDatasets() const;
+  Status RemoveDataset(const std::string& name);
+  // Asks every owner to hold all its chunks of the dataset.
+  Result<proto::WarmReply> Warm(const std::string& name);
+  // Nodes and datasets with cached amounts; `dataset` narrows to one.
+  Result<proto::ClusterStatusReply> GetStatus(const std::string& dataset) const;
+
+  // Marks nodes silent for longer than down_after as down. The service calls
+  // this periodically; tests call it after advancing a FakeClock.
+  void CheckLiveness();
+
+  uint64_t epoch() const;
+
+ private:
+  struct NodeState {
+    proto::NodeInfo info;
+    std::chrono::steady_clock::time_point last_heard;
+    std::map<uint64_t, proto::DatasetReport> reports;  // by dataset uid
+  };
+  struct DatasetState {
+    proto::DatasetMeta meta;
+    Manifest manifest;
+    // Per member (index into nodes_ order), the owned chunk ordinals, computed
+    // at assignment_epoch_ on demand for progress reports.
+    mutable std::vector<std::vector<uint64_t>> assignment;
+    mutable uint64_t assignment_epoch = UINT64_MAX;
+  };
+
+  explicit Coordinator(Options options);
+  Status Load();
+  // Persists the current state and bumps the epoch. REQUIRES: mu_ held.
+  Status CommitLocked(bool placement_changed);
+  CoordinatorState SnapshotLocked() const;
+  proto::DatasetStatus DatasetStatusLocked(const DatasetState& d) const;
+  std::vector<PlacementMember> MembersLocked() const;
+
+  Options options_;
+  StateStore store_;
+  mutable std::mutex mu_;
+  uint64_t epoch_ = 0;            // guarded by mu_
+  uint64_t placement_epoch_ = 0;  // guarded by mu_
+  std::map<std::string, NodeState> nodes_;        // guarded by mu_; by name
+  std::map<std::string, DatasetState> datasets_;  // guarded by mu_; by name
+  std::set<std::string> adding_;                  // guarded by mu_; names being added
+};
+
+// True if `name` may name a dataset or node: 1-64 characters of [A-Za-z0-9._-],
+// not starting with '.' or '-'.
+bool IsValidName(std::string_view name);
+
+}  // namespace hoard

@@ -1,0 +1,253 @@
+#include "coordinator/coordinator.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+
+#include "common/file_util.h"
+#include "common/testing.h"
+#include "origin/forwarding_origin.h"
+#include "origin/mem_origin.h"
+#include "striping/assignment.h"
+
+namespace hoard {
+namespace {
+
+using namespace std::chrono_literals;
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(tmp_.path().empty());
+    dir_ = tmp_.path();
+    origin_ = std::make_shared<MemOrigin>("mem://data");
+    ASSERT_TRUE(origin_->AddFile("train/a.jpg", std::string(5000, 'a')).ok());
+    ASSERT_TRUE(origin_->AddFile("train/b.jpg", std::string(7000, 'b')).ok());
+    ASSERT_TRUE(origin_->AddFile("big.bin", std::string(3 * 65536 + 1, 'c')).ok());
+    ASSERT_TRUE(origin_->AddFile("empty", "").ok());
+    Reopen();
+  }
+
+  void Reopen() {
+    coord_.reset();
+    auto c = Coordinator::Open({.data_dir = dir_,
+                                .down_after = 5s,
+                                .logger = spdlog::null_logger_mt("coord-" + std::to_string(++n_)),
+                                .clock = &clock_,
+                                .open_origin = ForwardingOrigin::Opener("mem://data", origin_)});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    coord_ = std::move(*c);
+  }
+
+  proto::DatasetMeta Add(const std::string& name, uint64_t chunk = 65536, uint32_t replicas = 1) {
+    auto r = coord_->AddDataset({.name = name, .source = "mem://data", .chunk_size = chunk, .replicas = replicas});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->meta : proto::DatasetMeta{};
+  }
+
+  void Register(const std::string& name) {
+    ASSERT_TRUE(coord_->RegisterNode({.name = name, .endpoint = "tcp://127.0.0.1:1" + name.substr(4)}).ok());
+  }
+
+  testing::TempDir tmp_{"hoard-coord"};
+  std::string dir_;
+  FakeClock clock_;
+  std::shared_ptr<MemOrigin> origin_;
+  std::unique_ptr<Coordinator> coord_;
+  static inline int n_ = 0;
+};
+
+TEST_F(CoordinatorTest, AddRecordsTheManifest) {
+  proto::DatasetMeta m = Add("imagenet");
+  EXPECT_EQ(m.file_count, 4u);
+  EXPECT_EQ(m.total_bytes, 5000u + 7000 + 3 * 65536 + 1);
+  EXPECT_EQ(m.total_chunks, 1u + 1 + 4 + 0);
+  EXPECT_EQ(m.version, 1u);
+  std::string bytes;
+  while (bytes.size() < m.manifest_bytes) {
+    std::string part;
+    auto r = coord_->GetManifest({.name = "imagenet", .version = 1, .offset = bytes.size(), .length = 100}, &part);
+    ASSERT_TRUE(r.ok());
+    EXPECT_LE(part.size(), 100u);
+    bytes += part;
+  }
+  Result<Manifest> manifest = Manifest::Parse(bytes);
+  ASSERT_TRUE(manifest.ok());
+  auto b = manifest->Resolve("train/b.jpg");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(manifest->entry(*b).size, 7000u);
+  EXPECT_EQ(manifest->entry(*b).mode, S_IFREG | 0644u);
+}
+
+TEST_F(CoordinatorTest, AddRejectsBadRequestsWithClearErrors) {
+  Add("one");
+  auto dup = coord_->AddDataset({.name = "one", .source = "mem://data"});
+  EXPECT_EQ(dup.status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(coord_->AddDataset({.name = "../x", .source = "mem://data"}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(coord_->AddDataset({.name = "x", .source = "mem://data", .chunk_size = 1000}).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(coord_->AddDataset({.name = "x", .source = "mem://data", .replicas = 0}).status().code(),
+            Code::kInvalidArgument);
+  auto missing = coord_->AddDataset({.name = "x", .source = "mem://elsewhere"});
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("dataset add x"), std::string::npos) << missing.status().ToString();
+  origin_->FailPath("train", Status::Unavailable("nfs server not responding"));
+  auto down = coord_->AddDataset({.name = "x", .source = "mem://data"});
+  EXPECT_EQ(down.status().code(), Code::kUnavailable);
+  EXPECT_EQ(coord_->ListDatasets().datasets.size(), 1u);
+}
+
+TEST_F(CoordinatorTest, ConcurrentAddsOfOneNameLetExactlyOneWin) {
+  origin_->SetDelay(20ms);
+  std::atomic<int> ok{0}, exists{0};
+  std::vector<std::thread> t;
+  for (int i = 0; i < 4; ++i) {
+    t.emplace_back([&] {
+      auto r = coord_->AddDataset({.name = "same", .source = "mem://data"});
+      if (r.ok()) ++ok;
+      else if (r.status().code() == Code::kAlreadyExists) ++exists;
+    });
+  }
+  for (auto& th : t) th.join();
+  EXPECT_EQ(ok.load(), 1);
+  EXPECT_EQ(exists.load(), 3);
+}
+
+TEST_F(CoordinatorTest, StateSurvivesARestart) {
+  Register("node1");
+  Register("node2");
+  proto::DatasetMeta m = Add("imagenet");
+  ASSERT_TRUE(coord_->Warm("imagenet").ok());
+  const uint64_t epoch = coord_->epoch();
+  Reopen();
+  EXPECT_EQ(coord_->epoch(), epoch);
+  proto::ClusterMap map = coord_->GetClusterMap();
+  ASSERT_EQ(map.nodes.size(), 2u);
+  EXPECT_EQ(map.nodes[1].name, "node2");
+  ASSERT_EQ(map.datasets.size(), 1u);
+  EXPECT_EQ(map.datasets[0].uid, m.uid);
+  EXPECT_TRUE(map.datasets[0].warm);
+  std::string part;
+  EXPECT_TRUE(coord_->GetManifest({.name = "imagenet", .version = 1}, &part).ok());
+  EXPECT_EQ(part.size(), m.manifest_bytes);
+}
+
+TEST_F(CoordinatorTest, UnreadableStateRefusesToStart) {
+  Add("imagenet");
+  coord_.reset();
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(dir_, "state.msgpack"), "\xc1garbage").ok());
+  auto c = Coordinator::Open({.data_dir = dir_, .logger = spdlog::null_logger_mt("coord-bad")});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kCorruption);
+}
+
+TEST_F(CoordinatorTest, RemoveDeletesTheManifestFile) {
+  Add("imagenet");
+  Add("mnist");
+  ASSERT_TRUE(coord_->RemoveDataset("imagenet").ok());
+  EXPECT_EQ(coord_->RemoveDataset("imagenet").code(), Code::kNotFound);
+  EXPECT_EQ(coord_->Warm("imagenet").status().code(), Code::kNotFound);
+  int manifests = 0;
+  for (auto& e : std::filesystem::directory_iterator(JoinPath(dir_, "manifests"))) {
+    ++manifests;
+    EXPECT_NE(e.path().filename().string().find("mnist"), std::string::npos);
+  }
+  EXPECT_EQ(manifests, 1);
+}
+
+TEST_F(CoordinatorTest, SilentNodeIsMarkedDownAndComesBack) {
+  Register("node1");
+  Register("node2");
+  const uint64_t e0 = coord_->epoch();
+  clock_.Advance(3s);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node1"}).ok());
+  clock_.Advance(3s);  // node2 silent 6 s, node1 3 s
+  coord_->CheckLiveness();
+  proto::ClusterMap map = coord_->GetClusterMap();
+  EXPECT_TRUE(map.nodes[0].up);
+  EXPECT_FALSE(map.nodes[1].up);
+  EXPECT_GT(coord_->epoch(), e0) << "mounts must learn that node2 is down";
+  EXPECT_EQ(map.placement_epoch, coord_->GetClusterMap().placement_epoch);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node2"}).ok());
+  EXPECT_TRUE(coord_->GetClusterMap().nodes[1].up);
+}
+
+TEST_F(CoordinatorTest, HeartbeatFromAnUnknownNodeAsksItToRegister) {
+  auto r = coord_->Heartbeat({.name = "stranger"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->registered);
+  EXPECT_EQ(coord_->RegisterNode({.name = "bad name!", .endpoint = "tcp://x:1"}).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(coord_->RegisterNode({.name = "n", .endpoint = "http://x"}).status().code(), Code::kInvalidArgument);
+}
+
+// Nodes report bitmaps over their owned chunks; the coordinator turns them
+// into bytes, files and completeness.
+TEST_F(CoordinatorTest, StatusCountsWholeFilesFromNodeReports) {
+  // Enough chunks that each node surely owns several (the uid, and so the
+  // placement, is random).
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(origin_->AddFile("more/" + std::to_string(i), "x").ok());
+  Register("node1");
+  Register("node2");
+  proto::DatasetMeta meta = Add("imagenet", 65536, 1);
+  std::string bytes;
+  ASSERT_TRUE(coord_->GetManifest({.name = "imagenet", .version = 1}, &bytes).ok());
+  Manifest m = *Manifest::Parse(bytes);
+  proto::ClusterMap map = coord_->GetClusterMap();
+  Placement placement({{"node1", 1}, {"node2", 1}});
+
+  auto report = [&](uint32_t member, bool all) {
+    std::vector<ChunkRef> owned = OwnedChunks(m, placement, 1, member);
+    proto::DatasetReport r{.uid = meta.uid, .version = 1, .placement_epoch = map.placement_epoch};
+    r.owned_chunks = owned.size();
+    r.cached_bitmap.assign((owned.size() + 7) / 8, 0);
+    EXPECT_GE(owned.size(), 2u);
+    for (size_t i = 0; i < owned.size(); ++i) {
+      r.owned_bytes += owned[i].length;
+      if (all || i + 1 < owned.size()) {  // partial: all but the last
+        r.cached_bitmap[i / 8] |= char(1 << (i % 8));
+        ++r.cached_chunks;
+        r.cached_bytes += owned[i].length;
+      }
+    }
+    return r;
+  };
+  auto status = [&] { return coord_->GetStatus("imagenet")->datasets.at(0); };
+
+  EXPECT_EQ(status().cached_bytes, 0u);
+  EXPECT_FALSE(status().complete);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node1", .datasets = {report(0, true)}, .datasets_included = true}).ok());
+  proto::DatasetStatus half = status();
+  EXPECT_FALSE(half.complete) << "node2 has not reported";
+  EXPECT_EQ(half.nodes_reporting, 1u);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node2", .datasets = {report(1, false)}, .datasets_included = true}).ok());
+  EXPECT_FALSE(status().complete);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node2", .datasets = {report(1, true)}, .datasets_included = true}).ok());
+  proto::DatasetStatus full = status();
+  EXPECT_TRUE(full.complete);
+  EXPECT_EQ(full.cached_bytes, meta.total_bytes);
+  EXPECT_EQ(full.files_cached, meta.file_count);
+
+  // A node that goes down takes its chunks out of "cached".
+  clock_.Advance(6s);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node1"}).ok());
+  coord_->CheckLiveness();
+  EXPECT_FALSE(status().complete);
+  EXPECT_LT(status().cached_bytes, meta.total_bytes);
+}
+
+TEST_F(CoordinatorTest, StaleReportsDoNotCount) {
+  Register("node1");
+  proto::DatasetMeta meta = Add("imagenet");
+  proto::DatasetReport r{.uid = meta.uid, .version = 1, .placement_epoch = 999, .cached_bytes = 1000};
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node1", .datasets = {r}, .datasets_included = true}).ok());
+  EXPECT_EQ(coord_->GetStatus("")->datasets.at(0).cached_bytes, 0u);
+  EXPECT_EQ(coord_->GetStatus("nope").status().code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace hoard

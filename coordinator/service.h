@@ -1,0 +1,51 @@
+// File: coordinator/service.h
+//
+// CoordinatorService puts a Coordinator on the network: it registers one thin
+// handler per request type on an RpcServer (each forwards to a Coordinator
+// method) and runs the liveness check every `liveness_interval`.
+//
+// Thread-safety: Start/Stop from one thread; handlers run on RpcServer workers.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "coordinator/coordinator.h"
+#include "proto/rpc_server.h"
+
+namespace hoard {
+
+class CoordinatorService {
+ public:
+  struct Options {
+    std::string endpoint;  // where to listen, e.g. tcp://127.0.0.1:7100
+    int workers = 4;
+    std::chrono::milliseconds liveness_interval{500};
+    std::shared_ptr<spdlog::logger> logger;
+    zmq::context_t* context = nullptr;
+  };
+
+  CoordinatorService(Coordinator* coordinator, Options options);
+  ~CoordinatorService();
+
+  Status Start();
+  void Stop();
+  const std::string& endpoint() const { return server_.bound_endpoint(); }
+
+ private:
+  void RegisterHandlers();
+
+  Coordinator* coordinator_;
+  Options options_;
+  proto::RpcServer server_;
+  std::thread liveness_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+};
+
+}  // namespace hoard

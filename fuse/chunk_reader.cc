@@ -1,0 +1,152 @@
+#include "fuse/chunk_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "node/chunk_file.h"
+#include "node/chunk_store.h"
+
+namespace hoard::fuse {
+
+ChunkReader::ChunkReader(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view)
+    : options_(std::move(options)),
+      current_view_(std::move(current_view)),
+      peers_(*options_.context, 16, options_.peer_connect_timeout),
+      origins_(options_.origin, options_.open_origin),
+      origin_reader_(nullptr, &origins_, options_.logger) {}
+
+int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index) {
+  if (options_.local_store.empty()) return -1;
+  const ChunkKey key = ds.manifest().chunk_key(entry, index);
+  const std::string path = ChunkStore::ChunkPath(options_.local_store, key);
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return -1;
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return -1;
+  Result<ChunkTrailer> t = ReadChunkTrailer(fd.get(), static_cast<uint64_t>(st.st_size));
+  const uint64_t want = ChunkLength(ds.manifest().entry(entry).size, ds.manifest().chunk_size(), index);
+  if (!t.ok() || t->length != want) {
+    options_.logger->warn("local chunk {} of {} is unusable ({}); reading it elsewhere", key.Name(), ds.name,
+                          t.ok() ? "wrong length" : t.status().ToString());
+    return -1;
+  }
+  {
+    std::lock_guard lock(verified_mu_);
+    if (verified_.count(key)) return fd.Release();
+  }
+  // First use in this mount: check the bytes against the checksum. A chunk
+  // that fails is left for the node agent, which verifies before serving and
+  // drops it; we read from the next source.
+  Status v = VerifyChunkFile(fd.get(), *t);
+  if (!v.ok()) {
+    counters_.corrupt_local_chunks.fetch_add(1);
+    options_.logger->error("local chunk {} of {}: {}; reading it elsewhere", key.Name(), ds.name, v.ToString());
+    return -1;
+  }
+  std::lock_guard lock(verified_mu_);
+  verified_.insert(key);
+  return fd.Release();
+}
+
+Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, uint32_t entry, uint32_t index) {
+  const ChunkKey key = ds.manifest().chunk_key(entry, index);
+  {
+    std::lock_guard lock(cache_mu_);
+    auto hit = lru_index_.find(key);
+    if (hit != lru_index_.end()) {
+      lru_.splice(lru_.begin(), lru_, hit->second);
+      return hit->second->second;
+    }
+  }
+  return flights_.Do(key, [&]() -> Result<Bytes> {
+    Result<Bytes> r = FetchUncached(ds, entry, index);
+    if (r.ok()) Remember(key, *r);
+    return r;
+  });
+}
+
+Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index) {
+  const Manifest& m = ds.manifest();
+  const uint64_t chunk_len = ChunkLength(m.entry(entry).size, m.chunk_size(), index);
+  std::shared_ptr<const ClusterView> view = current_view_();
+  const ChunkKey key = m.chunk_key(entry, index);
+  std::vector<uint32_t> owners;
+  view->placement().Owners(key.PlacementHash(), static_cast<int>(ds.view->meta.replicas), &owners);
+  // Up owners first, in rank order; down ones are not tried at all.
+  for (uint32_t o : owners) {
+    const proto::NodeInfo& node = view->node(o);
+    if (!node.up || Suspect(node.endpoint)) continue;
+    Result<Bytes> r = FetchFromPeer(node, ds, entry, index, chunk_len);
+    if (r.ok()) {
+      counters_.peer_bytes.fetch_add(chunk_len);
+      return r;
+    }
+    counters_.peer_failures.fetch_add(1);
+    if (r.status().code() == Code::kUnavailable) MarkSuspect(node.endpoint);
+    options_.logger->warn("chunk {} of {} from {}: {}; trying the next source", key.Name(), ds.name, node.name,
+                          r.status().ToString());
+  }
+  // Every owner failed or is down: read the origin ourselves. A file that
+  // changed at the origin fails here too (kStale), so nothing mixes versions.
+  ChunkRef ref{entry, index, m.entry(entry).first_chunk() + index, chunk_len};
+  Result<ChunkFiller::FillResult> f = origin_reader_.Fill(*ds.view, ref, /*cache=*/false);
+  if (!f.ok()) return f.status();
+  counters_.origin_bytes.fetch_add(chunk_len);
+  return f->bytes;
+}
+
+Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& node, const MountedDataset& ds,
+                                                      uint32_t entry, uint32_t index, uint64_t chunk_len) {
+  const ChunkKey key = ds.manifest().chunk_key(entry, index);
+  proto::GetChunk req{.dataset = ds.name,
+                      .uid = ds.view->meta.uid,
+                      .version = ds.view->meta.version,
+                      .entry = entry,
+                      .index = index,
+                      .key_lo = key.file.lo,
+                      .key_hi = key.file.hi,
+                      .offset = 0,
+                      .length = 0,
+                      .fill = true};
+  zmq::message_t payload;
+  auto lease = peers_.Acquire(node.endpoint);
+  Result<proto::ChunkData> r = lease->Call(req, options_.peer_timeout, &payload);
+  if (!r.ok()) return r.status();
+  if (r->chunk_length != chunk_len || payload.size() != chunk_len) {
+    return Status::Corruption("peer " + node.name + " sent " + std::to_string(payload.size()) + " bytes of a " +
+                              std::to_string(chunk_len) + "-byte chunk");
+  }
+  return Bytes(std::make_shared<const std::string>(static_cast<const char*>(payload.data()), payload.size()));
+}
+
+bool ChunkReader::Suspect(const std::string& endpoint) {
+  std::lock_guard lock(suspect_mu_);
+  auto it = suspect_until_.find(endpoint);
+  if (it == suspect_until_.end()) return false;
+  if (std::chrono::steady_clock::now() < it->second) return true;
+  suspect_until_.erase(it);
+  return false;
+}
+
+void ChunkReader::MarkSuspect(const std::string& endpoint) {
+  std::lock_guard lock(suspect_mu_);
+  suspect_until_[endpoint] = std::chrono::steady_clock::now() + options_.suspect_for;
+}
+
+void ChunkReader::Remember(const ChunkKey& key, Bytes bytes) {
+  std::lock_guard lock(cache_mu_);
+  if (lru_index_.count(key) || bytes->size() > options_.memory_cache_bytes) return;
+  lru_bytes_ += bytes->size();
+  lru_.emplace_front(key, std::move(bytes));
+  lru_index_[key] = lru_.begin();
+  while (lru_bytes_ > options_.memory_cache_bytes && !lru_.empty()) {
+    lru_bytes_ -= lru_.back().second->size();
+    lru_index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+}
+
+}  // namespace hoard::fuse

@@ -1,0 +1,110 @@
+// File: fuse/chunk_reader.h
+//
+// ChunkReader finds the bytes of one chunk for the mount, trying in order:
+//   1. this node's chunk store: the chunk file is opened directly (no IPC), its
+//      checksum verified the first time this mount uses it, and the caller
+//      reads (or splices) from the fd;
+//   2. the chunk's owners over ZeroMQ, up ones first in placement rank order;
+//      an owner that misses reads through from the origin and caches;
+//   3. the origin itself, when no owner answers within the peer timeout.
+// Chunks fetched over the network are kept in a small in-memory LRU, since
+// the kernel asks for a chunk in many reads (128 KiB to 1 MiB each), and a
+// fetch is single-flight: concurrent readers of a chunk share one transfer.
+//
+// A failure of every source is returned as the last source's Status; the
+// FUSE layer turns it into EIO.
+//
+// Thread-safety: all methods may be called from any FUSE worker thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "common/file_util.h"
+#include "common/single_flight.h"
+#include "coordinator/cluster_view.h"
+#include "fuse/namespace.h"
+#include "origin/origin_pool.h"
+#include "prefetch/chunk_filler.h"
+#include "proto/rpc_client.h"
+
+namespace hoard::fuse {
+
+class ChunkReader {
+ public:
+  struct Options {
+    std::string local_store;  // the local node's chunk store directory; empty = none
+    std::chrono::milliseconds peer_timeout{10000};  // a peer may be reading through
+    std::chrono::milliseconds peer_connect_timeout{500};
+    std::chrono::milliseconds suspect_for{5000};
+    size_t memory_cache_bytes = 256u << 20;
+    std::shared_ptr<spdlog::logger> logger;
+    zmq::context_t* context = nullptr;
+    OriginOptions origin;
+    OriginPool::Opener open_origin;  // tests substitute an in-memory origin
+  };
+
+  struct Counters {
+    std::atomic<uint64_t> local_bytes{0};
+    std::atomic<uint64_t> peer_bytes{0};
+    std::atomic<uint64_t> origin_bytes{0};
+    std::atomic<uint64_t> peer_failures{0};
+    std::atomic<uint64_t> corrupt_local_chunks{0};
+  };
+
+  using Bytes = std::shared_ptr<const std::string>;
+
+  ChunkReader(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view);
+
+  // Opens the local chunk file of chunk `index` of file `entry` and verifies it
+  // (once per mount). Returns an fd owned by the caller, or -1 when the chunk
+  // is not held locally (or failed its checksum, which is logged).
+  int OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index);
+
+  // The whole chunk from peers or the origin (step 2 and 3 above).
+  Result<Bytes> FetchRemote(const MountedDataset& ds, uint32_t entry, uint32_t index);
+
+  Counters& counters() { return counters_; }
+
+ private:
+  Result<Bytes> FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index);
+  Result<Bytes> FetchFromPeer(const proto::NodeInfo& node, const MountedDataset& ds, uint32_t entry,
+                              uint32_t index, uint64_t chunk_len);
+  void Remember(const ChunkKey& key, Bytes bytes);
+  // A peer that could not be reached is skipped for `suspect_for`, so one
+  // dead node costs one connect timeout, not one per chunk. The coordinator
+  // marks it down soon after, and the map then says the same.
+  bool Suspect(const std::string& endpoint);
+  void MarkSuspect(const std::string& endpoint);
+
+  Options options_;
+  std::function<std::shared_ptr<const ClusterView>()> current_view_;
+  proto::ClientPool peers_;
+  OriginPool origins_;
+  ChunkFiller origin_reader_;  // no store: reads through without caching
+  Counters counters_;
+
+  std::mutex verified_mu_;
+  std::unordered_set<ChunkKey, ChunkKeyHash> verified_;  // guarded by verified_mu_
+
+  SingleFlight<ChunkKey, Result<Bytes>, ChunkKeyHash> flights_;
+  // In-memory LRU of remote chunks.
+  std::mutex cache_mu_;
+  std::list<std::pair<ChunkKey, Bytes>> lru_;  // guarded by cache_mu_; front = newest
+  std::unordered_map<ChunkKey, std::list<std::pair<ChunkKey, Bytes>>::iterator, ChunkKeyHash> lru_index_;
+  size_t lru_bytes_ = 0;  // guarded by cache_mu_
+
+  std::mutex suspect_mu_;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> suspect_until_;  // guarded by suspect_mu_
+};
+
+}  // namespace hoard::fuse

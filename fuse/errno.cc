@@ -1,0 +1,24 @@
+#include "fuse/errno.h"
+
+#include <cerrno>
+
+namespace hoard::fuse {
+
+int ToErrno(const Status& status) {
+  switch (status.code()) {
+    case Code::kOk: return 0;
+    case Code::kNotFound: return ENOENT;
+    case Code::kInvalidArgument: return EINVAL;
+    case Code::kNoSpace: return ENOSPC;
+    case Code::kAlreadyExists: return EEXIST;
+    case Code::kUnavailable:
+    case Code::kCorruption:
+    case Code::kIoError:
+    case Code::kStale:
+    case Code::kInternal:
+      return EIO;
+  }
+  return EIO;
+}
+
+}  // namespace hoard::fuse

@@ -1,0 +1,134 @@
+// File: fuse/hoard_fs.h
+//
+// HoardFs is the FUSE file system (libfuse3 low-level API) that shows one
+// POSIX namespace on each node:
+//
+//   MOUNT/datasets/NAME/...   every registered dataset, read-only, with the
+//                             origin's names, sizes, modes, owners and mtimes
+//
+// Metadata never leaves the process: lookups, getattr and readdir are
+// answered from the dataset's manifest (an immutable, validated index shared
+// with the node agent), so a stat storm costs no network round trip. Data
+// comes from ChunkReader (local chunk file, then owners, then the origin).
+//
+// Caching policy: a dataset version is immutable, so entries and attributes
+// inside a dataset get long timeouts and file pages are kept in the kernel's
+// page cache across opens (keep_cache). /datasets itself changes when
+// datasets are added or removed: short timeouts there, and the kernel is told
+// to drop a name when its dataset goes away or changes version.
+//
+// State: no per-inode state (fuse/inode.h); an open file holds an OpenFile
+// (its dataset, entry and the local chunk fds opened so far).
+//
+// Thread-safety: the ops run on libfuse's worker threads concurrently; the
+// map watcher runs on its own thread. Shared state is Namespace (lock-free
+// reads), ChunkReader (thread-safe) and ClusterWatcher (snapshots).
+#pragma once
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "coordinator/cluster_view.h"
+#include "fuse/chunk_reader.h"
+#include "fuse/namespace.h"
+
+namespace hoard::fuse {
+
+class HoardFs {
+ public:
+  struct Options {
+    std::string coordinator;
+    std::string local_store;  // this node's chunk store directory; empty = none
+    std::string cache_dir;    // where the mount keeps manifests and the last map
+    double dataset_timeout = 3600;  // seconds; entries/attributes inside a dataset
+    double top_timeout = 1;         // seconds; the root and /datasets
+    std::chrono::milliseconds poll_interval{1000};
+    std::chrono::milliseconds peer_timeout{10000};
+    std::chrono::milliseconds peer_connect_timeout{500};
+    std::shared_ptr<spdlog::logger> logger;
+    zmq::context_t* context = nullptr;
+    OriginPool::Opener open_origin;  // tests substitute an in-memory origin
+  };
+
+  explicit HoardFs(Options options);
+  ~HoardFs();
+
+  // Loads the saved map and starts following the coordinator. Does not fail
+  // when the coordinator is down: the mount then serves what it last knew.
+  Status Start();
+  void Stop();
+  // Lets the watcher ask the kernel to drop names of changed datasets.
+  void SetSession(fuse_session* session) { session_.store(session); }
+
+  // The low-level operations table; userdata must be this HoardFs.
+  static const fuse_lowlevel_ops& Ops();
+
+  ChunkReader& reader() { return reader_; }
+
+  // ---- operations (called through Ops()) ----
+  void Init(fuse_conn_info* conn);
+  void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void ReadLink(fuse_req_t req, fuse_ino_t ino);
+  void StatFs(fuse_req_t req, fuse_ino_t ino);
+  void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus);
+  void ReleaseDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+  void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  // Every operation that would change a dataset.
+  void ReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+
+ private:
+  // An open dataset file.
+  struct OpenFile {
+    const MountedDataset* dataset;
+    uint32_t entry;
+    // Per chunk: the local chunk fd, or -1 if not opened (yet).
+    std::unique_ptr<std::atomic<int>[]> local_fds;
+    uint64_t chunks;
+  };
+
+  // Attributes of an inode; kNotFound (ESTALE at the edge) if it no longer exists.
+  Status Stat(fuse_ino_t ino, struct stat* st) const;
+  void FillEntry(fuse_ino_t ino, const struct stat& st, fuse_entry_param* e) const;
+  int LocalFd(OpenFile* of, uint64_t chunk);
+  void WatchLoop();
+  // Polls the coordinator now: a name missing from /datasets may have been
+  // added a moment ago, and a user who just ran `hoard dataset add` expects
+  // to see it at once. A poll is one small round trip; concurrent callers are
+  // serialised by the watcher.
+  void RefreshNow();
+  void OnViewChange(const std::shared_ptr<const ClusterView>& view);
+
+  Options options_;
+  Namespace ns_;
+  ClusterWatcher watcher_;
+  ChunkReader reader_;
+  std::atomic<fuse_session*> session_{nullptr};
+  const int64_t start_time_;
+
+  std::thread watch_thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  // Names in /datasets the kernel must forget. Sent by the watch thread only:
+  // a notification sent from inside a request handler (a lookup that caused
+  // a refresh) deadlocks on the directory lock the kernel holds for it.
+  std::vector<std::string> pending_inval_;  // guarded by mu_
+};
+
+}  // namespace hoard::fuse

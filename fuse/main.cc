@@ -1,0 +1,71 @@
+// hoard-fuse: the POSIX mount of a node (MOUNT/datasets/NAME/...).
+#include <CLI/CLI.hpp>
+
+#include "common/daemon.h"
+#include "fuse/hoard_fs.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"hoard-fuse: mounts every hoard dataset under MOUNTPOINT/datasets"};
+  std::string mountpoint, coordinator = "tcp://127.0.0.1:7100", node_store, cache_dir, log_level = "info";
+  bool allow_other = false, debug = false;
+  int threads = 16;
+  app.add_option("mountpoint", mountpoint, "Where to mount")->required();
+  app.add_option("--coordinator", coordinator, "Coordinator endpoint")->capture_default_str();
+  app.add_option("--node-store", node_store,
+                 "This node's chunk store (STORE_DIR/store of its hoard-node), for reading local chunks directly");
+  app.add_option("--cache-dir", cache_dir, "Where the mount keeps manifests and the last cluster map")->required();
+  app.add_flag("--allow-other", allow_other, "Let users other than the mounter use the mount (multi-user nodes)");
+  app.add_option("--threads", threads, "Maximum idle FUSE worker threads")->capture_default_str();
+  app.add_flag("--fuse-debug", debug, "Print every FUSE request");
+  app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  auto log = hoard::MakeLogger("fuse", log_level);
+  zmq::context_t context;
+  hoard::fuse::HoardFs fs({.coordinator = coordinator,
+                           .local_store = node_store,
+                           .cache_dir = cache_dir,
+                           .logger = log,
+                           .context = &context});
+  if (hoard::Status s = fs.Start(); !s.ok()) {
+    log->critical("cannot start: {}", s.ToString());
+    return 1;
+  }
+
+  // The kernel checks the origin's modes and owners itself.
+  std::string opts = "fsname=hoard,subtype=hoard,default_permissions";
+  if (allow_other) opts += ",allow_other";
+  std::vector<std::string> fuse_argv = {argv[0], "-o", opts};
+  if (debug) fuse_argv.push_back("-d");
+  std::vector<char*> cargv;
+  for (auto& a : fuse_argv) cargv.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());
+
+  fuse_session* se = fuse_session_new(&args, &hoard::fuse::HoardFs::Ops(), sizeof(fuse_lowlevel_ops), &fs);
+  if (se == nullptr) {
+    log->critical("cannot create the FUSE session");
+    return 1;
+  }
+  int rc = 1;
+  if (fuse_set_signal_handlers(se) == 0) {
+    if (fuse_session_mount(se, mountpoint.c_str()) == 0) {
+      fs.SetSession(se);
+      log->info("mounted on {} (coordinator {}, local store {})", mountpoint, coordinator,
+                node_store.empty() ? "none" : node_store);
+      fuse_loop_config* config = fuse_loop_cfg_create();
+      fuse_loop_cfg_set_clone_fd(config, 1);
+      fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(threads));
+      rc = fuse_session_loop_mt(se, config);
+      fuse_loop_cfg_destroy(config);
+      fs.SetSession(nullptr);
+      fuse_session_unmount(se);
+      log->info("unmounted {}", mountpoint);
+    } else {
+      log->critical("cannot mount on {}", mountpoint);
+    }
+    fuse_remove_signal_handlers(se);
+  }
+  fuse_session_destroy(se);
+  fs.Stop();
+  return rc == 0 ? 0 : 1;
+}

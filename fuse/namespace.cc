@@ -1,0 +1,59 @@
+#include "fuse/namespace.h"
+
+#include <algorithm>
+#include <map>
+
+namespace hoard::fuse {
+
+Namespace::Namespace()
+    : slots_(new std::atomic<const MountedDataset*>[kSlotCount]), listing_(std::make_shared<Listing>()) {
+  for (uint32_t i = 0; i < kSlotCount; ++i) slots_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+Namespace::~Namespace() = default;
+
+const MountedDataset* Namespace::Find(std::string_view name) const {
+  std::shared_ptr<const Listing> l = List();
+  auto it = std::lower_bound(l->datasets.begin(), l->datasets.end(), name,
+                             [](const auto& p, std::string_view n) { return p.first < n; });
+  if (it == l->datasets.end() || it->first != name) return nullptr;
+  return it->second;
+}
+
+std::shared_ptr<const Namespace::Listing> Namespace::List() const {
+  std::lock_guard lock(mu_);
+  return listing_;
+}
+
+std::vector<std::string> Namespace::Update(const ClusterView& view) {
+  std::lock_guard lock(mu_);
+  std::map<std::string, const MountedDataset*> current;
+  for (const auto& [name, md] : listing_->datasets) current[name] = md;
+
+  std::vector<std::string> changed;
+  auto listing = std::make_shared<Listing>();
+  for (const auto& [name, ds] : view.datasets()) {
+    auto it = current.find(name);
+    if (it != current.end() && it->second->view->meta.uid == ds->meta.uid &&
+        it->second->view->meta.version == ds->meta.version) {
+      listing->datasets.emplace_back(name, it->second);
+      current.erase(it);
+      continue;
+    }
+    if (next_slot_ >= kSlotCount) continue;  // out of slots: the mount must be restarted
+    auto md = std::make_unique<MountedDataset>(MountedDataset{name, next_slot_++, ds});
+    slots_[md->slot].store(md.get(), std::memory_order_release);
+    listing->datasets.emplace_back(name, md.get());
+    all_.push_back(std::move(md));
+    changed.push_back(name);
+  }
+  // Whatever is left vanished or was replaced: retire its slot.
+  for (const auto& [name, md] : current) {
+    slots_[md->slot].store(nullptr, std::memory_order_release);
+    if (std::find(changed.begin(), changed.end(), name) == changed.end()) changed.push_back(name);
+  }
+  listing_ = std::move(listing);
+  return changed;
+}
+
+}  // namespace hoard::fuse

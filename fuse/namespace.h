@@ -1,0 +1,68 @@
+// File: fuse/namespace.h
+//
+// Namespace is the set of datasets the mount shows under /datasets, each in
+// its inode slot (fuse/inode.h), updated from ClusterView snapshots.
+//
+// Reads are lock-free: slots are an array of atomic pointers to immutable
+// MountedDataset objects, which stay alive until the Namespace is destroyed
+// (a removed dataset's object is retired, not freed, because the kernel may
+// still hold its inode numbers). The name list for /datasets is an immutable
+// snapshot swapped under a mutex that readers hold only to copy a shared_ptr.
+//
+// Thread-safety: Update from one thread (the map watcher); everything else
+// from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coordinator/cluster_view.h"
+
+namespace hoard::fuse {
+
+struct MountedDataset {
+  std::string name;
+  uint32_t slot = 0;
+  std::shared_ptr<const DatasetView> view;  // meta + manifest
+  const Manifest& manifest() const { return view->manifest; }
+};
+
+class Namespace {
+ public:
+  struct Listing {
+    // Sorted by name.
+    std::vector<std::pair<std::string, const MountedDataset*>> datasets;
+  };
+
+  Namespace();
+  ~Namespace();
+
+  // The dataset in `slot`, or null if the slot is empty or retired.
+  const MountedDataset* Slot(uint32_t slot) const {
+    return slot < kSlotCount ? slots_[slot].load(std::memory_order_acquire) : nullptr;
+  }
+  // The current dataset called `name`, or null.
+  const MountedDataset* Find(std::string_view name) const;
+  std::shared_ptr<const Listing> List() const;
+
+  // Brings the slots in line with `view`: new datasets (or new versions) get
+  // new slots; datasets that vanished or changed version are retired. Returns
+  // the names whose entries in /datasets changed (for kernel invalidation).
+  std::vector<std::string> Update(const ClusterView& view);
+
+ private:
+  static constexpr uint32_t kSlotCount = 1u << 16;
+
+  std::unique_ptr<std::atomic<const MountedDataset*>[]> slots_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const Listing> listing_;                  // guarded by mu_
+  uint32_t next_slot_ = 1;                                  // guarded by mu_
+  std::vector<std::unique_ptr<MountedDataset>> all_;        // guarded by mu_; owns every object ever made
+};
+
+}  // namespace hoard::fuse

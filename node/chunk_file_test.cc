@@ -1,0 +1,131 @@
+#include "node/chunk_file.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/file_util.h"
+#include "common/hash.h"
+
+namespace hoard {
+namespace {
+
+std::string Trailer(const ChunkTrailer& t) {
+  char buf[kChunkTrailerSize];
+  EncodeChunkTrailer(t, buf);
+  return std::string(buf, sizeof(buf));
+}
+
+TEST(ChunkTrailerTest, EncodesLittleEndianWithMagic) {
+  std::string b = Trailer({.length = 0x0102, .checksum = 0xAABBCCDDEEFF0011ULL, .dataset_uid = 7});
+  ASSERT_EQ(b.size(), kChunkTrailerSize);
+  EXPECT_EQ(b.substr(0, 8), "HRDCHNK1");  // the magic reads as text on disk
+  EXPECT_EQ(static_cast<unsigned char>(b[8]), 0x02);
+  EXPECT_EQ(static_cast<unsigned char>(b[9]), 0x01);
+  EXPECT_EQ(static_cast<unsigned char>(b[16]), 0x11);
+  EXPECT_EQ(static_cast<unsigned char>(b[23]), 0xAA);
+  EXPECT_EQ(static_cast<unsigned char>(b[24]), 7);
+}
+
+TEST(ChunkTrailerTest, RoundTrips) {
+  ChunkTrailer in{.length = 1000, .checksum = 0x123456789ABCDEF0ULL, .dataset_uid = 0xFFFFFFFFFFFFFFFFULL};
+  Result<ChunkTrailer> out = DecodeChunkTrailer(Trailer(in), 1000 + kChunkTrailerSize);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->length, in.length);
+  EXPECT_EQ(out->checksum, in.checksum);
+  EXPECT_EQ(out->dataset_uid, in.dataset_uid);
+}
+
+TEST(ChunkTrailerTest, RejectsBadMagic) {
+  std::string b = Trailer({.length = 10, .checksum = 1, .dataset_uid = 2});
+  b[0] ^= 1;
+  EXPECT_EQ(DecodeChunkTrailer(b, 10 + kChunkTrailerSize).status().code(), Code::kCorruption);
+}
+
+TEST(ChunkTrailerTest, RejectsLengthThatDisagreesWithFileSize) {
+  std::string b = Trailer({.length = 10, .checksum = 1, .dataset_uid = 2});
+  EXPECT_EQ(DecodeChunkTrailer(b, 11 + kChunkTrailerSize).status().code(), Code::kCorruption);
+  EXPECT_EQ(DecodeChunkTrailer(b, 9 + kChunkTrailerSize).status().code(), Code::kCorruption);
+  // A garbage length must not wrap around when compared with the file size.
+  std::string huge = Trailer({.length = ~0ULL - 10, .checksum = 1, .dataset_uid = 2});
+  EXPECT_EQ(DecodeChunkTrailer(huge, 20).status().code(), Code::kCorruption);
+}
+
+TEST(ChunkTrailerTest, RejectsWrongSizedInput) {
+  std::string b = Trailer({.length = 0, .checksum = 0, .dataset_uid = 0});
+  EXPECT_EQ(DecodeChunkTrailer(b.substr(0, 31), kChunkTrailerSize).status().code(), Code::kCorruption);
+}
+
+class ChunkFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/chunk_file_test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { (void)RemoveTree(dir_); }
+
+  // Writes `bytes` to a file and returns an fd open on it.
+  UniqueFd WriteAndOpen(const std::string& bytes) {
+    std::string path = JoinPath(dir_, "f");
+    EXPECT_TRUE(WriteFileAtomic(path, bytes).ok());
+    return UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  }
+
+  // A well-formed chunk file holding `data`.
+  static std::string ChunkBytes(const std::string& data, uint64_t uid = 5) {
+    return data + Trailer({.length = data.size(), .checksum = Checksum64(data.data(), data.size()), .dataset_uid = uid});
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ChunkFileTest, ReadsTrailerAndVerifiesGoodFile) {
+  // Larger than the verify buffer, so the streaming path is exercised.
+  std::string data((1 << 20) * 2 + 12345, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + (i >> 9));
+  UniqueFd fd = WriteAndOpen(ChunkBytes(data, 42));
+  ASSERT_TRUE(fd.valid());
+  Result<ChunkTrailer> t = ReadChunkTrailer(fd.get(), data.size() + kChunkTrailerSize);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->length, data.size());
+  EXPECT_EQ(t->dataset_uid, 42u);
+  EXPECT_TRUE(VerifyChunkFile(fd.get(), *t).ok());
+}
+
+TEST_F(ChunkFileTest, VerifyCatchesAFlippedByte) {
+  std::string data(100000, 'x');
+  std::string bytes = ChunkBytes(data);
+  bytes[77777] ^= 0x10;
+  UniqueFd fd = WriteAndOpen(bytes);
+  Result<ChunkTrailer> t = ReadChunkTrailer(fd.get(), bytes.size());
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(VerifyChunkFile(fd.get(), *t).code(), Code::kCorruption);
+}
+
+TEST_F(ChunkFileTest, VerifyCatchesAShortFile) {
+  std::string data(1000, 'y');
+  UniqueFd fd = WriteAndOpen(data.substr(0, 500));
+  ChunkTrailer t{.length = data.size(), .checksum = Checksum64(data.data(), data.size()), .dataset_uid = 1};
+  EXPECT_EQ(VerifyChunkFile(fd.get(), t).code(), Code::kCorruption);
+}
+
+TEST_F(ChunkFileTest, EmptyChunkIsJustATrailer) {
+  UniqueFd fd = WriteAndOpen(ChunkBytes(""));
+  Result<ChunkTrailer> t = ReadChunkTrailer(fd.get(), kChunkTrailerSize);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->length, 0u);
+  EXPECT_TRUE(VerifyChunkFile(fd.get(), *t).ok());
+}
+
+TEST_F(ChunkFileTest, FileTooShortForATrailerIsCorrupt) {
+  UniqueFd fd = WriteAndOpen("short");
+  EXPECT_EQ(ReadChunkTrailer(fd.get(), 5).status().code(), Code::kCorruption);
+}
+
+}  // namespace
+}  // namespace hoard

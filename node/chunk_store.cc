@@ -1,0 +1,464 @@
+#include "node/chunk_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "common/file_util.h"
+#include "common/hash.h"
+
+namespace hoard {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A Read that keeps losing the race against Remove + Put of its chunk gives
+// up rather than spin; each lost round means the chunk was replaced, which
+// takes a whole Put, so reaching this limit means something is badly wrong.
+constexpr int kMaxReadAttempts = 8;
+
+// Distinguishes the .tmp files of concurrent Puts of the same chunk (there
+// are none within one store, but a second store on the same directory, e.g.
+// in a test, must not write into our temporary file).
+std::atomic<uint64_t> g_tmp_counter{0};
+
+constexpr std::string_view kTmpSuffix = ".tmp";
+
+bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+bool ParseHex(std::string_view s, uint64_t* out) {
+  uint64_t v = 0;
+  for (char c : s) {
+    if (!IsLowerHex(c)) return false;
+    v = (v << 4) | static_cast<uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  }
+  *out = v;
+  return true;
+}
+
+// Inverse of ChunkKey::Name(): "<32 hex digits of file, hi first>-<8 hex
+// digits of index>". The caller also checks key.Name() == name, so a change
+// of the name format makes Open skip files instead of indexing wrong keys.
+std::optional<ChunkKey> ParseChunkName(std::string_view name) {
+  if (name.size() != 32 + 1 + 8 || name[32] != '-') return std::nullopt;
+  ChunkKey key;
+  uint64_t index = 0;
+  if (!ParseHex(name.substr(0, 16), &key.file.hi) || !ParseHex(name.substr(16, 16), &key.file.lo) ||
+      !ParseHex(name.substr(33, 8), &index)) {
+    return std::nullopt;
+  }
+  key.index = static_cast<uint32_t>(index);
+  return key;
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Reads up to `len` bytes at `offset`, stopping early only at end of file.
+Result<size_t> PreadUpTo(int fd, char* buf, size_t len, uint64_t offset) {
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = ::pread(fd, buf + done, len - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "pread");
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+}  // namespace
+
+ChunkStore::ChunkStore(Options options) : options_(std::move(options)) {}
+
+Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(Options options) {
+  if (!options.logger) return Status::InvalidArgument("chunk store: Options.logger is required");
+  if (options.dir.empty()) return Status::InvalidArgument("chunk store: Options.dir is empty");
+  std::unique_ptr<ChunkStore> store(new ChunkStore(std::move(options)));
+  HOARD_RETURN_IF_ERROR(store->Load().Annotate("open chunk store " + store->dir()));
+  return store;
+}
+
+std::string ChunkStore::ChunkPath(std::string_view dir, const ChunkKey& key) {
+  std::string name = key.Name();
+  return JoinPath(JoinPath(JoinPath(dir, "chunks"), std::string_view(name).substr(0, 2)), name);
+}
+
+Status ChunkStore::Load() {
+  // No other thread can see the store yet, so the scan does its I/O and fills
+  // the index without taking mu_.
+  spdlog::logger& log = *options_.logger;
+  const std::string chunks_dir = JoinPath(options_.dir, "chunks");
+  HOARD_RETURN_IF_ERROR(MakeDirs(chunks_dir));
+
+  std::error_code ec;
+  std::vector<std::string> subdirs;
+  for (fs::directory_iterator it(chunks_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (name.size() == 2 && IsLowerHex(name[0]) && IsLowerHex(name[1]) && it->is_directory(type_ec)) {
+      subdirs.push_back(std::move(name));
+    } else {
+      log.warn("chunk store {}: ignoring {}, which is not a chunk directory", options_.dir, it->path().string());
+    }
+  }
+  if (ec) return Status::FromErrno(ec.value(), "list " + chunks_dir);
+
+  for (const std::string& hh : subdirs) {
+    const std::string sub = JoinPath(chunks_dir, hh);
+    for (fs::directory_iterator it(sub, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      const std::string path = it->path().string();
+      if (EndsWith(name, kTmpSuffix)) {
+        // A Put that was cut short (crash, kill): its chunk was never stored.
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+          log.warn("chunk store {}: cannot remove leftover {}: {}", options_.dir, path,
+                   Status::FromErrno(errno, "unlink").message());
+        } else {
+          log.warn("chunk store {}: removed leftover temporary file {}", options_.dir, path);
+        }
+        continue;
+      }
+      std::optional<ChunkKey> key = ParseChunkName(name);
+      if (!key || key->Name() != name || name.compare(0, 2, hh) != 0) {
+        // Not something this store wrote; leave it for a human to look at.
+        log.warn("chunk store {}: ignoring {}, which is not named like a chunk", options_.dir, path);
+        continue;
+      }
+      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+      struct stat st;
+      if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
+        log.warn("chunk store {}: ignoring {}: {}", options_.dir, path,
+                 Status::FromErrno(errno, "open").message());
+        continue;
+      }
+      if (!S_ISREG(st.st_mode)) {
+        log.warn("chunk store {}: ignoring {}, which is not a regular file", options_.dir, path);
+        continue;
+      }
+      Result<ChunkTrailer> trailer = ReadChunkTrailer(fd.get(), static_cast<uint64_t>(st.st_size));
+      if (!trailer.ok()) {
+        if (trailer.status().code() != Code::kCorruption) {
+          // An I/O error says nothing about the file's content: keep it on
+          // disk (unindexed) rather than delete a possibly good chunk.
+          log.warn("chunk store {}: ignoring {}: {}", options_.dir, path, trailer.status().ToString());
+          continue;
+        }
+        fd.Reset();
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+          log.warn("chunk store {}: {} has a bad trailer ({}) and cannot be removed: {}", options_.dir, path,
+                   trailer.status().message(), Status::FromErrno(errno, "unlink").message());
+        } else {
+          log.warn("chunk store {}: removed {}: {}", options_.dir, path, trailer.status().message());
+        }
+        continue;
+      }
+      Entry e;
+      e.dataset_uid = trailer->dataset_uid;
+      e.length = trailer->length;
+      e.checksum = trailer->checksum;
+      e.verified = false;
+      e.generation = next_generation_++;
+      index_[*key] = e;
+      used_bytes_ += e.length + kChunkTrailerSize;
+    }
+    if (ec) return Status::FromErrno(ec.value(), "list " + sub);
+  }
+
+  if (options_.capacity_bytes > 0 && used_bytes_ > options_.capacity_bytes) {
+    log.warn("chunk store {} holds {} bytes, more than its capacity of {}; Puts fail until chunks are removed",
+             options_.dir, used_bytes_, options_.capacity_bytes);
+  }
+  log.info("chunk store {} opened: {} chunks, {} bytes", options_.dir, index_.size(), used_bytes_);
+  return Status::Ok();
+}
+
+Status ChunkStore::StoreError(const Status& s) const {
+  if (s.code() == Code::kNoSpace) return Status::NoSpace("chunk store " + options_.dir + " is full: " + s.message());
+  return s.Annotate("chunk store " + options_.dir);
+}
+
+Status ChunkStore::Put(const ChunkKey& key, uint64_t dataset_uid, std::string_view data) {
+  const uint64_t need = data.size() + kChunkTrailerSize;
+  {
+    std::unique_lock lock(mu_);
+    // A Put or Remove of this key is touching its file: wait, so that OK
+    // always means "stored" and two writers never race on one path.
+    busy_cv_.wait(lock, [&] { return !busy_.contains(key); });
+    if (index_.contains(key)) return Status::Ok();
+    const uint64_t cap = options_.capacity_bytes;
+    // Reserving before any byte is written is what keeps concurrent Puts from
+    // all seeing room for themselves and overshooting together.
+    if (cap > 0 && (need > cap || used_bytes_ + reserved_bytes_ > cap - need)) {
+      return Status::NoSpace("chunk store " + options_.dir + " is at its capacity limit: chunk " + key.Name() +
+                             " needs " + std::to_string(need) + " bytes, " + std::to_string(used_bytes_) +
+                             " used and " + std::to_string(reserved_bytes_) + " reserved of " +
+                             std::to_string(cap));
+    }
+    reserved_bytes_ += need;
+    busy_.insert(key);
+  }
+
+  ChunkTrailer trailer;
+  trailer.length = data.size();
+  trailer.checksum = Checksum64(data.data(), data.size());
+  trailer.dataset_uid = dataset_uid;
+  Status s = WriteChunkFile(key, trailer, data);
+
+  std::lock_guard lock(mu_);
+  reserved_bytes_ -= need;
+  busy_.erase(key);
+  if (s.ok()) {
+    Entry e;
+    e.dataset_uid = dataset_uid;
+    e.length = data.size();
+    e.checksum = trailer.checksum;
+    // The disk may hand back other bytes than were written; the first Read
+    // checks them.
+    e.verified = false;
+    e.generation = next_generation_++;
+    index_[key] = e;
+    used_bytes_ += need;
+  }
+  busy_cv_.notify_all();
+  return s;
+}
+
+Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trailer, std::string_view data) {
+  const std::string path = ChunkPath(options_.dir, key);
+  // The .tmp lives next to its final name so the rename cannot cross a
+  // filesystem, and a reader never sees the chunk before it is complete.
+  const std::string tmp = path + "." + std::to_string(::getpid()) + "." +
+                          std::to_string(g_tmp_counter.fetch_add(1, std::memory_order_relaxed)) +
+                          std::string(kTmpSuffix);
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+  UniqueFd fd(::open(tmp.c_str(), flags, 0644));
+  if (!fd.valid() && errno == ENOENT) {
+    // <hh> directories are made on first use rather than all 256 at Open.
+    HOARD_RETURN_IF_ERROR(StoreError(MakeDirs(DirName(path))));
+    fd = UniqueFd(::open(tmp.c_str(), flags, 0644));
+  }
+  if (!fd.valid()) return StoreError(Status::FromErrno(errno, "create " + tmp));
+
+  const uint64_t total = data.size() + kChunkTrailerSize;
+  Status s = [&]() -> Status {
+    // Claiming the blocks first makes a full disk fail here, before a large
+    // chunk is copied in only to be thrown away. Filesystems without
+    // fallocate fall through to the writes, which report ENOSPC themselves.
+    int rc;
+    do {
+      rc = ::fallocate(fd.get(), 0, 0, static_cast<off_t>(total));
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
+      return Status::FromErrno(errno, "allocate " + std::to_string(total) + " bytes for " + tmp);
+    }
+    HOARD_RETURN_IF_ERROR(PwriteAll(fd.get(), data.data(), data.size(), 0).Annotate(tmp));
+    char buf[kChunkTrailerSize];
+    EncodeChunkTrailer(trailer, buf);
+    HOARD_RETURN_IF_ERROR(PwriteAll(fd.get(), buf, sizeof(buf), static_cast<off_t>(data.size())).Annotate(tmp));
+    // Some filesystems (NFS) report a failed delayed write only at close.
+    if (::close(fd.Release()) != 0) return Status::FromErrno(errno, "close " + tmp);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(errno, "rename " + tmp);
+    return Status::Ok();
+  }();
+  if (!s.ok()) {
+    fd.Reset();
+    ::unlink(tmp.c_str());
+    return StoreError(s);
+  }
+  return Status::Ok();
+}
+
+bool ChunkStore::SameEntry(const ChunkKey& key, uint64_t generation) const {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(key);
+  return it != index_.end() && it->second.generation == generation;
+}
+
+Result<size_t> ChunkStore::Read(const ChunkKey& key, uint64_t offset, size_t len, char* buf) {
+  const std::string path = ChunkPath(options_.dir, key);
+  for (int attempt = 0; attempt < kMaxReadAttempts; ++attempt) {
+    Entry e;
+    {
+      std::lock_guard lock(mu_);
+      auto it = index_.find(key);
+      if (it == index_.end()) {
+        return Status::NotFound("chunk " + key.Name() + " is not in chunk store " + options_.dir);
+      }
+      e = it->second;
+    }
+    if (offset > e.length) {
+      return Status::InvalidArgument("read at offset " + std::to_string(offset) + " of chunk " + key.Name() +
+                                     ", which has " + std::to_string(e.length) + " bytes");
+    }
+
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) {
+      const int err = errno;
+      // Removed (and perhaps put again) since the lookup: look again.
+      if (!SameEntry(key, e.generation)) continue;
+      if (err == ENOENT) {
+        // Deleted behind the store's back; forget it so usage stays true.
+        options_.logger->warn("chunk store {}: chunk file {} disappeared; dropping it", options_.dir, path);
+        // The file is already gone, so the unlink inside cannot fail usefully.
+        (void)RemoveEntry(key, e.generation);
+        return Status::NotFound("chunk " + key.Name() + " is not in chunk store " + options_.dir);
+      }
+      return StoreError(Status::FromErrno(err, "open " + path));
+    }
+    // Entries enter the index only after their file is in place and leave it
+    // before the file is unlinked, so if the entry is unchanged now, the file
+    // we opened is its file (not one Put after a Remove that raced us).
+    if (!SameEntry(key, e.generation)) continue;
+
+    Status fault;  // set when the file does not hold what the entry says
+    if (!e.verified) {
+      // Readers that race on an unverified chunk may each check it; that
+      // costs a little I/O once, and keeps the common path free of waiting.
+      struct stat st;
+      if (::fstat(fd.get(), &st) != 0) return StoreError(Status::FromErrno(errno, "stat " + path));
+      Result<ChunkTrailer> t = ReadChunkTrailer(fd.get(), static_cast<uint64_t>(st.st_size));
+      if (!t.ok()) {
+        fault = t.status();
+      } else if (t->length != e.length || t->checksum != e.checksum || t->dataset_uid != e.dataset_uid) {
+        fault = Status::Corruption("chunk trailer changed since it was indexed");
+      } else {
+        fault = VerifyChunkFile(fd.get(), *t);
+      }
+      if (fault.ok()) {
+        std::lock_guard lock(mu_);
+        auto it = index_.find(key);
+        if (it != index_.end() && it->second.generation == e.generation) it->second.verified = true;
+      }
+    }
+
+    size_t n = 0;
+    if (fault.ok()) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(len, e.length - offset));
+      Result<size_t> got = PreadUpTo(fd.get(), buf, want, offset);
+      if (!got.ok()) return StoreError(got.status().Annotate(path));
+      n = *got;
+      // The file is never modified in place, so a short read means it was
+      // truncated by someone else.
+      if (n != want) fault = Status::Corruption("chunk file is shorter than its trailer says");
+    }
+    if (fault.ok()) return n;
+    if (fault.code() != Code::kCorruption) return StoreError(fault.Annotate(path));
+
+    options_.logger->warn("chunk store {}: chunk {} is corrupt ({}); removing it", options_.dir, key.Name(),
+                          fault.message());
+    // Only this generation: if the chunk was already replaced, the new copy
+    // is not the one that failed.
+    Result<bool> removed = RemoveEntry(key, e.generation);
+    if (!removed.ok()) {
+      options_.logger->warn("chunk store {}: cannot remove corrupt chunk {}: {}", options_.dir, key.Name(),
+                            removed.status().ToString());
+    }
+    return Status::Corruption("chunk " + key.Name() + " in chunk store " + options_.dir + ": " + fault.message() +
+                              "; the chunk was removed");
+  }
+  return Status::Unavailable("chunk " + key.Name() + " in chunk store " + options_.dir +
+                             " kept being replaced while it was read");
+}
+
+bool ChunkStore::Contains(const ChunkKey& key) const {
+  std::lock_guard lock(mu_);
+  return index_.contains(key);
+}
+
+Result<uint64_t> ChunkStore::Length(const ChunkKey& key) const {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return Status::NotFound("chunk " + key.Name() + " is not in chunk store " + options_.dir);
+  return it->second.length;
+}
+
+Result<bool> ChunkStore::RemoveEntry(const ChunkKey& key, std::optional<uint64_t> generation) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return false;
+    if (generation && it->second.generation != *generation) return false;
+    used_bytes_ -= it->second.length + kChunkTrailerSize;
+    index_.erase(it);
+    busy_.insert(key);
+  }
+  HOARD_RETURN_IF_ERROR(UnlinkTaken({key}));
+  return true;
+}
+
+Status ChunkStore::UnlinkTaken(const std::vector<ChunkKey>& keys) {
+  // Readers that already opened a file keep reading it after the unlink; new
+  // readers no longer find the entry. The busy marks keep a Put of the same
+  // key from renaming a new file into place before the old one is gone.
+  Status first_error;
+  for (const ChunkKey& key : keys) {
+    const std::string path = ChunkPath(options_.dir, key);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT && first_error.ok()) {
+      first_error = StoreError(Status::FromErrno(errno, "unlink " + path));
+    }
+  }
+  std::lock_guard lock(mu_);
+  for (const ChunkKey& key : keys) busy_.erase(key);
+  busy_cv_.notify_all();
+  return first_error;
+}
+
+Status ChunkStore::Remove(const ChunkKey& key) {
+  Result<bool> removed = RemoveEntry(key, std::nullopt);
+  return removed.status();
+}
+
+size_t ChunkStore::RemoveDataset(uint64_t dataset_uid) {
+  std::vector<ChunkKey> taken;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = index_.begin(); it != index_.end();) {
+      if (it->second.dataset_uid != dataset_uid) {
+        ++it;
+        continue;
+      }
+      used_bytes_ -= it->second.length + kChunkTrailerSize;
+      busy_.insert(it->first);
+      taken.push_back(it->first);
+      it = index_.erase(it);
+    }
+  }
+  if (taken.empty()) return 0;
+  Status s = UnlinkTaken(taken);
+  if (!s.ok()) {
+    options_.logger->warn("chunk store {}: removing dataset {}: {}", options_.dir, dataset_uid, s.ToString());
+  }
+  return taken.size();
+}
+
+void ChunkStore::ForEach(
+    const std::function<void(const ChunkKey&, uint64_t dataset_uid, uint64_t length)>& fn) const {
+  std::vector<std::pair<ChunkKey, Entry>> snapshot;
+  {
+    std::lock_guard lock(mu_);
+    snapshot.assign(index_.begin(), index_.end());
+  }
+  for (const auto& [key, e] : snapshot) fn(key, e.dataset_uid, e.length);
+}
+
+ChunkStore::Usage ChunkStore::usage() const {
+  std::lock_guard lock(mu_);
+  Usage u;
+  u.used_bytes = used_bytes_;
+  u.capacity_bytes = options_.capacity_bytes;
+  u.chunks = index_.size();
+  return u;
+}
+
+}  // namespace hoard

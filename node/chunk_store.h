@@ -1,0 +1,156 @@
+// File: node/chunk_store.h
+//
+// ChunkStore keeps cached chunks in a directory that stands for a node's NVMe
+// disk, with a checksum per chunk and a capacity limit.
+//
+// On-disk layout (see also docs/architecture.md):
+//   DIR/chunks/<hh>/<chunk name>   one file per chunk: the chunk's bytes from
+//                                  offset 0, then a 32-byte trailer (chunk_file.h)
+//                                  holding its length, checksum and dataset uid.
+//                                  <hh> is the first two hex digits of the name.
+//   DIR/chunks/<hh>/*.tmp          a chunk being written; removed at open.
+// A chunk file appears only complete (written as .tmp, then renamed), and is
+// never modified in place, so a reader that opened it (the FUSE mount reads
+// chunk files directly) keeps consistent bytes even if the chunk is removed.
+//
+// Integrity: Put computes the checksum from the bytes it is given. Read checks
+// the checksum of the whole chunk the first time the chunk is read after the
+// store was opened (and after Put, since the disk may return other bytes than
+// were written); a chunk that fails is removed and Read returns kCorruption, so
+// the caller fetches it again.
+//
+// Durability: chunk files are not fsynced. The store caches bytes the origin
+// still has, so a chunk lost in a crash costs one refetch; and a chunk file
+// torn by a crash (renamed before its data reached the disk) fails its trailer
+// check at open or its checksum at first read and is dropped, so a torn file
+// is never served. An fsync per chunk would only slow every cache fill.
+//
+// Capacity: used bytes count chunk data plus trailers. Put fails with kNoSpace,
+// and writes nothing, when it would push usage past the capacity, or when the
+// disk itself is full (ENOSPC). Eviction is the caller's decision (Remove).
+//
+// Thread-safety: all methods may be called concurrently. One mutex guards the
+// in-memory index; file I/O runs outside it. A Put or Remove marks its key busy
+// while it touches the key's file, and a Put of a busy key waits, so the file
+// at ChunkPath always belongs to the index entry (if any) for that key.
+// One ChunkStore per directory at a time: Open deletes any .tmp file it finds.
+//
+// Invariants (under mu_): a key is never both in index_ and in busy_; an entry
+// enters index_ only after its file was renamed into place and leaves it before
+// the file is unlinked; used_bytes_ is the sum of (length + trailer) over
+// index_, and used_bytes_ + reserved_bytes_ <= capacity_bytes (when set) except
+// after an Open that found more than the capacity already on disk.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/result.h"
+#include "node/chunk_file.h"
+#include "striping/chunk_key.h"
+
+namespace hoard {
+
+class ChunkStore {
+ public:
+  struct Options {
+    std::string dir;                 // created if missing
+    uint64_t capacity_bytes = 0;     // 0 = unlimited (only the disk limits)
+    std::shared_ptr<spdlog::logger> logger;  // required
+  };
+
+  struct Usage {
+    uint64_t used_bytes = 0;
+    uint64_t capacity_bytes = 0;  // 0 = unlimited
+    uint64_t chunks = 0;
+  };
+
+  // Opens or creates the store and indexes the chunks already in it (reading
+  // each trailer; files with a bad trailer and leftover .tmp files are removed).
+  static Result<std::unique_ptr<ChunkStore>> Open(Options options);
+
+  // Stores a complete chunk. OK (and nothing written) if the chunk is already
+  // present. kNoSpace when over capacity or the disk is full.
+  Status Put(const ChunkKey& key, uint64_t dataset_uid, std::string_view data);
+
+  // Copies `len` bytes at `offset` of the chunk into `buf` (fewer if the chunk
+  // is shorter; 0 when offset == length); returns the count. kNotFound if
+  // absent, kInvalidArgument if offset > length, kCorruption if the checksum
+  // failed (the chunk is then removed).
+  Result<size_t> Read(const ChunkKey& key, uint64_t offset, size_t len, char* buf);
+
+  bool Contains(const ChunkKey& key) const;
+  // Data length of a stored chunk; kNotFound if absent.
+  Result<uint64_t> Length(const ChunkKey& key) const;
+
+  // Removes one chunk; OK if it was absent.
+  Status Remove(const ChunkKey& key);
+  // Removes every chunk of a dataset; returns how many were removed.
+  size_t RemoveDataset(uint64_t dataset_uid);
+
+  // Calls fn for every stored chunk (under no lock: a snapshot of the index).
+  void ForEach(const std::function<void(const ChunkKey&, uint64_t dataset_uid, uint64_t length)>& fn) const;
+
+  Usage usage() const;
+  const std::string& dir() const { return options_.dir; }
+
+  // Where the chunk's file lives in a store rooted at `dir`; the mount uses
+  // this to read local chunks directly.
+  static std::string ChunkPath(std::string_view dir, const ChunkKey& key);
+
+ private:
+  struct Entry {
+    uint64_t dataset_uid = 0;
+    uint64_t length = 0;    // data bytes (file size minus trailer)
+    uint64_t checksum = 0;
+    bool verified = false;  // checksum checked since open/put
+    // Unique per Put or per file found at Open. A reader that looked an entry
+    // up before opening the file checks it again afterwards; the same
+    // generation proves the fd is this entry's file, not a re-Put one.
+    uint64_t generation = 0;
+  };
+
+  explicit ChunkStore(Options options);
+
+  // Indexes the chunk files under dir; called once by Open, before the store
+  // is shared.
+  Status Load();
+  // Writes the chunk as a .tmp file and renames it into place. REQUIRES: the
+  // key is busy (so no other thread writes or unlinks its file).
+  Status WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trailer, std::string_view data);
+  // Removes the entry (only if its generation is `generation`, when given)
+  // and then its file; returns whether an entry was removed.
+  Result<bool> RemoveEntry(const ChunkKey& key, std::optional<uint64_t> generation);
+  // Unlinks the files of entries already taken out of index_ and marked busy,
+  // then clears their busy marks.
+  Status UnlinkTaken(const std::vector<ChunkKey>& keys);
+  // Whether `key` is indexed with `generation`.
+  bool SameEntry(const ChunkKey& key, uint64_t generation) const;
+  // "chunk store DIR is full: ..." for a kNoSpace from the disk; other errors
+  // get the store's directory as context.
+  Status StoreError(const Status& s) const;
+
+  Options options_;
+  mutable std::mutex mu_;
+  // Signalled whenever a key leaves busy_.
+  std::condition_variable busy_cv_;
+  std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_;  // guarded by mu_
+  // Keys whose file a Put or Remove is writing or unlinking; guarded by mu_.
+  std::unordered_set<ChunkKey, ChunkKeyHash> busy_;
+  uint64_t used_bytes_ = 0;                                    // guarded by mu_
+  uint64_t reserved_bytes_ = 0;  // bytes of Puts in flight; guarded by mu_
+  uint64_t next_generation_ = 1;  // guarded by mu_
+};
+
+}  // namespace hoard

@@ -1,0 +1,52 @@
+// hoard-node: the node agent (chunk store, warm-up, peer chunk service).
+#include <CLI/CLI.hpp>
+
+#include "common/daemon.h"
+#include "common/units.h"
+#include "node/node_agent.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"hoard-node: caches its share of every dataset on this node's disk and serves it to peers"};
+  std::string name, listen = "tcp://127.0.0.1:7101", advertise, coordinator = "tcp://127.0.0.1:7100", store_dir,
+              capacity = "0", log_level = "info";
+  int fetch_threads = 4, serve_threads = 4, heartbeat_ms = 1000;
+  app.add_option("--name", name, "Unique node name")->required();
+  app.add_option("--listen", listen, "ZeroMQ endpoint for mounts and peers")->capture_default_str();
+  app.add_option("--advertise", advertise, "Endpoint peers dial, if not the listen one");
+  app.add_option("--coordinator", coordinator, "Coordinator endpoint")->capture_default_str();
+  app.add_option("--store", store_dir, "Chunk store directory (the node's cache disk)")->required();
+  app.add_option("--capacity", capacity, "Cache size limit, e.g. 500G; 0 = the disk's size")->capture_default_str();
+  app.add_option("--fetch-threads", fetch_threads, "Parallel origin fetches for warm-up")->capture_default_str();
+  app.add_option("--serve-threads", serve_threads, "Threads serving chunk requests")->capture_default_str();
+  app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval")->capture_default_str();
+  app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  hoard::BlockTerminationSignals();
+  auto log = hoard::MakeLogger("node", log_level);
+  hoard::Result<uint64_t> cap = hoard::ParseBytes(capacity);
+  if (!cap.ok()) {
+    log->critical("--capacity: {}", cap.status().message());
+    return 2;
+  }
+  zmq::context_t context;
+  auto agent = hoard::NodeAgent::Start({.name = name,
+                                        .listen = listen,
+                                        .advertise = advertise,
+                                        .coordinator = coordinator,
+                                        .store_dir = store_dir,
+                                        .capacity_bytes = *cap,
+                                        .fetch_threads = fetch_threads,
+                                        .serve_threads = serve_threads,
+                                        .heartbeat_interval = std::chrono::milliseconds(heartbeat_ms),
+                                        .logger = log,
+                                        .context = &context});
+  if (!agent.ok()) {
+    log->critical("cannot start: {}", agent.status().ToString());
+    return 1;
+  }
+  int sig = hoard::WaitForTermination();
+  log->info("signal {}: stopping", sig);
+  (*agent)->Stop();
+  return 0;
+}

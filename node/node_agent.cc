@@ -1,0 +1,244 @@
+#include "node/node_agent.h"
+
+#include <set>
+
+#include "common/file_util.h"
+
+namespace hoard {
+
+NodeAgent::NodeAgent(Options options) : options_(std::move(options)) {}
+
+NodeAgent::~NodeAgent() { Stop(); }
+
+Result<std::unique_ptr<NodeAgent>> NodeAgent::Start(Options options) {
+  if (options.name.empty() || options.listen.empty() || options.coordinator.empty() ||
+      options.store_dir.empty() || !options.logger || options.context == nullptr) {
+    return Status::InvalidArgument("node agent needs a name, listen and coordinator endpoints, a store "
+                                   "directory, a logger and a zmq context");
+  }
+  std::unique_ptr<NodeAgent> agent(new NodeAgent(std::move(options)));
+  HOARD_RETURN_IF_ERROR(agent->Init());
+  return agent;
+}
+
+Status NodeAgent::Init() {
+  auto& log = options_.logger;
+  HOARD_ASSIGN_OR_RETURN(store_, ChunkStore::Open({.dir = JoinPath(options_.store_dir, "store"),
+                                                   .capacity_bytes = options_.capacity_bytes,
+                                                   .logger = log}));
+  origins_ = std::make_unique<OriginPool>(options_.origin, options_.open_origin);
+  filler_ = std::make_unique<ChunkFiller>(store_.get(), origins_.get(), log);
+  warmer_ = std::make_unique<Warmer>(
+      filler_.get(), store_.get(),
+      Warmer::Options{.threads = options_.fetch_threads, .retry_after = options_.warm_retry_after, .logger = log});
+  watcher_ = std::make_unique<ClusterWatcher>(ClusterWatcher::Options{
+      .coordinator = options_.coordinator,
+      .self = options_.name,
+      .cache_dir = options_.store_dir,
+      .timeout = options_.coordinator_timeout,
+      .logger = log,
+      .context = options_.context,
+      .on_change = [this](const std::shared_ptr<const ClusterView>& v) { OnViewChange(v); }});
+  service_ = std::make_unique<ChunkService>(
+      store_.get(), filler_.get(), [this] { return watcher_->Current(); }, [this] { return watcher_->Sync(); }, log);
+
+  server_ = std::make_unique<proto::RpcServer>(proto::RpcServer::Options{.endpoint = options_.listen,
+                                                                       .name = "node " + options_.name,
+                                                                       .workers = options_.serve_threads,
+                                                                       .logger = log,
+                                                                       .context = options_.context});
+  ChunkService* service = service_.get();
+  server_->Handle<proto::GetChunk>([service](const proto::GetChunk& r, const proto::Envelope&, std::string* payload) {
+    return service->GetChunk(r, payload);
+  });
+  server_->Handle<proto::Ping>([this](const proto::Ping&, const proto::Envelope&, std::string*) {
+    return Result<proto::Pong>(proto::Pong{.role = "node", .name = options_.name, .epoch = watcher_->Current()->epoch()});
+  });
+  server_->Handle<proto::NodeStatus>([this](const proto::NodeStatus&, const proto::Envelope&, std::string*) {
+    ChunkStore::Usage u = store_->usage();
+    proto::NodeStatusReply r;
+    r.node = proto::NodeInfo{.name = options_.name, .endpoint = advertised_, .capacity_bytes = u.capacity_bytes,
+                             .used_bytes = u.used_bytes, .chunks = u.chunks};
+    r.counters = Counters();
+    return Result<proto::NodeStatusReply>(std::move(r));
+  });
+  HOARD_RETURN_IF_ERROR(server_->Start());
+  advertised_ = options_.advertise.empty() ? server_->bound_endpoint() : options_.advertise;
+  coordinator_ = std::make_unique<proto::RpcClient>(*options_.context, options_.coordinator);
+
+  // Serve with the last map we saw until the coordinator answers.
+  if (Status s = watcher_->LoadCached(); !s.ok() && s.code() != Code::kNotFound) {
+    log->warn("saved cluster map not used: {}", s.ToString());
+  }
+  warmer_->Start();
+  control_ = std::thread([this] { ControlLoop(); });
+  ChunkStore::Usage u = store_->usage();
+  log->info("node {} serving on {} (store {}: {} chunks, {} bytes used of {})", options_.name, advertised_,
+            store_->dir(), u.chunks, u.used_bytes, u.capacity_bytes == 0 ? std::string("unlimited")
+                                                                        : std::to_string(u.capacity_bytes));
+  return Status::Ok();
+}
+
+void NodeAgent::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (control_.joinable()) control_.join();
+  if (warmer_) warmer_->Stop();
+  if (server_) server_->Stop();
+}
+
+void NodeAgent::ControlLoop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    Status s = Tick();
+    if (!s.ok()) options_.logger->debug("control round: {}", s.ToString());
+    lock.lock();
+    cv_.wait_for(lock, options_.heartbeat_interval, [this] { return stopping_; });
+  }
+}
+
+Status NodeAgent::RegisterSelf() {
+  ChunkStore::Usage u = store_->usage();
+  Result<proto::RegisterNodeReply> r = coordinator_->Call(
+      proto::RegisterNode{.name = options_.name, .endpoint = advertised_, .capacity_bytes = u.capacity_bytes,
+                          .used_bytes = u.used_bytes},
+      options_.coordinator_timeout);
+  if (!r.ok()) return r.status().Annotate("register with " + options_.coordinator);
+  registered_ = true;
+  last_report_chunks_ = UINT64_MAX;  // the coordinator needs everything again
+  options_.logger->info("registered with the coordinator at {} (epoch {})", options_.coordinator, r->epoch);
+  return watcher_->Sync(r->epoch);
+}
+
+Status NodeAgent::Tick() {
+  if (!registered_) HOARD_RETURN_IF_ERROR(RegisterSelf());
+  ChunkStore::Usage u = store_->usage();
+  proto::Heartbeat hb{.name = options_.name,
+                      .epoch = watcher_->Current()->epoch(),
+                      .capacity_bytes = u.capacity_bytes,
+                      .used_bytes = u.used_bytes,
+                      .chunks = u.chunks};
+  // Reports cost a pass over the owned chunks: send them when what they say
+  // may have changed (chunks stored or dropped, a new map, a new failure), and
+  // every 10 s in case the coordinator restarted and lost them.
+  const uint64_t view_epoch = watcher_->Current()->epoch();
+  const uint64_t failures = warmer_->failure_generation();
+  const auto now = std::chrono::steady_clock::now();
+  if (u.chunks != last_report_chunks_ || view_epoch != last_report_epoch_ ||
+      failures != last_report_failures_ || now - last_full_report_ > std::chrono::seconds(10)) {
+    hb.datasets = BuildReports();
+    hb.datasets_included = true;
+    last_report_chunks_ = u.chunks;
+    last_report_epoch_ = view_epoch;
+    last_report_failures_ = failures;
+    last_full_report_ = now;
+  }
+  hb.counters = Counters();
+  Result<proto::HeartbeatReply> r = coordinator_->Call(hb, options_.coordinator_timeout);
+  if (!r.ok()) {
+    last_report_chunks_ = UINT64_MAX;  // resend once it answers
+    return r.status().Annotate("heartbeat");
+  }
+  if (!r->registered) {
+    options_.logger->warn("the coordinator does not know this node; registering again");
+    registered_ = false;
+    return RegisterSelf();
+  }
+  if (r->epoch != watcher_->Current()->epoch()) return watcher_->Sync(r->epoch);
+  return Status::Ok();
+}
+
+void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
+  std::vector<Warmer::Target> targets;
+  std::set<uint64_t> live_uids;
+  {
+    std::lock_guard lock(mu_);
+    std::map<uint64_t, Owned> owned;
+    for (const auto& [name, ds] : view->datasets()) {
+      live_uids.insert(ds->meta.uid);
+      if (view->self_index() < 0) continue;
+      auto old = owned_.find(ds->meta.uid);
+      Owned o;
+      if (old != owned_.end() && old->second.dataset->meta.version == ds->meta.version &&
+          placement_epoch_ == view->map().placement_epoch) {
+        o = old->second;  // same manifest, same placement: same chunks
+        o.dataset = ds;
+      } else {
+        auto chunks = std::make_shared<std::vector<ChunkRef>>(OwnedChunks(
+            ds->manifest, view->placement(), static_cast<int>(ds->meta.replicas), uint32_t(view->self_index())));
+        for (const auto& c : *chunks) o.bytes += c.length;
+        o.dataset = ds;
+        o.chunks = std::move(chunks);
+      }
+      if (ds->meta.warm) targets.push_back({o.dataset, o.chunks});
+      owned.emplace(ds->meta.uid, std::move(o));
+    }
+    owned_ = std::move(owned);
+    placement_epoch_ = view->map().placement_epoch;
+  }
+  warmer_->SetTargets(std::move(targets));
+  // Garbage: chunks of datasets that no longer exist. Only trust a view that
+  // came from the coordinator (epoch != 0), never the empty or saved one.
+  if (view->epoch() != 0) {
+    std::set<uint64_t> stored;
+    store_->ForEach([&](const ChunkKey&, uint64_t uid, uint64_t) { stored.insert(uid); });
+    for (uint64_t uid : stored) {
+      if (!live_uids.count(uid)) {
+        size_t n = store_->RemoveDataset(uid);
+        options_.logger->info("removed {} chunks of a removed dataset (uid {:016x})", n, uid);
+      }
+    }
+  }
+}
+
+std::vector<proto::DatasetReport> NodeAgent::BuildReports() {
+  std::map<uint64_t, Owned> owned;
+  uint64_t placement_epoch;
+  {
+    std::lock_guard lock(mu_);
+    owned = owned_;
+    placement_epoch = placement_epoch_;
+  }
+  std::vector<proto::DatasetReport> reports;
+  for (const auto& [uid, o] : owned) {
+    proto::DatasetReport r;
+    r.uid = uid;
+    r.version = o.dataset->meta.version;
+    r.placement_epoch = placement_epoch;
+    r.owned_chunks = o.chunks->size();
+    r.owned_bytes = o.bytes;
+    r.cached_bitmap.assign((o.chunks->size() + 7) / 8, 0);
+    const Manifest& m = o.dataset->manifest;
+    for (size_t i = 0; i < o.chunks->size(); ++i) {
+      const ChunkRef& c = (*o.chunks)[i];
+      if (store_->Contains(m.chunk_key(c.entry, c.index))) {
+        r.cached_bitmap[i / 8] |= static_cast<char>(1 << (i % 8));
+        ++r.cached_chunks;
+        r.cached_bytes += c.length;
+      }
+    }
+    r.failures = warmer_->Failures(uid);
+    reports.push_back(std::move(r));
+  }
+  return reports;
+}
+
+std::map<std::string, uint64_t> NodeAgent::Counters() const {
+  const ChunkService::Counters& c = service_->counters();
+  return {{"chunk_requests", c.requests.load()},
+          {"chunk_cache_hits", c.cache_hits.load()},
+          {"served_from_cache_bytes", c.cache_bytes.load()},
+          {"served_from_origin_bytes", c.origin_bytes.load()},
+          {"chunk_errors", c.errors.load()},
+          {"origin_read_bytes", filler_->origin_bytes()},
+          {"origin_reads", filler_->origin_reads()},
+          {"warm_fetched_chunks", warmer_->fetched_chunks()},
+          {"warm_fetched_bytes", warmer_->fetched_bytes()}};
+}
+
+}  // namespace hoard

@@ -1,0 +1,121 @@
+// File: node/node_agent.h
+//
+// NodeAgent is the daemon on each GPU node (hoard-node). It
+//   - keeps the node's chunk store (its NVMe cache directory);
+//   - registers with the coordinator, heartbeats, and follows the cluster map
+//     (ClusterWatcher), computing which chunks of each dataset it owns;
+//   - warms the datasets marked warm: fetches its owned chunks from the origin
+//     (Warmer), resuming where it stopped after a restart;
+//   - serves chunks to mounts and peers over ZeroMQ (ChunkService), reading
+//     through from the origin on a miss;
+//   - reports, per dataset, which of its owned chunks are cached, so the
+//     coordinator can show exact progress;
+//   - removes the chunks of datasets that were removed.
+//
+// Threads: the RpcServer's I/O and worker threads, the Warmer's workers, and
+// one control thread that heartbeats and syncs the map. Everything shared
+// between them is either immutable (ClusterView snapshots, owned-chunk lists)
+// or guarded by mu_.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "coordinator/cluster_view.h"
+#include "node/chunk_service.h"
+#include "node/chunk_store.h"
+#include "origin/origin_pool.h"
+#include "prefetch/chunk_filler.h"
+#include "prefetch/warmer.h"
+#include "proto/rpc_client.h"
+#include "proto/rpc_server.h"
+
+namespace hoard {
+
+class NodeAgent {
+ public:
+  struct Options {
+    std::string name;         // unique node name
+    std::string listen;       // peer service endpoint, e.g. tcp://127.0.0.1:7101
+    std::string advertise;    // endpoint peers should dial; default: the bound one
+    std::string coordinator;  // coordinator endpoint
+    std::string store_dir;    // the chunk store (stands for the NVMe disk)
+    uint64_t capacity_bytes = 0;  // 0 = unlimited
+    int fetch_threads = 4;    // warm-up workers (origin connections in flight)
+    int serve_threads = 4;    // GetChunk workers
+    std::chrono::milliseconds heartbeat_interval{1000};
+    std::chrono::milliseconds coordinator_timeout{3000};
+    std::chrono::milliseconds warm_retry_after{30000};
+    OriginOptions origin;
+    std::shared_ptr<spdlog::logger> logger;
+    zmq::context_t* context = nullptr;
+    // Opens origins; tests substitute an in-memory origin.
+    OriginPool::Opener open_origin;
+  };
+
+  static Result<std::unique_ptr<NodeAgent>> Start(Options options);
+  ~NodeAgent();
+  void Stop();
+
+  const std::string& endpoint() const { return server_->bound_endpoint(); }
+  ChunkStore* store() { return store_.get(); }
+  std::shared_ptr<const ClusterView> view() const { return watcher_->Current(); }
+  const ChunkService::Counters& counters() const { return service_->counters(); }
+
+  // Runs one heartbeat/sync round now (tests; the control thread does this
+  // every heartbeat_interval).
+  Status Tick();
+
+ private:
+  struct Owned {
+    std::shared_ptr<const DatasetView> dataset;
+    std::shared_ptr<const std::vector<ChunkRef>> chunks;
+    uint64_t bytes = 0;
+  };
+
+  explicit NodeAgent(Options options);
+  Status Init();
+  void ControlLoop();
+  Status RegisterSelf();
+  // Recomputes owned chunks, warm targets and garbage after a map change.
+  void OnViewChange(const std::shared_ptr<const ClusterView>& view);
+  std::vector<proto::DatasetReport> BuildReports();
+  std::map<std::string, uint64_t> Counters() const;
+
+  Options options_;
+  std::unique_ptr<ChunkStore> store_;
+  std::unique_ptr<OriginPool> origins_;
+  std::unique_ptr<ChunkFiller> filler_;
+  std::unique_ptr<Warmer> warmer_;
+  std::unique_ptr<ClusterWatcher> watcher_;
+  std::unique_ptr<ChunkService> service_;
+  std::unique_ptr<proto::RpcServer> server_;
+  std::unique_ptr<proto::RpcClient> coordinator_;  // used by the control thread only
+  std::string advertised_;  // the endpoint peers use
+
+  std::thread control_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                  // guarded by mu_
+  std::map<uint64_t, Owned> owned_;        // guarded by mu_; by dataset uid
+  uint64_t placement_epoch_ = 0;           // guarded by mu_; of owned_
+
+  // Control thread only.
+  bool registered_ = false;
+  uint64_t last_report_chunks_ = UINT64_MAX;
+  uint64_t last_report_epoch_ = UINT64_MAX;
+  uint64_t last_report_failures_ = UINT64_MAX;
+  std::chrono::steady_clock::time_point last_full_report_;
+};
+
+}  // namespace hoard

@@ -1,0 +1,257 @@
+// NodeAgent end to end in one process: a real coordinator and real agents on
+// loopback ZeroMQ, an in-memory origin with fault injection.
+#include "node/node_agent.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+
+#include "common/file_util.h"
+#include "common/testing.h"
+#include "node/test_cluster.h"
+
+namespace hoard {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Eventually;
+
+std::string Pattern(size_t n, int seed) { return testing::PseudoRandomBytes(n, seed); }
+
+class NodeAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(tmp_.path().empty());
+    cluster_ = std::make_unique<testing::TestCluster>(tmp_.path());
+    ASSERT_TRUE(cluster_->Start().ok());
+    for (int i = 0; i < 20; ++i) {
+      files_["small/f" + std::to_string(i)] = Pattern(1000 + i * 997, i);
+    }
+    files_["big.bin"] = Pattern(10 * 65536 + 123, 99);
+    for (auto& [p, b] : files_) ASSERT_TRUE(origin().AddFile(p, b).ok());
+  }
+
+  NodeAgent* StartAgent(const std::string& name, uint64_t capacity = 0) {
+    Result<NodeAgent*> a = cluster_->StartAgent(name, capacity, /*warm_retry_after=*/500ms);
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    return a.ok() ? *a : nullptr;
+  }
+  Coordinator& coord() { return cluster_->coordinator(); }
+  MemOrigin& origin() { return cluster_->origin(); }
+
+  proto::DatasetMeta AddDataset(const std::string& name = "ds", uint32_t replicas = 1) {
+    auto r = coord().AddDataset({.name = name, .source = "mem://data", .chunk_size = 65536, .replicas = replicas});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r->meta;
+  }
+
+  proto::DatasetStatus Status(const std::string& name = "ds") { return coord().GetStatus(name)->datasets.at(0); }
+
+  Result<std::string> Get(NodeAgent* from, const proto::DatasetMeta& meta, const std::string& path, uint32_t index,
+                          bool fill = true) {
+    std::string bytes;
+    auto view = from->view();
+    const DatasetView* ds = view->dataset(meta.name);
+    if (ds == nullptr) return Status::NotFound("no view");
+    uint32_t entry = *ds->manifest.Resolve(path);
+    ChunkKey key = ds->manifest.chunk_key(entry, index);
+    proto::RpcClient client(cluster_->zmq(), from->endpoint());
+    zmq::message_t payload;
+    auto r = client.Call(proto::GetChunk{.dataset = meta.name, .uid = meta.uid, .version = meta.version,
+                                         .entry = entry, .index = index, .key_lo = key.file.lo,
+                                         .key_hi = key.file.hi, .fill = fill},
+                         5s, &payload);
+    if (!r.ok()) return r.status();
+    return std::string(static_cast<const char*>(payload.data()), payload.size());
+  }
+
+  testing::TempDir tmp_{"hoard-agent"};
+  std::unique_ptr<testing::TestCluster> cluster_;
+  std::map<std::string, std::string> files_;
+};
+
+TEST_F(NodeAgentTest, WarmFillsEveryOwnerWithExactlyItsChunks) {
+  NodeAgent* a = StartAgent("node1");
+  NodeAgent* b = StartAgent("node2");
+  NodeAgent* c = StartAgent("node3");
+  // Placement is over the registered members: let all three join first.
+  ASSERT_TRUE(Eventually([&] { return coord().GetClusterMap().nodes.size() == 3; }));
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] { return Status().complete; })) << Status().cached_bytes;
+  proto::DatasetStatus st = Status();
+  EXPECT_EQ(st.cached_bytes, meta.total_bytes);
+  EXPECT_EQ(st.files_cached, meta.file_count);
+  EXPECT_EQ(a->store()->usage().chunks + b->store()->usage().chunks + c->store()->usage().chunks,
+            meta.total_chunks);
+  // Each chunk was read from the origin once, by its owner.
+  EXPECT_EQ(origin().TotalBytesRead(), meta.total_bytes);
+  // Every node holds something (21 files, 31 chunks over 3 nodes).
+  for (NodeAgent* n : {a, b, c}) EXPECT_GT(n->store()->usage().chunks, 0u);
+}
+
+TEST_F(NodeAgentTest, ServesPeersFromCacheAndReadsThroughOnAMiss) {
+  NodeAgent* a = StartAgent("node1");
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(Eventually([&] { return a->view()->dataset("ds") != nullptr; }));
+  // Cold: the owner reads through, caches, serves.
+  Result<std::string> got = Get(a, meta, "big.bin", 3);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, files_["big.bin"].substr(3 * 65536, 65536));
+  EXPECT_EQ(a->counters().origin_bytes.load(), 65536u);
+  // Warm: from the store, no second origin read.
+  got = Get(a, meta, "big.bin", 3);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(a->counters().cache_hits.load(), 1u);
+  EXPECT_EQ(origin().BytesRead("big.bin"), 65536u);
+  // The last, short chunk.
+  got = Get(a, meta, "big.bin", 10);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, files_["big.bin"].substr(10 * 65536));
+  // Without fill a miss is NotFound.
+  EXPECT_EQ(Get(a, meta, "small/f1", 0, /*fill=*/false).status().code(), Code::kNotFound);
+}
+
+TEST_F(NodeAgentTest, ConcurrentMissesReadTheOriginOnce) {
+  NodeAgent* a = StartAgent("node1");
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(Eventually([&] { return a->view()->dataset("ds") != nullptr; }));
+  origin().SetDelay(100ms);
+  std::vector<std::thread> readers;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 8; ++i) {
+    readers.emplace_back([&] {
+      Result<std::string> r = Get(a, meta, "big.bin", 0);
+      if (r.ok() && *r == files_["big.bin"].substr(0, 65536)) ++ok;
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  EXPECT_EQ(origin().ReadCount("big.bin"), 1u);
+}
+
+TEST_F(NodeAgentTest, CorruptChunkIsDroppedAndFetchedAgain) {
+  NodeAgent* a = StartAgent("node1");
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] { return Status().complete; }));
+  // Flip a byte in the middle of a stored chunk file.
+  const DatasetView* ds = a->view()->dataset("ds");
+  ChunkKey key = ds->manifest.chunk_key(*ds->manifest.Resolve("big.bin"), 2);
+  std::string path = ChunkStore::ChunkPath(a->store()->dir(), key);
+  {
+    UniqueFd fd(::open(path.c_str(), O_RDWR));
+    ASSERT_TRUE(fd.valid()) << path;
+    char c;
+    ASSERT_EQ(::pread(fd.get(), &c, 1, 1000), 1);
+    c ^= 0x40;
+    ASSERT_EQ(::pwrite(fd.get(), &c, 1, 1000), 1);
+  }
+  // Reopen the store's view of the chunk: a restarted agent verifies on first read.
+  a = StartAgent("node1");
+  ASSERT_TRUE(Eventually([&] { return a->view()->dataset("ds") != nullptr; }));
+  const uint64_t before = origin().BytesRead("big.bin");
+  Result<std::string> got = Get(a, meta, "big.bin", 2);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, files_["big.bin"].substr(2 * 65536, 65536)) << "served the origin's bytes, not the corrupt ones";
+  EXPECT_EQ(origin().BytesRead("big.bin") - before, 65536u) << "refetched from the origin";
+  // And cached again, correctly.
+  got = Get(a, meta, "big.bin", 2, /*fill=*/false);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, files_["big.bin"].substr(2 * 65536, 65536));
+}
+
+TEST_F(NodeAgentTest, FullStoreReportsAClearFailureAndStillServes) {
+  NodeAgent* a = StartAgent("node1", /*capacity=*/200 * 1024);
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] { return !Status().failures.empty(); })) << "no failure reported";
+  proto::DatasetStatus st = Status();
+  EXPECT_FALSE(st.complete);
+  EXPECT_NE(st.failures[0].error.find("NoSpace"), std::string::npos) << st.failures[0].error;
+  EXPECT_LE(a->store()->usage().used_bytes, 200u * 1024);
+  // Reads are served even though nothing more can be cached.
+  for (uint32_t i = 0; i <= 10; ++i) {
+    Result<std::string> got = Get(a, meta, "big.bin", i);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, files_["big.bin"].substr(i * 65536, 65536));
+  }
+}
+
+TEST_F(NodeAgentTest, MissingOriginFileIsAPerFileFailure) {
+  NodeAgent* a = StartAgent("node1");
+  (void)a;
+  AddDataset();
+  ASSERT_TRUE(origin().Remove("small/f3").ok());
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] {
+    proto::DatasetStatus st = Status();
+    return st.files_cached == st.meta.file_count - 1 && !st.failures.empty();
+  }));
+  proto::DatasetStatus st = Status();
+  ASSERT_EQ(st.failures.size(), 1u);
+  EXPECT_EQ(st.failures[0].path, "small/f3");
+  EXPECT_NE(st.failures[0].error.find("NotFound"), std::string::npos) << st.failures[0].error;
+  EXPECT_FALSE(st.complete);
+}
+
+TEST_F(NodeAgentTest, ChangedOriginFileIsStaleNeverMixed) {
+  NodeAgent* a = StartAgent("node1");
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(Eventually([&] { return a->view()->dataset("ds") != nullptr; }));
+  MemAttributes newer;
+  newer.mtime_ns += 1'000'000'000;
+  ASSERT_TRUE(origin().AddFile("big.bin", Pattern(10 * 65536 + 123, 7), newer).ok());
+  Result<std::string> got = Get(a, meta, "big.bin", 0);
+  EXPECT_EQ(got.status().code(), Code::kStale) << got.status().ToString();
+}
+
+TEST_F(NodeAgentTest, RemovedDatasetLosesItsChunks) {
+  NodeAgent* a = StartAgent("node1");
+  AddDataset("keep");
+  AddDataset("drop");
+  ASSERT_TRUE(coord().Warm("keep").ok());
+  ASSERT_TRUE(coord().Warm("drop").ok());
+  ASSERT_TRUE(Eventually([&] { return Status("keep").complete && Status("drop").complete; }));
+  const uint64_t both = a->store()->usage().chunks;
+  ASSERT_TRUE(coord().RemoveDataset("drop").ok());
+  ASSERT_TRUE(Eventually([&] { return a->store()->usage().chunks == both / 2; })) << a->store()->usage().chunks;
+  EXPECT_TRUE(Status("keep").complete);
+}
+
+TEST_F(NodeAgentTest, BadRequestsGetClearErrors) {
+  NodeAgent* a = StartAgent("node1");
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(Eventually([&] { return a->view()->dataset("ds") != nullptr; }));
+  proto::RpcClient client(cluster_->zmq(), a->endpoint());
+  auto unknown = client.Call(proto::GetChunk{.dataset = "nope", .uid = 1, .version = 1}, 5s);
+  EXPECT_EQ(unknown.status().code(), Code::kNotFound);
+  auto bad_entry = client.Call(proto::GetChunk{.dataset = "ds", .uid = meta.uid, .version = 1, .entry = 99999}, 5s);
+  EXPECT_EQ(bad_entry.status().code(), Code::kInvalidArgument);
+  const DatasetView* ds = a->view()->dataset("ds");
+  uint32_t entry = *ds->manifest.Resolve("big.bin");
+  auto wrong_key = client.Call(
+      proto::GetChunk{.dataset = "ds", .uid = meta.uid, .version = 1, .entry = entry, .key_lo = 1, .key_hi = 2}, 5s);
+  EXPECT_EQ(wrong_key.status().code(), Code::kStale);
+}
+
+TEST_F(NodeAgentTest, RestartedAgentResumesWithoutRefetching) {
+  StartAgent("node1");
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] { return Status().complete; }));
+  const uint64_t read = origin().TotalBytesRead();
+  StartAgent("node1");  // restarts it
+  ASSERT_TRUE(Eventually([&] { return Status().complete; }));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(origin().TotalBytesRead(), read) << "a restart must not refetch cached chunks";
+  (void)meta;
+}
+
+}  // namespace
+}  // namespace hoard

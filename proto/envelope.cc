@@ -1,0 +1,138 @@
+#include "proto/envelope.h"
+
+namespace hoard::proto {
+namespace {
+
+// Decoder limits: generous for real messages, small enough that a hostile
+// header cannot make the decoder allocate much more than its own size (msgpack
+// allocates an array's slots when it reads the array's header).
+const msgpack::unpack_limit kLimits(/*array=*/1u << 16, /*map=*/1u << 12, /*str=*/1u << 20,
+                                    /*bin=*/kMaxHeaderBytes, /*ext=*/0, /*depth=*/10);
+
+std::string Size(size_t bytes) { return std::to_string(bytes) + " bytes"; }
+
+}  // namespace
+
+bool IsKnownType(uint16_t t) {
+  switch (static_cast<MsgType>(t)) {
+    case MsgType::kError:
+    case MsgType::kPing:
+    case MsgType::kPong:
+    case MsgType::kRegisterNode:
+    case MsgType::kRegisterNodeReply:
+    case MsgType::kHeartbeat:
+    case MsgType::kHeartbeatReply:
+    case MsgType::kGetClusterMap:
+    case MsgType::kClusterMap:
+    case MsgType::kGetManifest:
+    case MsgType::kManifestPart:
+    case MsgType::kClusterStatus:
+    case MsgType::kClusterStatusReply:
+    case MsgType::kDatasetAdd:
+    case MsgType::kDatasetAddReply:
+    case MsgType::kDatasetList:
+    case MsgType::kDatasetListReply:
+    case MsgType::kDatasetRemove:
+    case MsgType::kDatasetRemoveReply:
+    case MsgType::kWarm:
+    case MsgType::kWarmReply:
+    case MsgType::kGetChunk:
+    case MsgType::kChunkData:
+    case MsgType::kNodeStatus:
+    case MsgType::kNodeStatusReply:
+      return true;
+  }
+  return false;
+}
+
+const char* TypeName(MsgType t) {
+  switch (t) {
+    case MsgType::kError: return "Error";
+    case MsgType::kPing: return "Ping";
+    case MsgType::kPong: return "Pong";
+    case MsgType::kRegisterNode: return "RegisterNode";
+    case MsgType::kRegisterNodeReply: return "RegisterNodeReply";
+    case MsgType::kHeartbeat: return "Heartbeat";
+    case MsgType::kHeartbeatReply: return "HeartbeatReply";
+    case MsgType::kGetClusterMap: return "GetClusterMap";
+    case MsgType::kClusterMap: return "ClusterMap";
+    case MsgType::kGetManifest: return "GetManifest";
+    case MsgType::kManifestPart: return "ManifestPart";
+    case MsgType::kClusterStatus: return "ClusterStatus";
+    case MsgType::kClusterStatusReply: return "ClusterStatusReply";
+    case MsgType::kDatasetAdd: return "DatasetAdd";
+    case MsgType::kDatasetAddReply: return "DatasetAddReply";
+    case MsgType::kDatasetList: return "DatasetList";
+    case MsgType::kDatasetListReply: return "DatasetListReply";
+    case MsgType::kDatasetRemove: return "DatasetRemove";
+    case MsgType::kDatasetRemoveReply: return "DatasetRemoveReply";
+    case MsgType::kWarm: return "Warm";
+    case MsgType::kWarmReply: return "WarmReply";
+    case MsgType::kGetChunk: return "GetChunk";
+    case MsgType::kChunkData: return "ChunkData";
+    case MsgType::kNodeStatus: return "NodeStatus";
+    case MsgType::kNodeStatusReply: return "NodeStatusReply";
+  }
+  return "Unknown";
+}
+
+Result<Envelope> DecodeMessage(std::vector<zmq::message_t>& frames, uint64_t* id_out) {
+  *id_out = 0;
+  if (frames.empty()) return Status::InvalidArgument("empty message");
+  if (frames.size() > 2) {
+    return Status::InvalidArgument("message has " + std::to_string(frames.size()) +
+                                   " frames; at most 2 (header, payload) are allowed");
+  }
+  const zmq::message_t& header = frames[0];
+  if (header.size() > kMaxHeaderBytes) {
+    return Status::InvalidArgument("message header of " + Size(header.size()) + " exceeds the limit of " +
+                                   Size(kMaxHeaderBytes));
+  }
+  if (frames.size() == 2 && frames[1].size() > kMaxPayloadBytes) {
+    return Status::InvalidArgument("message payload of " + Size(frames[1].size()) +
+                                   " exceeds the limit of " + Size(kMaxPayloadBytes));
+  }
+
+  Envelope env;
+  try {
+    env.handle = msgpack::unpack(static_cast<const char*>(header.data()), header.size(), nullptr,
+                                 nullptr, kLimits);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("header is not valid msgpack: ") + e.what());
+  }
+  const msgpack::object& root = env.handle.get();
+  if (root.type != msgpack::type::ARRAY || root.via.array.size != 6) {
+    return Status::InvalidArgument("header is not a 6-element array");
+  }
+  const msgpack::object* f = root.via.array.ptr;
+  if (f[0].type != msgpack::type::POSITIVE_INTEGER || f[1].type != msgpack::type::POSITIVE_INTEGER ||
+      f[2].type != msgpack::type::POSITIVE_INTEGER || f[3].type != msgpack::type::POSITIVE_INTEGER ||
+      f[4].type != msgpack::type::STR) {
+    return Status::InvalidArgument("header fields have the wrong types");
+  }
+  *id_out = f[2].via.u64;
+  if (f[0].via.u64 != kProtocolVersion) {
+    return Status::InvalidArgument("protocol version " + std::to_string(f[0].via.u64) +
+                                   " is not supported (this side speaks " +
+                                   std::to_string(kProtocolVersion) + ")");
+  }
+  if (f[1].via.u64 > 0xFFFF || !IsKnownType(static_cast<uint16_t>(f[1].via.u64))) {
+    return Status::InvalidArgument("unknown message type " + std::to_string(f[1].via.u64));
+  }
+  env.type = static_cast<MsgType>(f[1].via.u64);
+  env.id = f[2].via.u64;
+  const Code code = CodeFromWire(static_cast<uint32_t>(std::min<uint64_t>(f[3].via.u64, 0xFFFFFFFF)));
+  if (code != Code::kOk) env.status = Status(code, std::string(f[4].via.str.ptr, f[4].via.str.size));
+  env.body = f[5];
+  if (frames.size() == 2) {
+    env.payload = std::move(frames[1]);
+    env.has_payload = true;
+  }
+  return env;
+}
+
+std::string EncodeError(uint64_t id, const Status& status) {
+  return EncodeHeader(MsgType::kError, id, status, ErrorBody{});
+}
+
+}  // namespace hoard::proto

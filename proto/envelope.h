@@ -1,0 +1,76 @@
+// File: proto/envelope.h
+//
+// Encoding and decoding of the message envelope described in messages.h. This
+// is the only code that turns bytes from the network into typed messages; it
+// enforces the version, the type list and every size limit, and never throws.
+//
+// Thread-safety: functions are pure; an Envelope is owned by one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <msgpack.hpp>
+#include <zmq.hpp>
+
+#include "common/result.h"
+#include "proto/messages.h"
+
+namespace hoard::proto {
+
+// A decoded message. `body` points into `handle`'s zone.
+struct Envelope {
+  MsgType type = MsgType::kError;
+  uint64_t id = 0;
+  Status status;  // a reply's outcome; OK for requests
+  msgpack::object_handle handle;
+  msgpack::object body;
+  zmq::message_t payload;  // empty when the message had none
+  bool has_payload = false;
+
+  std::string_view payload_view() const {
+    return {static_cast<const char*>(payload.data()), payload.size()};
+  }
+};
+
+// Converts the body to T; kInvalidArgument naming the type and the field
+// problem if it does not fit (wrong msgpack type, not a map).
+template <typename T>
+Result<T> BodyAs(const Envelope& env) {
+  T out{};
+  try {
+    env.body.convert(out);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("malformed ") + TypeName(env.type) + " body: " + e.what());
+  }
+  return out;
+}
+
+// Packs the header frame of a message.
+template <typename Body>
+std::string EncodeHeader(MsgType type, uint64_t id, const Status& status, const Body& body) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(6);
+  pk.pack(kProtocolVersion);
+  pk.pack(static_cast<uint16_t>(type));
+  pk.pack(id);
+  pk.pack(static_cast<uint32_t>(status.code()));
+  pk.pack(status.message());
+  pk.pack(body);
+  return std::string(buf.data(), buf.size());
+}
+
+// Decodes frame 0 (header) and adopts frame 1 (payload) if present. Checks, in
+// order: frame count and sizes, msgpack well-formedness within decoder limits,
+// envelope shape, protocol version, known type. The error says which failed.
+// The returned message's id is also filled into `*id_out` when the header got
+// far enough to carry one (so an error reply can echo it).
+Result<Envelope> DecodeMessage(std::vector<zmq::message_t>& frames, uint64_t* id_out);
+
+// Turns a body-less status into a kError header (for error replies).
+std::string EncodeError(uint64_t id, const Status& status);
+
+}  // namespace hoard::proto

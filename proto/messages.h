@@ -1,0 +1,353 @@
+// File: proto/messages.h
+//
+// Every message that crosses a process boundary in hoard, in one place.
+//
+// A message on the wire is a ZeroMQ multipart message:
+//   frame 0  header: a msgpack array
+//              [protocol_version, type, request_id, status_code, status_message, body]
+//            where body is a msgpack map (the struct below, by field name).
+//            Requests carry status_code 0 and an empty message.
+//   frame 1  optional payload: raw bytes (chunk data, a manifest slice), kept
+//            out of msgpack so large data is not copied through the encoder.
+// Limits: kMaxHeaderBytes for frame 0, kMaxPayloadBytes for frame 1, no
+// further frames. A REQ-style empty delimiter frame before the header is
+// accepted and echoed.
+//
+// A receiver answers a malformed, oversized, unknown-type or wrong-version
+// message with an error reply (type kError, status InvalidArgument) and a log
+// line, and keeps running (proto/envelope.h, proto/rpc_server.h).
+//
+// Compatibility: bodies are maps, so a new optional field can be added without
+// a version bump (old readers ignore unknown keys; missing keys keep their
+// defaults). Changing a field's meaning or type needs kProtocolVersion + 1.
+//
+// Each request struct names its type (kType) and its reply struct (Reply).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+// A body with no fields: an empty msgpack map (MSGPACK_DEFINE_MAP needs at
+// least one field). Anything but a map is rejected, like any malformed body.
+#define HOARD_EMPTY_BODY                                                       \
+  template <typename Packer>                                                   \
+  void msgpack_pack(Packer& pk) const {                                        \
+    pk.pack_map(0);                                                            \
+  }                                                                            \
+  void msgpack_unpack(const msgpack::object& o) {                              \
+    if (o.type != msgpack::type::MAP) throw msgpack::type_error();             \
+  }
+
+namespace hoard::proto {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr size_t kMaxHeaderBytes = 16u << 20;
+inline constexpr size_t kMaxPayloadBytes = 80u << 20;  // > the largest chunk (64 MiB)
+
+enum class MsgType : uint16_t {
+  kError = 1,
+  kPing = 2,
+  kPong = 3,
+  // Node agent -> coordinator.
+  kRegisterNode = 10,
+  kRegisterNodeReply = 11,
+  kHeartbeat = 12,
+  kHeartbeatReply = 13,
+  // Anyone -> coordinator.
+  kGetClusterMap = 20,
+  kClusterMap = 21,
+  kGetManifest = 22,
+  kManifestPart = 23,
+  kClusterStatus = 24,
+  kClusterStatusReply = 25,
+  // CLI -> coordinator.
+  kDatasetAdd = 30,
+  kDatasetAddReply = 31,
+  kDatasetList = 32,
+  kDatasetListReply = 33,
+  kDatasetRemove = 34,
+  kDatasetRemoveReply = 35,
+  kWarm = 36,
+  kWarmReply = 37,
+  // Mount or peer -> node agent.
+  kGetChunk = 50,
+  kChunkData = 51,
+  kNodeStatus = 52,
+  kNodeStatusReply = 53,
+};
+
+// True for the types above; a header naming any other type is rejected.
+bool IsKnownType(uint16_t type);
+const char* TypeName(MsgType type);
+
+// ---- shared pieces ---------------------------------------------------------
+
+// Sent as the body of a kError reply; the code and message are in the header.
+struct ErrorBody {
+  HOARD_EMPTY_BODY
+};
+
+struct NodeInfo {
+  std::string name;
+  std::string endpoint;         // tcp://host:port of its peer service
+  uint64_t capacity_bytes = 0;  // chunk store capacity; 0 = unlimited
+  uint64_t used_bytes = 0;
+  uint64_t chunks = 0;
+  double weight = 1;            // placement weight
+  bool up = true;               // heard from within the down timeout
+  int64_t last_seen_unix = 0;
+  MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, chunks, weight, up, last_seen_unix);
+};
+
+struct DatasetMeta {
+  std::string name;
+  uint64_t uid = 0;          // unique per `dataset add`; seeds file keys
+  uint32_t version = 0;      // manifest version, from 1
+  std::string source;        // nfs://... or a local directory
+  uint64_t chunk_size = 0;
+  uint32_t replicas = 1;     // owners per chunk
+  bool warm = false;         // every owner should hold all its chunks
+  uint64_t manifest_bytes = 0;
+  uint64_t manifest_checksum = 0;
+  uint64_t file_count = 0;
+  uint64_t total_bytes = 0;
+  uint64_t total_chunks = 0;
+  int64_t created_unix = 0;
+  MSGPACK_DEFINE_MAP(name, uid, version, source, chunk_size, replicas, warm, manifest_bytes,
+                     manifest_checksum, file_count, total_bytes, total_chunks, created_unix);
+};
+
+struct FileFailure {
+  std::string path;
+  std::string error;
+  MSGPACK_DEFINE_MAP(path, error);
+};
+
+// What one node holds of one dataset, as of its last placement.
+struct DatasetReport {
+  uint64_t uid = 0;
+  uint32_t version = 0;
+  uint64_t placement_epoch = 0;  // the placement the owned set was computed at
+  uint64_t owned_chunks = 0;
+  uint64_t owned_bytes = 0;
+  uint64_t cached_chunks = 0;  // of the owned ones
+  uint64_t cached_bytes = 0;
+  // Bit i (LSB first within each byte) is set when the i-th owned chunk, in
+  // chunk-ordinal order, is cached. Lets the coordinator count whole files.
+  std::vector<char> cached_bitmap;
+  std::vector<FileFailure> failures;  // most recent, at most 100
+  MSGPACK_DEFINE_MAP(uid, version, placement_epoch, owned_chunks, owned_bytes, cached_chunks, cached_bytes,
+                     cached_bitmap, failures);
+};
+
+// ---- requests and replies --------------------------------------------------
+
+struct Pong {
+  uint32_t protocol = kProtocolVersion;
+  std::string role;  // "coordinator" or "node"
+  std::string name;
+  uint64_t epoch = 0;
+  MSGPACK_DEFINE_MAP(protocol, role, name, epoch);
+};
+struct Ping {
+  static constexpr MsgType kType = MsgType::kPing;
+  using Reply = Pong;
+  HOARD_EMPTY_BODY
+};
+
+struct RegisterNodeReply {
+  uint64_t epoch = 0;
+  MSGPACK_DEFINE_MAP(epoch);
+};
+struct RegisterNode {
+  static constexpr MsgType kType = MsgType::kRegisterNode;
+  using Reply = RegisterNodeReply;
+  std::string name;
+  std::string endpoint;
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+  MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes);
+};
+
+struct HeartbeatReply {
+  uint64_t epoch = 0;      // fetch the cluster map when this is newer
+  bool registered = true;  // false: the coordinator forgot us; register again
+  MSGPACK_DEFINE_MAP(epoch, registered);
+};
+struct Heartbeat {
+  static constexpr MsgType kType = MsgType::kHeartbeat;
+  using Reply = HeartbeatReply;
+  std::string name;
+  uint64_t epoch = 0;  // the map epoch the node acts on
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t chunks = 0;
+  // Sent when changed since the last acknowledged heartbeat; empty otherwise.
+  std::vector<DatasetReport> datasets;
+  bool datasets_included = false;
+  std::map<std::string, uint64_t> counters;  // node metrics
+  MSGPACK_DEFINE_MAP(name, epoch, capacity_bytes, used_bytes, chunks, datasets, datasets_included,
+                     counters);
+};
+
+struct ClusterMap {
+  uint64_t epoch = 0;            // bumps on any change below
+  uint64_t placement_epoch = 0;  // bumps when the members or their weights change
+  // Every member, up or down, sorted by name. Chunks are placed over all of
+  // them (striping/placement.h); readers skip owners that are down.
+  std::vector<NodeInfo> nodes;
+  std::vector<DatasetMeta> datasets;  // sorted by name
+  MSGPACK_DEFINE_MAP(epoch, placement_epoch, nodes, datasets);
+};
+struct GetClusterMap {
+  static constexpr MsgType kType = MsgType::kGetClusterMap;
+  using Reply = ClusterMap;
+  HOARD_EMPTY_BODY
+};
+
+// Reply payload: manifest bytes [offset, offset + length).
+struct ManifestPart {
+  uint64_t total_bytes = 0;
+  uint64_t offset = 0;
+  MSGPACK_DEFINE_MAP(total_bytes, offset);
+};
+struct GetManifest {
+  static constexpr MsgType kType = MsgType::kGetManifest;
+  using Reply = ManifestPart;
+  static constexpr uint64_t kMaxPart = 8u << 20;
+  std::string name;
+  uint32_t version = 0;
+  uint64_t offset = 0;
+  uint64_t length = kMaxPart;  // clamped to kMaxPart
+  MSGPACK_DEFINE_MAP(name, version, offset, length);
+};
+
+struct DatasetStatus {
+  DatasetMeta meta;
+  uint64_t cached_bytes = 0;   // summed over owners (counts each replica)
+  uint64_t cached_chunks = 0;
+  uint64_t files_cached = 0;   // files with every chunk on all its owners
+  uint64_t expected_bytes = 0;  // total_bytes * replicas (what 100% means)
+  bool complete = false;       // every node reported on the current epoch, all cached
+  uint64_t nodes_reporting = 0;
+  std::vector<FileFailure> failures;
+  MSGPACK_DEFINE_MAP(meta, cached_bytes, cached_chunks, files_cached, expected_bytes, complete,
+                     nodes_reporting, failures);
+};
+struct ClusterStatusReply {
+  uint64_t epoch = 0;
+  std::vector<NodeInfo> nodes;
+  std::vector<DatasetStatus> datasets;
+  MSGPACK_DEFINE_MAP(epoch, nodes, datasets);
+};
+struct ClusterStatus {
+  static constexpr MsgType kType = MsgType::kClusterStatus;
+  using Reply = ClusterStatusReply;
+  std::string dataset;  // only this one; empty = all
+  MSGPACK_DEFINE_MAP(dataset);
+};
+
+struct DatasetAddReply {
+  DatasetMeta meta;
+  uint64_t walk_ms = 0;
+  MSGPACK_DEFINE_MAP(meta, walk_ms);
+};
+struct DatasetAdd {
+  static constexpr MsgType kType = MsgType::kDatasetAdd;
+  using Reply = DatasetAddReply;
+  std::string name;
+  std::string source;
+  uint64_t chunk_size = 0;  // 0 = default (4 MiB)
+  uint32_t replicas = 1;
+  MSGPACK_DEFINE_MAP(name, source, chunk_size, replicas);
+};
+
+struct DatasetListReply {
+  std::vector<DatasetMeta> datasets;
+  MSGPACK_DEFINE_MAP(datasets);
+};
+struct DatasetList {
+  static constexpr MsgType kType = MsgType::kDatasetList;
+  using Reply = DatasetListReply;
+  HOARD_EMPTY_BODY
+};
+
+struct DatasetRemoveReply {
+  HOARD_EMPTY_BODY
+};
+struct DatasetRemove {
+  static constexpr MsgType kType = MsgType::kDatasetRemove;
+  using Reply = DatasetRemoveReply;
+  std::string name;
+  MSGPACK_DEFINE_MAP(name);
+};
+
+struct WarmReply {
+  DatasetMeta meta;
+  MSGPACK_DEFINE_MAP(meta);
+};
+struct Warm {
+  static constexpr MsgType kType = MsgType::kWarm;
+  using Reply = WarmReply;
+  std::string name;
+  MSGPACK_DEFINE_MAP(name);
+};
+
+// Reply payload: chunk bytes [offset, offset + returned length).
+struct ChunkData {
+  uint64_t chunk_length = 0;
+  uint64_t offset = 0;
+  std::string source;  // "cache" or "origin": where the node got the bytes
+  MSGPACK_DEFINE_MAP(chunk_length, offset, source);
+};
+struct GetChunk {
+  static constexpr MsgType kType = MsgType::kGetChunk;
+  using Reply = ChunkData;
+  std::string dataset;
+  uint64_t uid = 0;
+  uint32_t version = 0;
+  uint32_t entry = 0;       // file's entry index in that manifest version
+  uint32_t index = 0;       // chunk index within the file
+  uint64_t key_lo = 0;      // the chunk's FileKey, checked against the manifest
+  uint64_t key_hi = 0;
+  uint64_t offset = 0;      // within the chunk
+  uint64_t length = 0;      // 0 = to the end of the chunk
+  bool fill = true;         // on a miss, fetch from the origin, cache and serve
+  MSGPACK_DEFINE_MAP(dataset, uid, version, entry, index, key_lo, key_hi, offset, length, fill);
+};
+
+struct NodeStatusReply {
+  NodeInfo node;
+  std::map<std::string, uint64_t> counters;
+  MSGPACK_DEFINE_MAP(node, counters);
+};
+struct NodeStatus {
+  static constexpr MsgType kType = MsgType::kNodeStatus;
+  using Reply = NodeStatusReply;
+  HOARD_EMPTY_BODY
+};
+
+// Reply types, for the envelope encoder.
+template <typename Body> struct ReplyType;
+#define HOARD_REPLY_TYPE(Body, T) \
+  template <> struct ReplyType<Body> { static constexpr MsgType kType = MsgType::T; }
+HOARD_REPLY_TYPE(ErrorBody, kError);
+HOARD_REPLY_TYPE(Pong, kPong);
+HOARD_REPLY_TYPE(RegisterNodeReply, kRegisterNodeReply);
+HOARD_REPLY_TYPE(HeartbeatReply, kHeartbeatReply);
+HOARD_REPLY_TYPE(ClusterMap, kClusterMap);
+HOARD_REPLY_TYPE(ManifestPart, kManifestPart);
+HOARD_REPLY_TYPE(ClusterStatusReply, kClusterStatusReply);
+HOARD_REPLY_TYPE(DatasetAddReply, kDatasetAddReply);
+HOARD_REPLY_TYPE(DatasetListReply, kDatasetListReply);
+HOARD_REPLY_TYPE(DatasetRemoveReply, kDatasetRemoveReply);
+HOARD_REPLY_TYPE(WarmReply, kWarmReply);
+HOARD_REPLY_TYPE(ChunkData, kChunkData);
+HOARD_REPLY_TYPE(NodeStatusReply, kNodeStatusReply);
+#undef HOARD_REPLY_TYPE
+
+}  // namespace hoard::proto

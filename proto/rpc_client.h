@@ -1,0 +1,127 @@
+// File: proto/rpc_client.h
+//
+// RpcClient sends typed requests to one RpcServer and waits for the reply with
+// a deadline. Every call either returns the reply or a Status within its
+// timeout; it never hangs on a dead or stopped peer:
+//   - the socket only queues to connected peers (ZMQ_IMMEDIATE), so a send to
+//     a peer that is down fails with kUnavailable once the timeout passes;
+//   - a reply that arrives after its call timed out carries an old request id
+//     and is discarded by the next call.
+//
+// Errors: kUnavailable for timeouts and unreachable peers (retry elsewhere);
+// otherwise the Status the server replied with; kInvalidArgument if the reply
+// itself is malformed.
+//
+// Thread-safety: an RpcClient belongs to one thread at a time (a ZeroMQ socket
+// is not thread-safe). ClientPool hands clients out to concurrent callers.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "common/result.h"
+#include "proto/envelope.h"
+
+namespace hoard::proto {
+
+class RpcClient {
+ public:
+  RpcClient(zmq::context_t& context, std::string endpoint);
+  RpcClient(const RpcClient&) = delete;
+  RpcClient& operator=(const RpcClient&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+
+  // Whether the last call got an answer from the peer (possibly an error
+  // reply). False after a timeout or an unreachable peer: lets callers tell
+  // "the server said Unavailable" from "the server was not there".
+  bool last_call_answered() const { return answered_; }
+
+  // Caps how long a call waits for a connection to the peer (the rest of its
+  // timeout is for the reply). A dead peer then costs this much, not the whole
+  // timeout. Default: no separate cap.
+  void set_connect_timeout(std::chrono::milliseconds t) { connect_timeout_ = t; }
+
+  // Sends `req` and waits up to `timeout` for its reply. When the reply has a
+  // payload frame and `payload` is not null, it is moved there.
+  template <typename Req>
+  Result<typename Req::Reply> Call(const Req& req, std::chrono::milliseconds timeout,
+                                   zmq::message_t* payload = nullptr) {
+    uint64_t id = ++next_id_;
+    Result<Envelope> env =
+        Exchange(EncodeHeader(Req::kType, id, Status::Ok(), req), id, timeout);
+    if (!env.ok()) return env.status();
+    if (env->type != ReplyType<typename Req::Reply>::kType) {
+      return Status::InvalidArgument(std::string("expected ") +
+                                     TypeName(ReplyType<typename Req::Reply>::kType) + " from " +
+                                     endpoint_ + ", got " + TypeName(env->type));
+    }
+    if (payload != nullptr && env->has_payload) *payload = std::move(env->payload);
+    return BodyAs<typename Req::Reply>(*env);
+  }
+
+  // Sends raw frames and returns the decoded reply (tests use this to send garbage).
+  Result<Envelope> CallRaw(std::vector<zmq::message_t> frames, uint64_t id, std::chrono::milliseconds timeout);
+
+ private:
+  // Sends one header frame and receives the reply with the same id. A kError
+  // reply becomes its Status.
+  Result<Envelope> Exchange(std::string header, uint64_t id, std::chrono::milliseconds timeout);
+  Result<Envelope> Receive(uint64_t id, std::chrono::steady_clock::time_point deadline);
+  void Reconnect();
+
+  zmq::context_t& context_;
+  std::string endpoint_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  uint64_t next_id_ = 0;
+  bool answered_ = false;
+  std::chrono::milliseconds connect_timeout_{std::chrono::milliseconds::max()};
+};
+
+// Keeps idle RpcClients per endpoint for concurrent callers.
+//
+//   auto lease = pool.Acquire("tcp://127.0.0.1:7101");
+//   Result<proto::ChunkData> r = lease->Call(req, 500ms, &payload);
+//
+// Thread-safety: Acquire may be called from any thread; a Lease is used by one.
+class ClientPool {
+ public:
+  explicit ClientPool(zmq::context_t& context, size_t max_idle_per_endpoint = 16,
+                      std::chrono::milliseconds connect_timeout = std::chrono::milliseconds::max())
+      : context_(context), max_idle_(max_idle_per_endpoint), connect_timeout_(connect_timeout) {}
+
+  class Lease {
+   public:
+    Lease(ClientPool* pool, std::unique_ptr<RpcClient> client) : pool_(pool), client_(std::move(client)) {}
+    Lease(Lease&&) = default;
+    ~Lease() {
+      if (client_) pool_->Release(std::move(client_));
+    }
+    RpcClient* operator->() { return client_.get(); }
+    RpcClient& operator*() { return *client_; }
+
+   private:
+    ClientPool* pool_;
+    std::unique_ptr<RpcClient> client_;
+  };
+
+  Lease Acquire(const std::string& endpoint);
+
+ private:
+  void Release(std::unique_ptr<RpcClient> client);
+
+  zmq::context_t& context_;
+  size_t max_idle_;
+  std::chrono::milliseconds connect_timeout_;
+  std::mutex mu_;
+  std::map<std::string, std::vector<std::unique_ptr<RpcClient>>> idle_;  // guarded by mu_
+};
+
+}  // namespace hoard::proto

@@ -1,0 +1,186 @@
+#include "proto/rpc_server.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+
+#include <zmq_addon.hpp>
+
+namespace hoard::proto {
+
+void ConfigureSocket(zmq::socket_t& socket) {
+  socket.set(zmq::sockopt::linger, 0);
+  // ZeroMQ drops the connection of a peer that sends a bigger frame. Our own
+  // limits are lower, so a message between the two gets a proper error reply.
+  socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxPayloadBytes + kMaxHeaderBytes));
+  socket.set(zmq::sockopt::reconnect_ivl, 100);
+  socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
+}
+
+RpcServer::RpcServer(Options options) : options_(std::move(options)) {}
+
+RpcServer::~RpcServer() { Stop(); }
+
+Status RpcServer::Start() {
+  if (options_.context == nullptr || options_.logger == nullptr) {
+    return Status::InvalidArgument("RpcServer needs a zmq context and a logger");
+  }
+  try {
+    router_ = std::make_unique<zmq::socket_t>(*options_.context, zmq::socket_type::router);
+    ConfigureSocket(*router_);
+    router_->bind(options_.endpoint);
+    bound_endpoint_ = router_->get(zmq::sockopt::last_endpoint);
+    // A fresh name per server: ZeroMQ releases an inproc name asynchronously,
+    // so a name derived from `this` could still be taken by a server that
+    // lived at the same address a moment ago.
+    static std::atomic<uint64_t> next_id{0};
+    reply_endpoint_ = "inproc://hoard-replies-" + std::to_string(::getpid()) + "-" + std::to_string(++next_id);
+    replies_ = std::make_unique<zmq::socket_t>(*options_.context, zmq::socket_type::pull);
+    replies_->set(zmq::sockopt::linger, 0);
+    replies_->bind(reply_endpoint_);
+  } catch (const zmq::error_t& e) {
+    router_.reset();
+    replies_.reset();
+    return Status::Unavailable(options_.name + ": cannot listen on " + options_.endpoint + ": " + e.what());
+  }
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  io_thread_ = std::thread([this] { IoLoop(); });
+  return Status::Ok();
+}
+
+void RpcServer::Stop() {
+  if (stopping_.exchange(true)) return;
+  cv_.notify_all();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  if (io_thread_.joinable()) io_thread_.join();
+  router_.reset();
+  replies_.reset();
+}
+
+void RpcServer::IoLoop() {
+  std::vector<zmq::pollitem_t> items = {{router_->handle(), 0, ZMQ_POLLIN, 0},
+                                        {replies_->handle(), 0, ZMQ_POLLIN, 0}};
+  while (!stopping_.load()) {
+    try {
+      zmq::poll(items, std::chrono::milliseconds(100));
+      if (items[1].revents & ZMQ_POLLIN) {
+        // Drain replies first, so callers get answers before new work starts.
+        while (true) {
+          std::vector<zmq::message_t> frames;
+          if (!zmq::recv_multipart(*replies_, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
+          zmq::send_multipart(*router_, frames, zmq::send_flags::dontwait);
+        }
+      }
+      if (items[0].revents & ZMQ_POLLIN) {
+        while (true) {
+          std::vector<zmq::message_t> frames;
+          if (!zmq::recv_multipart(*router_, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
+          Job job;
+          job.route.push_back(std::move(frames[0]));
+          size_t first = 1;
+          if (frames.size() > 1 && frames[1].size() == 0) {  // REQ-style delimiter
+            job.route.push_back(std::move(frames[1]));
+            first = 2;
+          }
+          for (size_t i = first; i < frames.size(); ++i) job.frames.push_back(std::move(frames[i]));
+          std::unique_lock lock(mu_);
+          if (queue_.size() >= options_.max_queue) {
+            lock.unlock();
+            std::vector<zmq::message_t> reply;
+            for (auto& r : job.route) reply.push_back(std::move(r));
+            reply.emplace_back(EncodeError(0, Status::Unavailable(options_.name + " is busy; retry")));
+            zmq::send_multipart(*router_, reply, zmq::send_flags::dontwait);
+            continue;
+          }
+          queue_.push_back(std::move(job));
+          lock.unlock();
+          cv_.notify_one();
+        }
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return;
+      options_.logger->error("{}: socket error: {}", options_.name, e.what());
+    }
+  }
+}
+
+void RpcServer::WorkerLoop(int index) {
+  zmq::socket_t out(*options_.context, zmq::socket_type::push);
+  out.set(zmq::sockopt::linger, 0);
+  out.connect(reply_endpoint_);
+  while (true) {
+    Job job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_.load() || !queue_.empty(); });
+      if (stopping_.load()) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::string header, payload;
+    Process(job, &header, &payload);
+    std::vector<zmq::message_t> reply;
+    for (auto& r : job.route) reply.push_back(std::move(r));
+    reply.emplace_back(header.data(), header.size());
+    if (!payload.empty()) {
+      // Hand the payload's buffer to ZeroMQ instead of copying it (chunks are MiBs).
+      auto* owned = new std::string(std::move(payload));
+      reply.emplace_back(owned->data(), owned->size(),
+                         [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
+    }
+    try {
+      zmq::send_multipart(out, reply);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return;
+      options_.logger->error("{}: worker {} cannot pass a reply on: {}", options_.name, index, e.what());
+    }
+  }
+}
+
+void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
+  uint64_t id = 0;
+  Result<Envelope> env = DecodeMessage(job.frames, &id);
+  Status status;
+  if (!env.ok()) {
+    status = env.status();
+  } else {
+    auto it = handlers_.find(static_cast<uint16_t>(env->type));
+    if (it == handlers_.end()) {
+      status = Status::InvalidArgument(std::string(TypeName(env->type)) + " is not served by " + options_.name);
+    } else {
+      bool malformed = false;
+      status = it->second(*env, header, payload, &malformed);
+      if (status.ok()) return;
+      if (!malformed) {
+        // A handler's own error is an answer, not bad input: no warning.
+        payload->clear();
+        *header = EncodeError(id, status);
+        return;
+      }
+    }
+  }
+  rejected_.fetch_add(1);
+  LogRejected(status.ToString());
+  payload->clear();
+  *header = EncodeError(id, status);
+}
+
+void RpcServer::LogRejected(const std::string& why) {
+  // At most 10 lines a second, so garbage on the port cannot flood the log.
+  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::steady_clock::now().time_since_epoch()).count();
+  std::lock_guard lock(log_mu_);
+  if (now != log_window_start_) {
+    if (log_count_ > 10) {
+      options_.logger->warn("{}: {} more malformed requests not logged", options_.name, log_count_ - 10);
+    }
+    log_window_start_ = now;
+    log_count_ = 0;
+  }
+  if (++log_count_ <= 10) options_.logger->warn("{}: rejected a request: {}", options_.name, why);
+}
+
+}  // namespace hoard::proto

@@ -1,0 +1,129 @@
+// File: proto/rpc_server.h
+//
+// RpcServer serves typed request handlers on a ZeroMQ ROUTER socket.
+//
+//   RpcServer server({.endpoint = "tcp://127.0.0.1:7100", .name = "coordinator", .logger = log});
+//   server.Handle<proto::Ping>([&](const proto::Ping&, const proto::Envelope&, std::string*) {
+//     return Result<proto::Pong>(proto::Pong{...});
+//   });
+//   HOARD_RETURN_IF_ERROR(server.Start());
+//
+// Threads: one I/O thread owns the ROUTER socket (ZeroMQ sockets are not
+// thread-safe); it queues each request for a pool of worker threads, which
+// decode it, run the handler and hand the reply back to the I/O thread over an
+// inproc socket. A slow handler therefore delays only its own caller. When the
+// queue is full the I/O thread answers Unavailable ("busy") at once rather than
+// letting requests pile up unboundedly.
+//
+// Bad input: a message that fails DecodeMessage, names a type this server has
+// no handler for, or whose body does not convert gets an error reply with the
+// reason and a (rate-limited) warning in the log; the server keeps running.
+//
+// Thread-safety: register handlers before Start(); Start and Stop from one
+// thread. Handlers run concurrently on worker threads and must be thread-safe.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "common/result.h"
+#include "proto/envelope.h"
+
+namespace hoard::proto {
+
+class RpcServer {
+ public:
+  struct Options {
+    std::string endpoint;  // e.g. "tcp://127.0.0.1:0" (port 0: any free port)
+    std::string name;      // for logs and the "not served by" error
+    int workers = 4;
+    size_t max_queue = 4096;  // queued requests before answering "busy"
+    std::shared_ptr<spdlog::logger> logger;
+    zmq::context_t* context = nullptr;  // required; outlives the server
+  };
+
+  explicit RpcServer(Options options);
+  ~RpcServer();
+  RpcServer(const RpcServer&) = delete;
+  RpcServer& operator=(const RpcServer&) = delete;
+
+  // Registers the handler for Req. The handler returns the reply body or an
+  // error Status, and may fill *payload_out with raw reply bytes.
+  template <typename Req>
+  void Handle(std::function<Result<typename Req::Reply>(const Req&, const Envelope&, std::string* payload_out)> fn) {
+    handlers_[static_cast<uint16_t>(Req::kType)] = [fn = std::move(fn)](Envelope& env, std::string* header,
+                                                                        std::string* payload, bool* malformed) {
+      Result<Req> req = BodyAs<Req>(env);
+      if (!req.ok()) {
+        *malformed = true;
+        return req.status();
+      }
+      Result<typename Req::Reply> reply = fn(*req, env, payload);
+      if (!reply.ok()) return reply.status();
+      *header = EncodeHeader(ReplyType<typename Req::Reply>::kType, env.id, Status::Ok(), *reply);
+      return Status::Ok();
+    };
+  }
+
+  // Binds and starts the threads.
+  Status Start();
+  // Stops accepting, finishes nothing further, joins the threads. Idempotent.
+  void Stop();
+
+  // The endpoint actually bound (with the real port when 0 was asked for).
+  const std::string& bound_endpoint() const { return bound_endpoint_; }
+
+  // Requests answered with an error because they were malformed.
+  uint64_t rejected() const { return rejected_.load(); }
+
+ private:
+  using RawHandler =
+      std::function<Status(Envelope&, std::string* header, std::string* payload, bool* malformed)>;
+  struct Job {
+    std::vector<zmq::message_t> route;   // identity (+ empty delimiter if the client sent one)
+    std::vector<zmq::message_t> frames;  // header, payload
+  };
+
+  void IoLoop();
+  void WorkerLoop(int index);
+  // Builds the reply frames for one job (runs on a worker).
+  void Process(Job& job, std::string* header, std::string* payload);
+  void LogRejected(const std::string& why);
+
+  Options options_;
+  std::unordered_map<uint16_t, RawHandler> handlers_;  // fixed after Start
+  std::string bound_endpoint_;
+  std::string reply_endpoint_;  // inproc, workers -> I/O thread
+
+  std::unique_ptr<zmq::socket_t> router_;
+  std::unique_ptr<zmq::socket_t> replies_;
+  std::thread io_thread_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> rejected_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;  // guarded by mu_
+
+  std::mutex log_mu_;
+  int64_t log_window_start_ = 0;  // guarded by log_mu_
+  int log_count_ = 0;             // guarded by log_mu_
+};
+
+// Sets the socket options hoard uses everywhere: no linger on close, the
+// receive size cap, fast reconnects.
+void ConfigureSocket(zmq::socket_t& socket);
+
+}  // namespace hoard::proto

@@ -1,0 +1,189 @@
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+#include <zmq_addon.hpp>
+
+#include "proto/rpc_client.h"
+#include "proto/rpc_server.h"
+
+namespace hoard::proto {
+namespace {
+
+using namespace std::chrono_literals;
+
+class RpcTest : public ::testing::Test {
+ protected:
+  void StartServer(int workers = 2, size_t max_queue = 1024) {
+    server_ = std::make_unique<RpcServer>(RpcServer::Options{
+        .endpoint = "tcp://127.0.0.1:0", .name = "test-server", .workers = workers,
+        .max_queue = max_queue, .logger = spdlog::null_logger_mt("rpc-test-" + std::to_string(++n_)),
+        .context = &ctx_});
+    server_->Handle<Ping>([](const Ping&, const Envelope&, std::string*) {
+      return Result<Pong>(Pong{.role = "test", .name = "s1", .epoch = 3});
+    });
+    server_->Handle<GetChunk>([](const GetChunk& req, const Envelope&, std::string* payload) -> Result<ChunkData> {
+      if (req.dataset == "missing") return Status::NotFound("dataset missing does not exist");
+      if (req.dataset == "slow") std::this_thread::sleep_for(300ms);
+      payload->assign(req.length, static_cast<char>('a' + req.index));
+      return ChunkData{.chunk_length = req.length, .offset = req.offset, .source = "cache"};
+    });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+
+  // Sends raw frames on a fresh DEALER and returns the decoded error reply.
+  Result<Envelope> SendRaw(std::vector<zmq::message_t> frames) {
+    RpcClient c(ctx_, server_->bound_endpoint());
+    return c.CallRaw(std::move(frames), 0, 2000ms);
+  }
+
+  zmq::context_t ctx_;
+  std::unique_ptr<RpcServer> server_;
+  static inline int n_ = 0;
+};
+
+TEST_F(RpcTest, TypedCallWithPayload) {
+  StartServer();
+  RpcClient c(ctx_, server_->bound_endpoint());
+  Result<Pong> pong = c.Call(Ping{}, 2000ms);
+  ASSERT_TRUE(pong.ok()) << pong.status().ToString();
+  EXPECT_EQ(pong->name, "s1");
+  zmq::message_t payload;
+  Result<ChunkData> data = c.Call(GetChunk{.dataset = "d", .index = 2, .length = 1 << 20}, 2000ms, &payload);
+  ASSERT_TRUE(data.ok());
+  ASSERT_EQ(payload.size(), 1u << 20);
+  EXPECT_EQ(static_cast<const char*>(payload.data())[12345], 'c');
+}
+
+TEST_F(RpcTest, HandlerErrorsReachTheCallerWithTheirCode) {
+  StartServer();
+  RpcClient c(ctx_, server_->bound_endpoint());
+  Result<ChunkData> r = c.Call(GetChunk{.dataset = "missing"}, 2000ms);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+  EXPECT_EQ(r.status().message(), "dataset missing does not exist");
+  EXPECT_EQ(server_->rejected(), 0u) << "a handler's answer is not malformed input";
+}
+
+TEST_F(RpcTest, GarbageGetsAnErrorReplyAndTheServerKeepsServing) {
+  StartServer();
+  std::vector<std::string> garbage = {
+      std::string("\xc1\xc1\xc1", 3),                                   // never-used msgpack byte
+      std::string("hello"),                                            // not an array
+      EncodeHeader(MsgType::kPing, 1, Status::Ok(), Ping{}).substr(0, 3),  // truncated
+  };
+  for (const std::string& g : garbage) {
+    std::vector<zmq::message_t> f;
+    f.emplace_back(g.data(), g.size());
+    Result<Envelope> r = SendRaw(std::move(f));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status().ToString();
+  }
+  EXPECT_EQ(server_->rejected(), garbage.size());
+  RpcClient c(ctx_, server_->bound_endpoint());
+  EXPECT_TRUE(c.Call(Ping{}, 2000ms).ok());
+}
+
+TEST_F(RpcTest, OversizedWrongVersionUnknownAndUnservedTypes) {
+  StartServer();
+  std::string big(kMaxHeaderBytes + 10, '\x90');
+  std::vector<zmq::message_t> f;
+  f.emplace_back(big.data(), big.size());
+  Result<Envelope> r = SendRaw(std::move(f));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("exceeds the limit"), std::string::npos) << r.status().ToString();
+
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(6).pack(kProtocolVersion + 5).pack(uint16_t(MsgType::kPing)).pack(uint64_t{77}).pack(0).pack(std::string()).pack_map(0);
+  std::vector<zmq::message_t> f2;
+  f2.emplace_back(buf.data(), buf.size());
+  RpcClient c(ctx_, server_->bound_endpoint());
+  r = c.CallRaw(std::move(f2), 77, 2000ms);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("protocol version"), std::string::npos);
+
+  Result<DatasetListReply> unserved = c.Call(DatasetList{}, 2000ms);
+  ASSERT_FALSE(unserved.ok());
+  EXPECT_NE(unserved.status().message().find("DatasetList is not served by test-server"), std::string::npos);
+}
+
+TEST_F(RpcTest, ReqSocketWithDelimiterIsAnswered) {
+  StartServer();
+  zmq::socket_t req(ctx_, zmq::socket_type::req);
+  req.set(zmq::sockopt::linger, 0);
+  req.set(zmq::sockopt::rcvtimeo, 2000);
+  req.connect(server_->bound_endpoint());
+  std::string h = EncodeHeader(MsgType::kPing, 9, Status::Ok(), Ping{});
+  req.send(zmq::buffer(h));
+  std::vector<zmq::message_t> frames;
+  ASSERT_TRUE(zmq::recv_multipart(req, std::back_inserter(frames)));
+  uint64_t id;
+  Result<Envelope> env = DecodeMessage(frames, &id);
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->type, MsgType::kPong);
+  EXPECT_EQ(id, 9u);
+}
+
+TEST_F(RpcTest, DeadPeerFailsWithinTheTimeout) {
+  RpcClient c(ctx_, "tcp://127.0.0.1:1");  // nothing listens there
+  auto start = std::chrono::steady_clock::now();
+  Result<Pong> r = c.Call(Ping{}, 300ms);
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_LT(took, 1500ms);
+}
+
+TEST_F(RpcTest, LateRepliesAreNotMistakenForNewOnes) {
+  StartServer();
+  RpcClient c(ctx_, server_->bound_endpoint());
+  Result<ChunkData> slow = c.Call(GetChunk{.dataset = "slow", .index = 0, .length = 10}, 100ms);
+  ASSERT_EQ(slow.status().code(), Code::kUnavailable);
+  std::this_thread::sleep_for(400ms);  // the slow reply arrives and waits in the socket
+  zmq::message_t payload;
+  Result<ChunkData> fast = c.Call(GetChunk{.dataset = "fast", .index = 1, .length = 10}, 2000ms, &payload);
+  ASSERT_TRUE(fast.ok());
+  EXPECT_EQ(static_cast<const char*>(payload.data())[0], 'b');
+}
+
+TEST_F(RpcTest, FullQueueAnswersBusyInsteadOfQueueingForever) {
+  StartServer(/*workers=*/1, /*max_queue=*/1);
+  std::vector<std::thread> threads;
+  std::atomic<int> busy{0}, ok{0};
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&] {
+      RpcClient c(ctx_, server_->bound_endpoint());
+      Result<ChunkData> r = c.Call(GetChunk{.dataset = "slow", .length = 1}, 5000ms);
+      if (r.ok()) ++ok;
+      else if (r.status().code() == Code::kUnavailable && r.status().message().find("busy") != std::string::npos) ++busy;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_GE(ok.load(), 1);
+  EXPECT_GE(busy.load(), 1);
+  EXPECT_EQ(ok.load() + busy.load(), 6);
+}
+
+TEST_F(RpcTest, PoolServesConcurrentCallers) {
+  StartServer(4);
+  ClientPool pool(ctx_);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        auto lease = pool.Acquire(server_->bound_endpoint());
+        zmq::message_t payload;
+        auto r = lease->Call(GetChunk{.dataset = "d", .index = uint32_t(t), .length = 100}, 2000ms, &payload);
+        if (r.ok() && payload.size() == 100 && static_cast<const char*>(payload.data())[99] == 'a' + t) ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 400);
+}
+
+}  // namespace
+}  // namespace hoard::proto

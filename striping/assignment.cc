@@ -1,0 +1,39 @@
+#include "striping/assignment.h"
+
+namespace hoard {
+
+void ForEachChunk(const Manifest& manifest, const std::function<void(const ChunkRef&)>& fn) {
+  const uint64_t chunk_size = manifest.chunk_size();
+  for (uint32_t e = 0; e < manifest.entry_count(); ++e) {
+    const EntryRecord& r = manifest.entry(e);
+    if (!r.is_file()) continue;
+    const uint64_t n = ChunkCount(r.size, chunk_size);
+    for (uint64_t i = 0; i < n; ++i) {
+      fn(ChunkRef{e, static_cast<uint32_t>(i), r.first_chunk() + i, ChunkLength(r.size, chunk_size, i)});
+    }
+  }
+}
+
+std::vector<ChunkRef> OwnedChunks(const Manifest& manifest, const Placement& placement, int replicas,
+                                  uint32_t member) {
+  std::vector<ChunkRef> out;
+  ForEachChunk(manifest, [&](const ChunkRef& c) {
+    if (placement.IsOwner(manifest.chunk_key(c.entry, c.index).PlacementHash(), replicas, member)) {
+      out.push_back(c);
+    }
+  });
+  return out;
+}
+
+std::vector<std::vector<uint64_t>> AssignAll(const Manifest& manifest, const Placement& placement,
+                                             int replicas) {
+  std::vector<std::vector<uint64_t>> out(placement.members().size());
+  std::vector<uint32_t> owners;
+  ForEachChunk(manifest, [&](const ChunkRef& c) {
+    placement.Owners(manifest.chunk_key(c.entry, c.index).PlacementHash(), replicas, &owners);
+    for (uint32_t m : owners) out[m].push_back(c.ordinal);
+  });
+  return out;
+}
+
+}  // namespace hoard

@@ -1,0 +1,190 @@
+"""Shared pieces of hoard's end-to-end tests: a real cluster of hoard
+processes on this machine, a real nfs-ganesha server, dataset generators and
+tree comparisons. Everything a test starts is stopped in cleanup, by PID,
+even when the test fails.
+"""
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BIN = os.environ.get("HOARD_BIN", os.path.join(REPO, "build", "bin"))
+NFS_SERVER_SH = os.path.join(REPO, "tests", "lib", "nfs_server.sh")
+
+
+def hoard(*args, check=True, timeout=600):
+    """Runs the hoard CLI; returns the CompletedProcess."""
+    r = subprocess.run([os.path.join(BIN, "hoard"), *args], text=True, capture_output=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"hoard {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def hoard_json(*args, **kw):
+    r = hoard(*args, "--json", **kw)
+    return json.loads(r.stdout)
+
+
+class LocalCluster:
+    """`hoard local up` in a directory of its own; `down --purge` at close."""
+
+    def __init__(self, root, nodes=3, capacity="0"):
+        self.dir = os.path.join(root, "cluster")
+        self.info = hoard_json("--dir", self.dir, "local", "up", "--nodes", str(nodes), "--capacity", capacity,
+                               timeout=120)
+        self.mnt = os.path.join(self.dir, "mnt")
+
+    def cli(self, *args, **kw):
+        return hoard("--dir", self.dir, *args, **kw)
+
+    def cli_json(self, *args, **kw):
+        return hoard_json("--dir", self.dir, *args, **kw)
+
+    def pids(self):
+        p = [self.info["coordinator_pid"]] + [n["pid"] for n in self.info["nodes"]]
+        if self.info.get("mount"):
+            p.append(self.info["mount"]["pid"])
+        return p
+
+    def close(self):
+        hoard("--dir", self.dir, "local", "down", "--purge", check=False, timeout=120)
+
+
+class NfsServer:
+    """nfs-ganesha exporting `export_dir`, via tests/lib/nfs_server.sh."""
+
+    def __init__(self, workdir, export_dir, port):
+        self.workdir = workdir
+        os.makedirs(workdir, exist_ok=True)
+        r = subprocess.run([NFS_SERVER_SH, "start", workdir, export_dir, str(port)], text=True,
+                           capture_output=True, timeout=120)
+        if r.returncode != 0:
+            raise AssertionError(f"nfs server did not start:\n{r.stdout}\n{r.stderr}")
+        self.url = r.stdout.strip().splitlines()[-1]
+
+    def close(self):
+        subprocess.run([NFS_SERVER_SH, "stop", self.workdir], capture_output=True, timeout=60)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def mounted(path):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+def drop_caches():
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        pass
+
+
+def pattern_file(path, size, seed):
+    """Writes `size` pseudo-random bytes (distinct per seed, so no two chunks
+    of the dataset are alike and a misplaced chunk cannot go unnoticed)."""
+    rng = random.Random(seed)
+    block = rng.randbytes(1 << 20)
+    with open(path, "wb") as f:
+        left, i = size, 0
+        while left > 0:
+            n = min(left, len(block))
+            # Rotate the block and stamp the offset, so every MiB differs.
+            k = (i * 7919) % len(block)
+            chunk = (block[k:] + block[:k])[:n]
+            stamp = i.to_bytes(8, "little") + seed.to_bytes(8, "little")
+            f.write(stamp[:n] + chunk[len(stamp[:n]):])
+            left -= n
+            i += 1
+
+
+def make_dataset(root, big_sizes_mib=(100, 200, 300), small_files=3000, seed=1):
+    """The dataset the issue asks for: nested directories, a few large files,
+    thousands of small ones, an empty file, names with spaces and UTF-8, a
+    symlink, and a few different owners and modes."""
+    rng = random.Random(seed)
+    os.makedirs(root, exist_ok=True)
+    for i, mib in enumerate(big_sizes_mib):
+        pattern_file(os.path.join(root, f"shard-{i:02d}.tar"), mib << 20, seed * 100 + i)
+    for i in range(small_files):
+        d = os.path.join(root, "train", f"class {i % 30:02d}", "ünïcödé ☃" if i % 7 == 0 else "plain")
+        os.makedirs(d, exist_ok=True)
+        size = rng.randint(1, 60_000)
+        with open(os.path.join(d, f"img {i:05d}.jpg"), "wb") as f:
+            f.write(rng.randbytes(size))
+    open(os.path.join(root, "empty"), "wb").close()
+    os.makedirs(os.path.join(root, "deep", "a", "b", "c", "d"), exist_ok=True)
+    with open(os.path.join(root, "deep", "a", "b", "c", "d", "leaf.txt"), "w") as f:
+        f.write("leaf\n")
+    os.symlink("train", os.path.join(root, "latest"))
+    # Owners and modes the mount must show as they are.
+    private = os.path.join(root, "private.bin")
+    with open(private, "wb") as f:
+        f.write(rng.randbytes(123_457))
+    os.chmod(private, 0o600)
+    os.chown(private, 1234, 5678)
+    os.chmod(os.path.join(root, "deep"), 0o750)
+    os.chown(os.path.join(root, "deep"), 42, 43)
+
+
+def tree(root):
+    """Every entry below root: relative path -> lstat result."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            out[os.path.relpath(p, root)] = os.lstat(p)
+    return out
+
+
+def listings(root):
+    """Every directory below (and including) root: relative path -> sorted names."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        out[os.path.relpath(dirpath, root)] = sorted(dirnames + filenames)
+    return out
+
+
+def digest(path):
+    h = hashlib.blake2b(digest_size=20)
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def file_digests(root):
+    out = {}
+    for rel, st in tree(root).items():
+        if os.path.isfile(os.path.join(root, rel)) and not os.path.islink(os.path.join(root, rel)):
+            out[rel] = digest(os.path.join(root, rel))
+    return out
+
+
+class TempDir:
+    def __init__(self, prefix):
+        self.path = tempfile.mkdtemp(prefix=prefix)
+
+    def close(self):
+        shutil.rmtree(self.path, ignore_errors=True)
