@@ -64,6 +64,15 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   text << "\n";
   if (st->datasets.empty()) text << "no datasets (add one with: hoard dataset add NAME SOURCE)\n";
   else text << Table(datasets);
+  // One dataset asked for: show its stripe assignment, node by node.
+  if (!dataset.empty() && st->datasets.size() == 1) {
+    std::vector<std::vector<std::string>> shares = {{"NODE", "OWNS CHUNKS", "OWNS", "CACHED"}};
+    for (const auto& sh : st->datasets[0].shares) {
+      shares.push_back({sh.node, Thousands(sh.owned_chunks), FormatBytes(double(sh.owned_bytes)),
+                        FormatBytes(double(sh.cached_bytes))});
+    }
+    text << "\n" << Table(shares);
+  }
   if (!failures.empty()) text << "\nfailures:\n" << failures;
   return ctx.Done(doc, text.str());
 }

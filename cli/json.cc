@@ -46,6 +46,12 @@ nlohmann::json ToJson(const proto::DatasetStatus& s) {
   j["complete"] = s.complete;
   j["nodes_reporting"] = s.nodes_reporting;
   j["failures"] = failures;
+  nlohmann::json shares = nlohmann::json::array();
+  for (const auto& share : s.shares) {
+    shares.push_back({{"node", share.node}, {"owned_chunks", share.owned_chunks}, {"owned_bytes", share.owned_bytes},
+                      {"cached_bytes", share.cached_bytes}});
+  }
+  j["shares"] = shares;
   return j;
 }
 

@@ -196,6 +196,9 @@ Result<nlohmann::json> LocalUp(const LocalUpOptions& o, zmq::context_t& zmq) {
       return Status::AlreadyExists("a local cluster is already running in " + dir +
                                    "; stop it first with: hoard local down --dir " + dir);
     }
+    // The coordinator is gone (a crash, a reboot): stop whatever of that
+    // cluster survived, so there is never a second set of processes.
+    HOARD_RETURN_IF_ERROR(LocalDown(dir, /*purge=*/false).status());
   }
   for (const char* sub : {"logs", "coordinator", "mount-cache", "mnt"}) {
     HOARD_RETURN_IF_ERROR(MakeDirs(JoinPath(dir, sub)));

@@ -324,7 +324,9 @@ proto::DatasetStatus Coordinator::DatasetStatusLocked(const DatasetState& d) con
   bool all_reported = true;
   size_t m = 0;
   for (const auto& [name, n] : nodes_) {
-    const std::vector<uint64_t>& owned = d.assignment[m++];
+    const MemberShare& share = d.assignment[m++];
+    const std::vector<uint64_t>& owned = share.ordinals;
+    st.shares.push_back({name, owned.size(), share.bytes, 0});
     auto rep = n.reports.find(d.meta.uid);
     const bool usable = n.info.up && rep != n.reports.end() && rep->second.version == d.meta.version &&
                         rep->second.placement_epoch == placement_epoch_ &&
@@ -334,6 +336,7 @@ proto::DatasetStatus Coordinator::DatasetStatusLocked(const DatasetState& d) con
       continue;
     }
     const proto::DatasetReport& r = rep->second;
+    st.shares.back().cached_bytes = r.cached_bytes;
     ++st.nodes_reporting;
     st.cached_bytes += r.cached_bytes;
     st.cached_chunks += r.cached_chunks;

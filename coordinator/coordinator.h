@@ -40,6 +40,7 @@
 #include "origin/origin.h"
 #include "proto/messages.h"
 #include "striping/manifest.h"
+#include "striping/assignment.h"
 #include "striping/placement.h"
 
 namespace hoard {
@@ -93,7 +94,7 @@ class Coordinator {
     Manifest manifest;
     // Per member (index into nodes_ order), the owned chunk ordinals, computed
     // at assignment_epoch_ on demand for progress reports.
-    mutable std::vector<std::vector<uint64_t>> assignment;
+    mutable std::vector<MemberShare> assignment;
     mutable uint64_t assignment_epoch = UINT64_MAX;
   };
 

@@ -226,6 +226,15 @@ struct GetManifest {
   MSGPACK_DEFINE_MAP(name, version, offset, length);
 };
 
+// One node's part of a dataset: the stripe assignment, and what it reports.
+struct NodeShare {
+  std::string node;
+  uint64_t owned_chunks = 0;
+  uint64_t owned_bytes = 0;
+  uint64_t cached_bytes = 0;  // as last reported; 0 if not reported on the current placement
+  MSGPACK_DEFINE_MAP(node, owned_chunks, owned_bytes, cached_bytes);
+};
+
 struct DatasetStatus {
   DatasetMeta meta;
   uint64_t cached_bytes = 0;   // summed over owners (counts each replica)
@@ -235,8 +244,9 @@ struct DatasetStatus {
   bool complete = false;       // every node reported on the current epoch, all cached
   uint64_t nodes_reporting = 0;
   std::vector<FileFailure> failures;
+  std::vector<NodeShare> shares;  // per member, in member order
   MSGPACK_DEFINE_MAP(meta, cached_bytes, cached_chunks, files_cached, expected_bytes, complete,
-                     nodes_reporting, failures);
+                     nodes_reporting, failures, shares);
 };
 struct ClusterStatusReply {
   uint64_t epoch = 0;

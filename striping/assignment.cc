@@ -25,13 +25,15 @@ std::vector<ChunkRef> OwnedChunks(const Manifest& manifest, const Placement& pla
   return out;
 }
 
-std::vector<std::vector<uint64_t>> AssignAll(const Manifest& manifest, const Placement& placement,
-                                             int replicas) {
-  std::vector<std::vector<uint64_t>> out(placement.members().size());
+std::vector<MemberShare> AssignAll(const Manifest& manifest, const Placement& placement, int replicas) {
+  std::vector<MemberShare> out(placement.members().size());
   std::vector<uint32_t> owners;
   ForEachChunk(manifest, [&](const ChunkRef& c) {
     placement.Owners(manifest.chunk_key(c.entry, c.index).PlacementHash(), replicas, &owners);
-    for (uint32_t m : owners) out[m].push_back(c.ordinal);
+    for (uint32_t m : owners) {
+      out[m].ordinals.push_back(c.ordinal);
+      out[m].bytes += c.length;
+    }
   });
   return out;
 }

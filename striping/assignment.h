@@ -32,7 +32,13 @@ void ForEachChunk(const Manifest& manifest, const std::function<void(const Chunk
 std::vector<ChunkRef> OwnedChunks(const Manifest& manifest, const Placement& placement, int replicas,
                                   uint32_t member);
 
-// For every member, the ordinals of the chunks it owns, ascending.
-std::vector<std::vector<uint64_t>> AssignAll(const Manifest& manifest, const Placement& placement, int replicas);
+// One member's share of a dataset.
+struct MemberShare {
+  std::vector<uint64_t> ordinals;  // the chunks it owns, ascending
+  uint64_t bytes = 0;              // their total length
+};
+
+// Every member's share (indexed like placement.members()).
+std::vector<MemberShare> AssignAll(const Manifest& manifest, const Placement& placement, int replicas);
 
 }  // namespace hoard

@@ -105,15 +105,18 @@ TEST(ManifestTest, EveryChunkHasExactlyReplicasOwners) {
   Placement p({{"a", 1}, {"b", 1}, {"c", 1}});
   auto all = AssignAll(*m, p, 2);
   std::map<uint64_t, int> owners;
-  for (const auto& list : all) {
-    for (uint64_t o : list) ++owners[o];
+  uint64_t bytes = 0;
+  for (const auto& share : all) {
+    for (uint64_t o : share.ordinals) ++owners[o];
+    bytes += share.bytes;
   }
+  EXPECT_EQ(bytes, 2 * m->total_bytes());
   ASSERT_EQ(owners.size(), m->total_chunks());
   for (auto [ordinal, count] : owners) EXPECT_EQ(count, 2) << ordinal;
   for (uint32_t member = 0; member < 3; ++member) {
     std::vector<ChunkRef> mine = OwnedChunks(*m, p, 2, member);
-    ASSERT_EQ(mine.size(), all[member].size());
-    for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(mine[i].ordinal, all[member][i]);
+    ASSERT_EQ(mine.size(), all[member].ordinals.size());
+    for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(mine[i].ordinal, all[member].ordinals[i]);
   }
 }
 
