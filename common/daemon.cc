@@ -1,6 +1,7 @@
 #include "common/daemon.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
@@ -12,6 +13,16 @@ std::shared_ptr<spdlog::logger> MakeLogger(const std::string& name, const std::s
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %n[%P]: %v");
   logger->flush_on(spdlog::level::info);
   return logger;
+}
+
+uint64_t RaiseFileLimit() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  return rl.rlim_cur;
 }
 
 void BlockTerminationSignals() {

@@ -18,6 +18,10 @@ namespace hoard {
 std::shared_ptr<spdlog::logger> MakeLogger(const std::string& name, const std::string& level);
 
 void BlockTerminationSignals();
+
+// Raises the soft limit on open files to the hard limit (a daemon serving many
+// readers holds many chunk files and sockets) and returns the new limit.
+uint64_t RaiseFileLimit();
 // Returns the signal number once SIGINT or SIGTERM arrives.
 int WaitForTermination();
 

@@ -11,11 +11,15 @@
 // Used wherever many readers may miss the same chunk at once (a training epoch
 // with several loader workers): the origin or the peer sees one request.
 //
+// If `fn` throws, the leader and every waiting caller get the exception, and
+// the key is free again (no caller is left waiting for a flight that ended).
+//
 // Thread-safety: Do may be called from any thread. `fn` runs on the leader's
 // thread without any SingleFlight lock held.
 #pragma once
 
 #include <condition_variable>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,25 +46,39 @@ class SingleFlight {
     if (leader != nullptr) *leader = lead;
     if (!lead) {
       std::unique_lock lock(flight->mu);
-      flight->cv.wait(lock, [&] { return flight->value.has_value(); });
+      flight->cv.wait(lock, [&] { return flight->done; });
+      if (flight->error) std::rethrow_exception(flight->error);
       return *flight->value;
     }
-    Value v = fn();
+    std::optional<Value> v;
+    std::exception_ptr error;
+    try {
+      v.emplace(fn());
+    } catch (...) {
+      error = std::current_exception();
+    }
     {
       std::lock_guard lock(flight->mu);
       flight->value = v;
+      flight->error = error;
+      flight->done = true;
     }
     flight->cv.notify_all();
-    std::lock_guard lock(mu_);
-    flights_.erase(key);
-    return v;
+    {
+      std::lock_guard lock(mu_);
+      flights_.erase(key);
+    }
+    if (error) std::rethrow_exception(error);
+    return std::move(*v);
   }
 
  private:
   struct Flight {
     std::mutex mu;
     std::condition_variable cv;
-    std::optional<Value> value;  // guarded by mu; set once by the leader
+    bool done = false;          // guarded by mu; set once by the leader
+    std::optional<Value> value;  // guarded by mu
+    std::exception_ptr error;    // guarded by mu
   };
 
   std::mutex mu_;

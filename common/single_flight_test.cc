@@ -39,5 +39,26 @@ TEST(SingleFlightTest, NothingIsRememberedAfterwards) {
   EXPECT_EQ(flights.Do(2, [&] { return ++calls; }), 3);
 }
 
+TEST(SingleFlightTest, AThrowingLeaderReleasesEveryone) {
+  SingleFlight<int, int> flights;
+  std::atomic<int> threw{0};
+  std::vector<std::thread> t;
+  for (int i = 0; i < 8; ++i) {
+    t.emplace_back([&] {
+      try {
+        flights.Do(1, []() -> int {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          throw std::runtime_error("boom");
+        });
+      } catch (const std::runtime_error&) {
+        ++threw;
+      }
+    });
+  }
+  for (auto& th : t) th.join();
+  EXPECT_EQ(threw.load(), 8);
+  EXPECT_EQ(flights.Do(1, [] { return 5; }), 5) << "the key is usable again";
+}
+
 }  // namespace
 }  // namespace hoard

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <set>
 
 #include "common/file_util.h"
 
@@ -41,11 +43,13 @@ const DatasetView* ClusterView::dataset(uint64_t uid, uint32_t version) const {
 ClusterWatcher::ClusterWatcher(Options options)
     : options_(std::move(options)),
       client_(*options_.context, options_.coordinator),
+      request_client_(*options_.context, options_.coordinator),
       view_(std::make_shared<ClusterView>(proto::ClusterMap{}, std::map<std::string, std::shared_ptr<const DatasetView>>{},
                                           options_.self)) {
   // A coordinator that is down should cost a caller (a lookup in the mount)
   // a fraction of a second, not the whole timeout meant for big replies.
   client_.set_connect_timeout(std::min(options_.timeout, std::chrono::milliseconds(500)));
+  request_client_.set_connect_timeout(std::min(options_.timeout, std::chrono::milliseconds(300)));
 }
 
 std::shared_ptr<const ClusterView> ClusterWatcher::Current() const {
@@ -53,15 +57,39 @@ std::shared_ptr<const ClusterView> ClusterWatcher::Current() const {
   return view_;
 }
 
-Status ClusterWatcher::Poll() {
+Status ClusterWatcher::Poll(std::chrono::milliseconds ping_timeout) {
   std::shared_ptr<const ClusterView> cur = Current();
+  const auto timeout = ping_timeout.count() > 0 ? ping_timeout : options_.timeout;
   Result<proto::Pong> pong = [&] {
     std::lock_guard lock(sync_mu_);
-    return client_.Call(proto::Ping{}, options_.timeout);
+    return client_.Call(proto::Ping{}, timeout);
   }();
   if (!pong.ok()) return pong.status();
   if (pong->epoch == cur->epoch() && cur->epoch() != 0) return Status::Ok();
   return Sync(pong->epoch);
+}
+
+Status ClusterWatcher::RefreshForRequest(std::chrono::milliseconds ping_timeout,
+                                         std::chrono::milliseconds backoff) {
+  const auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
+  const int64_t failed_at = refresh_failed_at_ns_.load();
+  if (failed_at != 0 && now_ns() - failed_at < backoff.count() * 1'000'000) {
+    return Status::Unavailable("the coordinator did not answer a moment ago");
+  }
+  return refresh_flight_.Do(0, [&] {
+    Status s;
+    Result<proto::Pong> pong = request_client_.Call(proto::Ping{}, ping_timeout);
+    if (!pong.ok()) {
+      s = pong.status();
+    } else if (pong->epoch != Current()->epoch() || pong->epoch == 0) {
+      s = Sync(pong->epoch);
+    }
+    refresh_failed_at_ns_.store(s.ok() || s.code() != Code::kUnavailable ? 0 : now_ns());
+    return s;
+  });
 }
 
 Status ClusterWatcher::Sync(uint64_t known_epoch) {
@@ -101,6 +129,7 @@ Status ClusterWatcher::Sync(uint64_t known_epoch) {
     view = std::make_shared<const ClusterView>(std::move(m), std::move(ds), options_.self);
   }
   if (first_error.ok()) {
+    PruneCache(view->map());
     msgpack::sbuffer buf;
     msgpack::pack(buf, view->map());
     Status s = WriteFileAtomic(JoinPath(options_.cache_dir, "cluster-map.msgpack"),
@@ -164,7 +193,22 @@ Result<std::shared_ptr<const DatasetView>> ClusterWatcher::LoadDataset(const pro
   return std::make_shared<const DatasetView>(DatasetView{meta, std::move(*m)});
 }
 
+void ClusterWatcher::PruneCache(const proto::ClusterMap& map) {
+  std::set<std::string> keep;
+  for (const auto& d : map.datasets) keep.insert(ManifestPath(d));
+  const std::string dir = JoinPath(options_.cache_dir, "manifests");
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    if (!keep.count(it->path().string())) std::filesystem::remove(it->path(), ec);
+  }
+}
+
 Result<Manifest> ClusterWatcher::FetchManifest(const proto::DatasetMeta& meta) {
+  if (meta.manifest_bytes > kMaxManifestBytes || meta.manifest_bytes < Manifest::kHeaderSize) {
+    return Status::InvalidArgument("manifest of " + meta.name + " claims " + std::to_string(meta.manifest_bytes) +
+                                   " bytes; refusing to fetch it");
+  }
   std::string bytes;
   bytes.reserve(meta.manifest_bytes);
   while (bytes.size() < meta.manifest_bytes) {

@@ -14,6 +14,7 @@
 // called from any thread; Sync calls are serialised internally.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -26,6 +27,7 @@
 #include <zmq.hpp>
 
 #include "common/result.h"
+#include "common/single_flight.h"
 #include "proto/messages.h"
 #include "proto/rpc_client.h"
 #include "striping/manifest.h"
@@ -87,8 +89,21 @@ class ClusterWatcher {
   // current view stays and the error is returned.
   Status Sync(uint64_t known_epoch = 0);
 
-  // Asks the coordinator for its epoch (a Ping) and syncs if it moved.
-  Status Poll();
+  // Asks the coordinator for its epoch (a Ping, waiting at most
+  // `ping_timeout`, default options.timeout) and syncs if it moved.
+  Status Poll(std::chrono::milliseconds ping_timeout = std::chrono::milliseconds(0));
+
+  // Poll for request paths (a lookup of an unknown name, a chunk request for
+  // an unknown dataset version), which must stay fast whatever the
+  // coordinator does: concurrent callers share one poll, the ping waits at
+  // most `ping_timeout`, and after a failure the next `backoff` of calls
+  // return that failure at once instead of asking again.
+  Status RefreshForRequest(std::chrono::milliseconds ping_timeout = std::chrono::milliseconds(300),
+                           std::chrono::milliseconds backoff = std::chrono::milliseconds(1000));
+
+  // The largest manifest a watcher will fetch (a bigger size in the map is
+  // refused rather than allocated).
+  static constexpr uint64_t kMaxManifestBytes = 8ull << 30;
 
   // Publishes the map saved by the last successful Sync (in cache_dir), with
   // the manifests cached beside it, so a restarted process can serve before
@@ -100,12 +115,21 @@ class ClusterWatcher {
   Result<Manifest> FetchManifest(const proto::DatasetMeta& meta);
   std::string ManifestPath(const proto::DatasetMeta& meta) const;
   void Publish(std::shared_ptr<const ClusterView> view);
+  // Deletes cached manifests no dataset of `map` uses any more.
+  void PruneCache(const proto::ClusterMap& map);
 
   Options options_;
   std::mutex sync_mu_;  // serialises Sync; held while talking to the coordinator
   proto::RpcClient client_;  // guarded by sync_mu_
   mutable std::mutex view_mu_;  // guards view_ only, never held across I/O
   std::shared_ptr<const ClusterView> view_;
+
+  SingleFlight<int, Status> refresh_flight_;
+  // RefreshForRequest pings on its own socket, so a background poll stuck on
+  // a hung coordinator (holding sync_mu_) cannot hold up a request path.
+  // Used only inside refresh_flight_, one caller at a time.
+  proto::RpcClient request_client_;
+  std::atomic<int64_t> refresh_failed_at_ns_{0};  // steady clock; 0 = last refresh worked
 };
 
 }  // namespace hoard

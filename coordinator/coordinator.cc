@@ -3,12 +3,33 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "striping/assignment.h"
 #include "striping/placement.h"
 
 namespace hoard {
+
+namespace {
+
+// tcp://HOST:PORT with a port in 1..65535 and a non-empty host: what a peer
+// will be asked to dial, so it must not be able to make a mount's connect fail.
+bool ValidTcpEndpoint(const std::string& ep) {
+  if (ep.rfind("tcp://", 0) != 0 || ep.size() > 256) return false;
+  const std::string rest = ep.substr(6);
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 >= rest.size()) return false;
+  const std::string host = rest.substr(0, colon), port = rest.substr(colon + 1);
+  if (host == "*" || host.find_first_of(" /\\\0") != std::string::npos) return false;
+  if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  const int p = std::stoi(port);
+  return p >= 1 && p <= 65535;
+}
+
+}  // namespace
 
 bool IsValidName(std::string_view name) {
   if (name.empty() || name.size() > 64 || name[0] == '.' || name[0] == '-') return false;
@@ -40,6 +61,7 @@ Status Coordinator::Load() {
   epoch_ = state.epoch;
   placement_epoch_ = state.placement_epoch;
   const auto now = options_.clock->Now();
+  last_liveness_check_ = now;
   for (auto& n : state.nodes) {
     // Liveness is not persisted: every node gets a full timeout to come back.
     NodeState ns{n, now, {}};
@@ -51,7 +73,7 @@ Status Coordinator::Load() {
     if (!m.ok()) {
       return m.status().Annotate("dataset " + d.name + " is in the coordinator state but its manifest is unusable");
     }
-    datasets_.emplace(d.name, DatasetState{d, std::move(*m), {}, UINT64_MAX});
+    datasets_.emplace(d.name, DatasetState{d, std::move(*m), nullptr, UINT64_MAX});
   }
   options_.logger->info("coordinator state loaded from {}: epoch {}, {} nodes, {} datasets", store_.dir(),
                         epoch_, nodes_.size(), datasets_.size());
@@ -95,8 +117,9 @@ std::vector<PlacementMember> Coordinator::MembersLocked() const {
 
 Result<proto::RegisterNodeReply> Coordinator::RegisterNode(const proto::RegisterNode& req) {
   if (!IsValidName(req.name)) return Status::InvalidArgument("invalid node name '" + req.name + "'");
-  if (req.endpoint.rfind("tcp://", 0) != 0) {
-    return Status::InvalidArgument("node endpoint must be tcp://host:port, got '" + req.endpoint + "'");
+  if (!ValidTcpEndpoint(req.endpoint)) {
+    return Status::InvalidArgument("node endpoint must be tcp://host:port (a host peers can dial and a port), got '" +
+                                   req.endpoint + "'");
   }
   std::lock_guard lock(mu_);
   auto [it, inserted] = nodes_.try_emplace(req.name);
@@ -147,6 +170,14 @@ Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req
 void Coordinator::CheckLiveness() {
   std::lock_guard lock(mu_);
   const auto now = options_.clock->Now();
+  const auto since_last = now - last_liveness_check_;
+  last_liveness_check_ = now;
+  if (since_last > options_.down_after / 2 && since_last < std::chrono::hours(24 * 365)) {
+    options_.logger->warn("the liveness check ran {} ms late; giving every node a fresh timeout",
+                          std::chrono::duration_cast<std::chrono::milliseconds>(since_last).count());
+    for (auto& [name, n] : nodes_) n.last_heard = now;
+    return;
+  }
   bool changed = false;
   for (auto& [name, n] : nodes_) {
     if (n.info.up && now - n.last_heard > options_.down_after) {
@@ -202,6 +233,10 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
     if (datasets_.count(req.name) || adding_.count(req.name)) {
       return Status::AlreadyExists("dataset " + req.name + " already exists");
     }
+    if (adding_.size() >= static_cast<size_t>(options_.max_concurrent_adds)) {
+      return Status::Unavailable(std::to_string(adding_.size()) +
+                                 " dataset adds are walking their sources; retry when one finishes");
+    }
     adding_.insert(req.name);
   }
   struct Unreserve {
@@ -231,7 +266,17 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
 
   ManifestBuilder builder(meta.uid, meta.version, chunk_size);
   builder.SetRoot(root->mode, root->uid, root->gid, root->mtime_ns);
+  const uint64_t chunk_limit = kMaxDatasetChunks;
+  uint64_t chunks = 0;
   Status walk = (*origin)->Walk([&](const OriginEntry& e) {
+    if (shutting_down_.load()) return Status::Unavailable("the coordinator is shutting down");
+    if (e.type == EntryType::kFile) {
+      chunks += ChunkCount(e.size, chunk_size);
+      if (chunks > chunk_limit) {
+        return Status::InvalidArgument("the dataset has more than " + std::to_string(chunk_limit) + " chunks of " +
+                                       std::to_string(chunk_size) + " bytes; use a larger --chunk-size");
+      }
+    }
     builder.Add(e.path, e.mode, e.uid, e.gid, e.size, e.mtime_ns, e.symlink_target);
     if (builder.size() % 100000 == 0) {
       options_.logger->info("dataset add {}: {} entries so far", req.name, builder.size());
@@ -250,7 +295,7 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
   HOARD_RETURN_IF_ERROR(store_.SaveManifest(meta, manifest.bytes()));
 
   std::lock_guard lock(mu_);
-  datasets_.emplace(meta.name, DatasetState{meta, std::move(manifest), {}, UINT64_MAX});
+  datasets_.emplace(meta.name, DatasetState{meta, std::move(manifest), nullptr, UINT64_MAX});
   Status s = CommitLocked(false);
   if (!s.ok()) {
     datasets_.erase(meta.name);
@@ -290,6 +335,8 @@ Status Coordinator::RemoveDataset(const std::string& name) {
   return Status::Ok();
 }
 
+void Coordinator::Shutdown() { shutting_down_.store(true); }
+
 Result<proto::WarmReply> Coordinator::Warm(const std::string& name) {
   std::lock_guard lock(mu_);
   auto it = datasets_.find(name);
@@ -308,70 +355,108 @@ Result<proto::WarmReply> Coordinator::Warm(const std::string& name) {
 
 // ---- status ----------------------------------------------------------------
 
-proto::DatasetStatus Coordinator::DatasetStatusLocked(const DatasetState& d) const {
+// Progress is computed from a snapshot taken under the lock and then without
+// it: combining bitmaps is proportional to the dataset's chunk count, and
+// heartbeats must not wait for it.
+struct Coordinator::StatusInput {
+  proto::DatasetMeta meta;
+  Manifest manifest;
+  std::shared_ptr<const std::vector<MemberShare>> assignment;  // null: compute it
+  std::vector<PlacementMember> members;
+  uint64_t placement_epoch = 0;
+  struct Node {
+    std::string name;
+    bool up = false;
+    std::optional<proto::DatasetReport> report;
+  };
+  std::vector<Node> nodes;  // in member order
+};
+
+Coordinator::StatusInput Coordinator::StatusInputLocked(const DatasetState& d) const {
+  StatusInput in{d.meta, d.manifest, nullptr, MembersLocked(), placement_epoch_, {}};
+  if (d.assignment_epoch == placement_epoch_) in.assignment = d.assignment;
+  for (const auto& [name, n] : nodes_) {
+    StatusInput::Node node{name, n.info.up, std::nullopt};
+    auto rep = n.reports.find(d.meta.uid);
+    if (rep != n.reports.end()) node.report = rep->second;
+    in.nodes.push_back(std::move(node));
+  }
+  return in;
+}
+
+proto::DatasetStatus Coordinator::ComputeStatus(StatusInput& in) const {
   proto::DatasetStatus st;
-  st.meta = d.meta;
-  std::vector<PlacementMember> members = MembersLocked();
-  const uint64_t effective = std::min<uint64_t>(d.meta.replicas, members.size());
-  st.expected_bytes = d.meta.total_bytes * effective;
-  if (members.empty()) return st;
-  if (d.assignment_epoch != placement_epoch_) {
-    d.assignment = AssignAll(d.manifest, Placement(members), static_cast<int>(d.meta.replicas));
-    d.assignment_epoch = placement_epoch_;
+  st.meta = in.meta;
+  const uint64_t effective = std::min<uint64_t>(in.meta.replicas, in.members.size());
+  st.expected_bytes = in.meta.total_bytes * effective;
+  if (in.members.empty()) return st;
+  if (!in.assignment) {
+    in.assignment = std::make_shared<const std::vector<MemberShare>>(
+        AssignAll(in.manifest, Placement(in.members), static_cast<int>(in.meta.replicas)));
+    std::lock_guard lock(mu_);
+    auto it = datasets_.find(in.meta.name);
+    if (it != datasets_.end() && it->second.meta.uid == in.meta.uid && placement_epoch_ == in.placement_epoch) {
+      it->second.assignment = in.assignment;
+      it->second.assignment_epoch = in.placement_epoch;
+    }
   }
   // copies[ordinal] = how many owners report the chunk cached.
-  std::vector<uint8_t> copies(d.meta.total_chunks, 0);
+  std::vector<uint8_t> copies(in.meta.total_chunks, 0);
   bool all_reported = true;
-  size_t m = 0;
-  for (const auto& [name, n] : nodes_) {
-    const MemberShare& share = d.assignment[m++];
+  for (size_t m = 0; m < in.nodes.size(); ++m) {
+    const MemberShare& share = (*in.assignment)[m];
     const std::vector<uint64_t>& owned = share.ordinals;
-    st.shares.push_back({name, owned.size(), share.bytes, 0});
-    auto rep = n.reports.find(d.meta.uid);
-    const bool usable = n.info.up && rep != n.reports.end() && rep->second.version == d.meta.version &&
-                        rep->second.placement_epoch == placement_epoch_ &&
-                        rep->second.cached_bitmap.size() == (owned.size() + 7) / 8;
+    const StatusInput::Node& n = in.nodes[m];
+    st.shares.push_back({n.name, owned.size(), share.bytes, 0});
+    const bool usable = n.up && n.report && n.report->version == in.meta.version &&
+                        n.report->placement_epoch == in.placement_epoch &&
+                        n.report->cached_bitmap.size() == (owned.size() + 7) / 8;
     if (!usable) {
       if (!owned.empty()) all_reported = false;
       continue;
     }
-    const proto::DatasetReport& r = rep->second;
+    const proto::DatasetReport& r = *n.report;
     st.shares.back().cached_bytes = r.cached_bytes;
     ++st.nodes_reporting;
     st.cached_bytes += r.cached_bytes;
     st.cached_chunks += r.cached_chunks;
     for (size_t i = 0; i < owned.size(); ++i) {
-      if (r.cached_bitmap[i / 8] & (1 << (i % 8))) ++copies[owned[i]];
+      if ((r.cached_bitmap[i / 8] & (1 << (i % 8))) && copies[owned[i]] < 255) ++copies[owned[i]];
     }
     for (const auto& f : r.failures) {
       if (st.failures.size() < 100) st.failures.push_back(f);
     }
   }
   // A file counts when each of its chunks has all its copies.
-  for (uint32_t e = 0; e < d.manifest.entry_count(); ++e) {
-    const EntryRecord& r = d.manifest.entry(e);
+  const Manifest& mf = in.manifest;
+  for (uint32_t e = 0; e < mf.entry_count(); ++e) {
+    const EntryRecord& r = mf.entry(e);
     if (!r.is_file()) continue;
-    const uint64_t n = d.manifest.chunk_count(e);
+    const uint64_t n = mf.chunk_count(e);
     bool whole = true;
     for (uint64_t i = 0; i < n && whole; ++i) whole = copies[r.first_chunk() + i] >= effective;
     if (whole) ++st.files_cached;
   }
-  st.complete = all_reported && st.cached_bytes >= st.expected_bytes && st.files_cached == d.meta.file_count;
+  st.complete = all_reported && st.cached_bytes >= st.expected_bytes && st.files_cached == in.meta.file_count;
   return st;
 }
 
 Result<proto::ClusterStatusReply> Coordinator::GetStatus(const std::string& dataset) const {
-  std::lock_guard lock(mu_);
   proto::ClusterStatusReply r;
-  r.epoch = epoch_;
-  for (const auto& [name, n] : nodes_) r.nodes.push_back(n.info);
-  if (!dataset.empty()) {
-    auto it = datasets_.find(dataset);
-    if (it == datasets_.end()) return Status::NotFound("dataset " + dataset + " does not exist");
-    r.datasets.push_back(DatasetStatusLocked(it->second));
-    return r;
+  std::vector<StatusInput> inputs;
+  {
+    std::lock_guard lock(mu_);
+    r.epoch = epoch_;
+    for (const auto& [name, n] : nodes_) r.nodes.push_back(n.info);
+    if (!dataset.empty()) {
+      auto it = datasets_.find(dataset);
+      if (it == datasets_.end()) return Status::NotFound("dataset " + dataset + " does not exist");
+      inputs.push_back(StatusInputLocked(it->second));
+    } else {
+      for (const auto& [name, d] : datasets_) inputs.push_back(StatusInputLocked(d));
+    }
   }
-  for (const auto& [name, d] : datasets_) r.datasets.push_back(DatasetStatusLocked(d));
+  for (StatusInput& in : inputs) r.datasets.push_back(ComputeStatus(in));
   return r;
 }
 

@@ -24,6 +24,7 @@
 // name cannot race.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -56,7 +57,14 @@ class Coordinator {
     Clock* clock = Clock::Real();
     // Opens a dataset source; tests substitute an in-memory origin.
     std::function<Result<std::unique_ptr<Origin>>(const std::string& source)> open_origin;
+    // Walks of dataset sources allowed at once; more get kUnavailable. Walks
+    // run on RPC workers, so this keeps heartbeats and status served.
+    int max_concurrent_adds = 2;
   };
+
+  // A dataset may have at most this many chunks: progress and placement work
+  // is proportional to it. A larger dataset needs a larger --chunk-size.
+  static constexpr uint64_t kMaxDatasetChunks = 64ull << 20;
 
   static Result<std::unique_ptr<Coordinator>> Open(Options options);
 
@@ -78,8 +86,15 @@ class Coordinator {
   Result<proto::ClusterStatusReply> GetStatus(const std::string& dataset) const;
 
   // Marks nodes silent for longer than down_after as down. The service calls
-  // this periodically; tests call it after advancing a FakeClock.
+  // this periodically; tests call it after advancing a FakeClock. If this
+  // check itself ran late (the coordinator was stalled: swapped out, stopped,
+  // a slow disk), the silence is ours, not the nodes': they get a fresh
+  // timeout instead of all being marked down at once.
   void CheckLiveness();
+
+  // Makes walks in progress give up (kUnavailable) so a shutdown does not
+  // wait for a big NFS tree to be walked.
+  void Shutdown();
 
   uint64_t epoch() const;
 
@@ -92,18 +107,20 @@ class Coordinator {
   struct DatasetState {
     proto::DatasetMeta meta;
     Manifest manifest;
-    // Per member (index into nodes_ order), the owned chunk ordinals, computed
-    // at assignment_epoch_ on demand for progress reports.
-    mutable std::vector<MemberShare> assignment;
-    mutable uint64_t assignment_epoch = UINT64_MAX;
+    // Per member (nodes_ order), the owned chunks, computed for progress
+    // reports on demand and kept while the placement does not change.
+    std::shared_ptr<const std::vector<MemberShare>> assignment;
+    uint64_t assignment_epoch = UINT64_MAX;
   };
+  struct StatusInput;
 
   explicit Coordinator(Options options);
   Status Load();
   // Persists the current state and bumps the epoch. REQUIRES: mu_ held.
   Status CommitLocked(bool placement_changed);
   CoordinatorState SnapshotLocked() const;
-  proto::DatasetStatus DatasetStatusLocked(const DatasetState& d) const;
+  StatusInput StatusInputLocked(const DatasetState& d) const;
+  proto::DatasetStatus ComputeStatus(StatusInput& in) const;
   std::vector<PlacementMember> MembersLocked() const;
 
   Options options_;
@@ -112,8 +129,10 @@ class Coordinator {
   uint64_t epoch_ = 0;            // guarded by mu_
   uint64_t placement_epoch_ = 0;  // guarded by mu_
   std::map<std::string, NodeState> nodes_;        // guarded by mu_; by name
-  std::map<std::string, DatasetState> datasets_;  // guarded by mu_; by name
+  mutable std::map<std::string, DatasetState> datasets_;  // guarded by mu_; by name
   std::set<std::string> adding_;                  // guarded by mu_; names being added
+  std::chrono::steady_clock::time_point last_liveness_check_;  // guarded by mu_
+  std::atomic<bool> shutting_down_{false};
 };
 
 // True if `name` may name a dataset or node: 1-64 characters of [A-Za-z0-9._-],

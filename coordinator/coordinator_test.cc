@@ -49,6 +49,15 @@ class CoordinatorTest : public ::testing::Test {
     return r.ok() ? r->meta : proto::DatasetMeta{};
   }
 
+  // Moves time forward the way the service does: checking liveness every
+  // 500 ms on the way.
+  void Elapse(std::chrono::milliseconds d) {
+    for (auto left = d; left.count() > 0; left -= 500ms) {
+      clock_.Advance(std::min(left, std::chrono::milliseconds(500)));
+      coord_->CheckLiveness();
+    }
+  }
+
   void Register(const std::string& name) {
     ASSERT_TRUE(coord_->RegisterNode({.name = name, .endpoint = "tcp://127.0.0.1:1" + name.substr(4)}).ok());
   }
@@ -163,10 +172,9 @@ TEST_F(CoordinatorTest, SilentNodeIsMarkedDownAndComesBack) {
   Register("node1");
   Register("node2");
   const uint64_t e0 = coord_->epoch();
-  clock_.Advance(3s);
+  Elapse(3s);
   ASSERT_TRUE(coord_->Heartbeat({.name = "node1"}).ok());
-  clock_.Advance(3s);  // node2 silent 6 s, node1 3 s
-  coord_->CheckLiveness();
+  Elapse(3s);  // node2 silent 6 s, node1 3 s
   proto::ClusterMap map = coord_->GetClusterMap();
   EXPECT_TRUE(map.nodes[0].up);
   EXPECT_FALSE(map.nodes[1].up);
@@ -174,6 +182,61 @@ TEST_F(CoordinatorTest, SilentNodeIsMarkedDownAndComesBack) {
   EXPECT_EQ(map.placement_epoch, coord_->GetClusterMap().placement_epoch);
   ASSERT_TRUE(coord_->Heartbeat({.name = "node2"}).ok());
   EXPECT_TRUE(coord_->GetClusterMap().nodes[1].up);
+}
+
+// The coordinator itself stalled (SIGSTOP, swapped out): when it resumes,
+// every node looks silent. That is not the nodes' fault.
+TEST_F(CoordinatorTest, ACoordinatorStallDoesNotMarkEveryNodeDown) {
+  Register("node1");
+  Register("node2");
+  Elapse(1s);
+  const uint64_t e0 = coord_->epoch();
+  clock_.Advance(30s);
+  coord_->CheckLiveness();
+  proto::ClusterMap map = coord_->GetClusterMap();
+  EXPECT_TRUE(map.nodes[0].up);
+  EXPECT_TRUE(map.nodes[1].up);
+  EXPECT_EQ(coord_->epoch(), e0);
+  // Silence after the stall still counts.
+  Elapse(3s);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node1"}).ok());
+  Elapse(3s);
+  map = coord_->GetClusterMap();
+  EXPECT_TRUE(map.nodes[0].up);
+  EXPECT_FALSE(map.nodes[1].up);
+}
+
+TEST_F(CoordinatorTest, EndpointsMustBeDialable) {
+  for (const char* bad : {"tcp://127.0.0.1", "tcp://:7000", "tcp://*:7000", "tcp://h:0", "tcp://h:70000",
+                          "tcp://h:12a", "udp://h:1"}) {
+    EXPECT_EQ(coord_->RegisterNode({.name = "n", .endpoint = bad}).status().code(), Code::kInvalidArgument) << bad;
+  }
+  EXPECT_TRUE(coord_->RegisterNode({.name = "n", .endpoint = "tcp://10.0.0.7:7101"}).ok());
+}
+
+TEST_F(CoordinatorTest, TooManyChunksIsAClearError) {
+  // 64 Mi chunks of 64 KiB is 4 TiB; a sparse-looking 5 TiB file exceeds it.
+  ASSERT_TRUE(origin_->AddFile("huge", "").ok());
+  auto big = std::make_shared<MemOrigin>("mem://big");
+  ASSERT_TRUE(big->AddFile("x", "").ok());
+  class Lying : public ForwardingOrigin {
+   public:
+    using ForwardingOrigin::ForwardingOrigin;
+    Status Walk(const std::function<Status(const OriginEntry&)>& visit) override {
+      OriginEntry e{.path = "huge", .type = EntryType::kFile, .mode = S_IFREG | 0644, .size = 5ull << 40};
+      return visit(e);
+    }
+  };
+  coord_.reset();
+  auto c = Coordinator::Open({.data_dir = dir_,
+                              .logger = spdlog::null_logger_mt("coord-huge"),
+                              .open_origin = [big](const std::string&) -> Result<std::unique_ptr<Origin>> {
+                                return std::unique_ptr<Origin>(new Lying(big));
+                              }});
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->AddDataset({.name = "huge", .source = "mem://big", .chunk_size = 65536});
+  ASSERT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("larger --chunk-size"), std::string::npos) << r.status().ToString();
 }
 
 TEST_F(CoordinatorTest, HeartbeatFromAnUnknownNodeAsksItToRegister) {
@@ -233,9 +296,8 @@ TEST_F(CoordinatorTest, StatusCountsWholeFilesFromNodeReports) {
   EXPECT_EQ(full.files_cached, meta.file_count);
 
   // A node that goes down takes its chunks out of "cached".
-  clock_.Advance(6s);
+  Elapse(6s);
   ASSERT_TRUE(coord_->Heartbeat({.name = "node1"}).ok());
-  coord_->CheckLiveness();
   EXPECT_FALSE(status().complete);
   EXPECT_LT(status().cached_bytes, meta.total_bytes);
 }

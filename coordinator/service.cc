@@ -65,6 +65,7 @@ void CoordinatorService::Stop() {
     if (stopping_) return;
     stopping_ = true;
   }
+  coordinator_->Shutdown();
   cv_.notify_all();
   if (liveness_.joinable()) liveness_.join();
   server_.Stop();

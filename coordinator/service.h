@@ -23,7 +23,9 @@ class CoordinatorService {
  public:
   struct Options {
     std::string endpoint;  // where to listen, e.g. tcp://127.0.0.1:7100
-    int workers = 4;
+    // Enough that walks in progress (Coordinator::Options::max_concurrent_adds)
+    // never leave heartbeats without a worker.
+    int workers = 8;
     std::chrono::milliseconds liveness_interval{500};
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;

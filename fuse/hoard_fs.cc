@@ -12,6 +12,17 @@ namespace {
 
 HoardFs* Fs(fuse_req_t req) { return static_cast<HoardFs*>(fuse_req_userdata(req)); }
 
+// Runs one operation; an exception becomes EIO for this request only.
+template <typename F>
+void Guarded(fuse_req_t req, const char* op, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    Fs(req)->OpFailed(op, e.what());
+    fuse_reply_err(req, EIO);
+  }
+}
+
 }  // namespace
 
 HoardFs::HoardFs(Options options)
@@ -82,7 +93,7 @@ void HoardFs::WatchLoop() {
 }
 
 void HoardFs::RefreshNow() {
-  if (Status s = watcher_.Poll(); !s.ok()) options_.logger->debug("refresh: {}", s.ToString());
+  if (Status s = watcher_.RefreshForRequest(); !s.ok()) options_.logger->debug("refresh: {}", s.ToString());
 }
 
 void HoardFs::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
@@ -119,26 +130,38 @@ const fuse_lowlevel_ops& HoardFs::Ops() {
   static const fuse_lowlevel_ops ops = [] {
     fuse_lowlevel_ops o{};
     o.init = [](void* userdata, fuse_conn_info* conn) { static_cast<HoardFs*>(userdata)->Init(conn); };
-    o.lookup = [](fuse_req_t req, fuse_ino_t parent, const char* name) { Fs(req)->Lookup(req, parent, name); };
+    o.lookup = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
+      Guarded(req, "lookup", [&] { Fs(req)->Lookup(req, parent, name); });
+    };
     // Inodes carry no state, so there is nothing to forget.
     o.forget = [](fuse_req_t req, fuse_ino_t, uint64_t) { fuse_reply_none(req); };
     o.forget_multi = [](fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_none(req); };
-    o.getattr = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Fs(req)->GetAttr(req, ino, fi); };
-    o.readlink = [](fuse_req_t req, fuse_ino_t ino) { Fs(req)->ReadLink(req, ino); };
-    o.statfs = [](fuse_req_t req, fuse_ino_t ino) { Fs(req)->StatFs(req, ino); };
-    o.opendir = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Fs(req)->OpenDir(req, ino, fi); };
+    o.getattr = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+      Guarded(req, "getattr", [&] { Fs(req)->GetAttr(req, ino, fi); });
+    };
+    o.readlink = [](fuse_req_t req, fuse_ino_t ino) { Guarded(req, "readlink", [&] { Fs(req)->ReadLink(req, ino); }); };
+    o.statfs = [](fuse_req_t req, fuse_ino_t ino) { Guarded(req, "statfs", [&] { Fs(req)->StatFs(req, ino); }); };
+    o.opendir = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+      Guarded(req, "opendir", [&] { Fs(req)->OpenDir(req, ino, fi); });
+    };
     o.readdir = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-      Fs(req)->ReadDir(req, ino, size, off, fi, false);
+      Guarded(req, "readdir", [&] { Fs(req)->ReadDir(req, ino, size, off, fi, false); });
     };
     o.readdirplus = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-      Fs(req)->ReadDir(req, ino, size, off, fi, true);
+      Guarded(req, "readdirplus", [&] { Fs(req)->ReadDir(req, ino, size, off, fi, true); });
     };
-    o.releasedir = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Fs(req)->ReleaseDir(req, ino, fi); };
-    o.open = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Fs(req)->Open(req, ino, fi); };
+    o.releasedir = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+      Guarded(req, "releasedir", [&] { Fs(req)->ReleaseDir(req, ino, fi); });
+    };
+    o.open = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+      Guarded(req, "open", [&] { Fs(req)->Open(req, ino, fi); });
+    };
     o.read = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-      Fs(req)->Read(req, ino, size, off, fi);
+      Guarded(req, "read", [&] { Fs(req)->Read(req, ino, size, off, fi); });
     };
-    o.release = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Fs(req)->Release(req, ino, fi); };
+    o.release = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+      Guarded(req, "release", [&] { Fs(req)->Release(req, ino, fi); });
+    };
     // Datasets are read-only versions of their origin: every change is EROFS
     // (without these the kernel would answer ENOSYS, which tools misread).
     o.setattr = [](fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { Fs(req)->ReadOnly(req); };

@@ -18,7 +18,11 @@
 // to drop a name when its dataset goes away or changes version.
 //
 // State: no per-inode state (fuse/inode.h); an open file holds an OpenFile
-// (its dataset, entry and the local chunk fds opened so far).
+// (its dataset, entry, and the few local chunk files it read last).
+//
+// Failures: every operation is wrapped so that an exception (bad_alloc, a
+// library error) becomes EIO for that request and a log line, never the end
+// of the mount (which would leave every reader with ENOTCONN).
 //
 // Thread-safety: the ops run on libfuse's worker threads concurrently; the
 // map watcher runs on its own thread. Shared state is Namespace (lock-free
@@ -28,6 +32,7 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -91,26 +96,40 @@ class HoardFs {
   void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   // Every operation that would change a dataset.
   void ReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+  // An operation threw: log it (the request then gets EIO).
+  void OpFailed(const char* op, const char* what) { options_.logger->error("{} failed: {}", op, what); }
 
  private:
+  // A local chunk file opened for reading; closed when the last reader (or
+  // the OpenFile's cache) lets go of it.
+  struct LocalChunk {
+    uint64_t chunk = 0;
+    int fd = -1;
+    ~LocalChunk();
+  };
   // An open dataset file.
   struct OpenFile {
     const MountedDataset* dataset;
     uint32_t entry;
-    // Per chunk: the local chunk fd, or -1 if not opened (yet).
-    std::unique_ptr<std::atomic<int>[]> local_fds;
-    uint64_t chunks;
+    std::mutex mu;
+    // The local chunk files read last. A handle keeps at most this many open,
+    // so a reader of a huge file never runs the mount out of descriptors.
+    static constexpr size_t kRecent = 4;
+    std::array<std::shared_ptr<LocalChunk>, kRecent> recent;  // guarded by mu
+    size_t next_slot = 0;                                     // guarded by mu
   };
 
   // Attributes of an inode; kNotFound (ESTALE at the edge) if it no longer exists.
   Status Stat(fuse_ino_t ino, struct stat* st) const;
   void FillEntry(fuse_ino_t ino, const struct stat& st, fuse_entry_param* e) const;
-  int LocalFd(OpenFile* of, uint64_t chunk);
+  // The chunk's local file, or null when this node does not hold it.
+  std::shared_ptr<LocalChunk> Local(OpenFile* of, uint64_t chunk);
   void WatchLoop();
   // Polls the coordinator now: a name missing from /datasets may have been
   // added a moment ago, and a user who just ran `hoard dataset add` expects
-  // to see it at once. A poll is one small round trip; concurrent callers are
-  // serialised by the watcher.
+  // to see it at once. Bounded: concurrent callers share one poll with a
+  // short timeout, and a coordinator that just failed to answer is not asked
+  // again for a second (ClusterWatcher::RefreshForRequest).
   void RefreshNow();
   void OnViewChange(const std::shared_ptr<const ClusterView>& view);
 

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   auto log = hoard::MakeLogger("fuse", log_level);
+  const uint64_t files = hoard::RaiseFileLimit();
   zmq::context_t context;
   hoard::fuse::HoardFs fs({.coordinator = coordinator,
                            .local_store = node_store,
@@ -50,14 +51,17 @@ int main(int argc, char** argv) {
   if (fuse_set_signal_handlers(se) == 0) {
     if (fuse_session_mount(se, mountpoint.c_str()) == 0) {
       fs.SetSession(se);
-      log->info("mounted on {} (coordinator {}, local store {})", mountpoint, coordinator,
-                node_store.empty() ? "none" : node_store);
+      log->info("mounted on {} (coordinator {}, local store {}, up to {} open files)", mountpoint, coordinator,
+                node_store.empty() ? "none" : node_store, files);
       fuse_loop_config* config = fuse_loop_cfg_create();
       fuse_loop_cfg_set_clone_fd(config, 1);
       fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(threads));
       rc = fuse_session_loop_mt(se, config);
       fuse_loop_cfg_destroy(config);
+      // The watch thread may be about to notify the kernel through the
+      // session: stop it before the session goes away.
       fs.SetSession(nullptr);
+      fs.Stop();
       fuse_session_unmount(se);
       log->info("unmounted {}", mountpoint);
     } else {

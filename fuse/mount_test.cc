@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
@@ -274,6 +275,69 @@ TEST_F(MountTest, NewDatasetIsVisibleRightAfterItIsAdded) {
   while (dirent* e = ::readdir(d)) names.insert(e->d_name);
   ::closedir(d);
   EXPECT_EQ(names.size(), 2u + 6u);
+}
+
+TEST_F(MountTest, ReadingAHugeFileHoldsFewDescriptors) {
+  WarmAll();
+  // Chunk files open in this process (the mount runs in it).
+  auto count_fds = [] {
+    size_t n = 0;
+    for (auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+      std::error_code ec;
+      n += std::filesystem::read_symlink(e.path(), ec).string().find("/store/chunks/") != std::string::npos;
+    }
+    return n;
+  };
+  const size_t before = count_fds();
+  UniqueFd fd(::open(JoinPath(root_, "big.bin").c_str(), O_RDONLY | O_DIRECT));
+  ASSERT_TRUE(fd.valid());
+  // O_DIRECT: every read reaches the mount, none is served from the page cache.
+  void* buf = nullptr;
+  ASSERT_EQ(::posix_memalign(&buf, 4096, kChunk), 0);
+  size_t peak = 0;
+  std::string got;
+  for (off_t off = 0;; off += kChunk) {
+    ssize_t n = ::pread(fd.get(), buf, kChunk, off);
+    ASSERT_GE(n, 0) << std::strerror(errno);
+    if (n == 0) break;
+    got.append(static_cast<char*>(buf), n);
+    peak = std::max(peak, count_fds());
+  }
+  ::free(buf);
+  EXPECT_TRUE(got == files_["big.bin"]);
+  // At most OpenFile::kRecent chunk files for the handle (21 chunks read).
+  EXPECT_LE(peak, before + 4);
+  EXPECT_GT(peak, before) << "node1's chunks were read from its store";
+}
+
+TEST_F(MountTest, AFileGoneFromTheOriginIsEioNotEnoent) {
+  ASSERT_TRUE(origin().Remove("imgs/1007.jpg").ok());
+  UniqueFd fd(::open(JoinPath(root_, "imgs/1007.jpg").c_str(), O_RDONLY));
+  ASSERT_TRUE(fd.valid()) << "the name is in the pinned manifest";
+  char buf[100];
+  EXPECT_LT(::pread(fd.get(), buf, sizeof buf, 0), 0);
+  EXPECT_EQ(errno, EIO);
+}
+
+TEST_F(MountTest, CoordinatorOutageKeepsReadsAndLookupsFast) {
+  WarmAll();
+  cluster_->StopCoordinator();
+  auto start = std::chrono::steady_clock::now();
+  // Unknown names ask the coordinator, which is gone: concurrent askers share
+  // one short attempt, later ones get the failure at once.
+  std::vector<std::thread> t;
+  for (int i = 0; i < 6; ++i) {
+    t.emplace_back([&, i] {
+      struct stat st;
+      EXPECT_NE(::stat(JoinPath(mnt_, "datasets/absent" + std::to_string(i)).c_str(), &st), 0);
+    });
+  }
+  for (auto& th : t) th.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  // What the mount knows keeps working.
+  Result<std::string> got = ReadAll(JoinPath(root_, "dir one/sub/deep.dat"));
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(*got == files_["dir one/sub/deep.dat"]);
 }
 
 TEST_F(MountTest, ChangedOriginFileGivesEioNotMixedBytes) {

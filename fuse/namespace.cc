@@ -1,6 +1,7 @@
 #include "fuse/namespace.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 namespace hoard::fuse {
@@ -40,7 +41,15 @@ std::vector<std::string> Namespace::Update(const ClusterView& view) {
       current.erase(it);
       continue;
     }
-    if (next_slot_ >= kSlotCount) continue;  // out of slots: the mount must be restarted
+    if (next_slot_ >= kSlotCount) {
+      // Slots are never reused (an inode number keeps its meaning while
+      // mounted); after 65,535 dataset versions the mount must be restarted.
+      if (!out_of_slots_logged_) {
+        out_of_slots_logged_ = true;
+        fprintf(stderr, "hoard-fuse: out of dataset slots; restart the mount to see new datasets\n");
+      }
+      continue;
+    }
     auto md = std::make_unique<MountedDataset>(MountedDataset{name, next_slot_++, ds});
     slots_[md->slot].store(md.get(), std::memory_order_release);
     listing->datasets.emplace_back(name, md.get());

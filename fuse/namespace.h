@@ -62,6 +62,7 @@ class Namespace {
   mutable std::mutex mu_;
   std::shared_ptr<const Listing> listing_;                  // guarded by mu_
   uint32_t next_slot_ = 1;                                  // guarded by mu_
+  bool out_of_slots_logged_ = false;                        // guarded by mu_
   std::vector<std::unique_ptr<MountedDataset>> all_;        // guarded by mu_; owns every object ever made
 };
 

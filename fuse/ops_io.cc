@@ -5,11 +5,14 @@
 #include <cerrno>
 #include <vector>
 
-#include "fuse/errno.h"
 #include "fuse/hoard_fs.h"
 #include "fuse/inode.h"
 
 namespace hoard::fuse {
+
+HoardFs::LocalChunk::~LocalChunk() {
+  if (fd >= 0) ::close(fd);
+}
 
 void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const MountedDataset* ds = ns_.Slot(SlotOf(ino));
@@ -27,27 +30,31 @@ void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, EROFS);  // datasets are read-only versions of the origin
     return;
   }
-  auto* of = new OpenFile{ds, static_cast<uint32_t>(entry), nullptr, ds->manifest().chunk_count(uint32_t(entry))};
-  of->local_fds.reset(new std::atomic<int>[of->chunks]);
-  for (uint64_t i = 0; i < of->chunks; ++i) of->local_fds[i].store(-1, std::memory_order_relaxed);
+  auto* of = new OpenFile{ds, static_cast<uint32_t>(entry)};
   fi->fh = reinterpret_cast<uint64_t>(of);
   // The version is immutable: pages cached by an earlier open stay valid.
   fi->keep_cache = 1;
   fuse_reply_open(req, fi);
 }
 
-int HoardFs::LocalFd(OpenFile* of, uint64_t chunk) {
-  int fd = of->local_fds[chunk].load(std::memory_order_acquire);
-  if (fd >= 0) return fd;
-  // Not opened yet, or not local when last tried (it may have been cached since).
-  fd = reader_.OpenLocal(*of->dataset, of->entry, static_cast<uint32_t>(chunk));
-  if (fd < 0) return -1;
-  int expected = -1;
-  if (!of->local_fds[chunk].compare_exchange_strong(expected, fd, std::memory_order_acq_rel)) {
-    ::close(fd);  // another reader opened it first
-    return expected;
+std::shared_ptr<HoardFs::LocalChunk> HoardFs::Local(OpenFile* of, uint64_t chunk) {
+  {
+    std::lock_guard lock(of->mu);
+    for (const auto& lc : of->recent) {
+      if (lc && lc->chunk == chunk) return lc;
+    }
   }
-  return fd;
+  // Not open in this handle, or not local when last tried (it may have been
+  // cached since): an open() is cheap next to fetching the chunk elsewhere.
+  const int fd = reader_.OpenLocal(*of->dataset, of->entry, static_cast<uint32_t>(chunk));
+  if (fd < 0) return nullptr;
+  auto lc = std::make_shared<LocalChunk>();
+  lc->chunk = chunk;
+  lc->fd = fd;
+  std::lock_guard lock(of->mu);
+  of->recent[of->next_slot] = lc;
+  of->next_slot = (of->next_slot + 1) % OpenFile::kRecent;
+  return lc;
 }
 
 void HoardFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
@@ -68,7 +75,9 @@ void HoardFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file
   auto* vec = reinterpret_cast<fuse_bufvec*>(vec_storage.data());
   *vec = FUSE_BUFVEC_INIT(0);
   vec->count = pieces;
-  std::vector<ChunkReader::Bytes> keep;  // remote bytes must outlive the reply
+  // What the buffers point into must outlive the reply.
+  std::vector<std::shared_ptr<LocalChunk>> locals;
+  std::vector<ChunkReader::Bytes> remote;
   uint64_t pos = uint64_t(off);
   for (size_t i = 0; i < pieces; ++i) {
     const uint64_t chunk = pos / chunk_size;
@@ -77,22 +86,24 @@ void HoardFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file
     fuse_buf& b = vec->buf[i];
     b = fuse_buf{};
     b.size = len;
-    const int fd = LocalFd(of, chunk);
-    if (fd >= 0) {
+    if (std::shared_ptr<LocalChunk> lc = Local(of, chunk)) {
       b.flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-      b.fd = fd;
+      b.fd = lc->fd;
       b.pos = static_cast<off_t>(in_chunk);
+      locals.push_back(std::move(lc));
       reader_.counters().local_bytes.fetch_add(len, std::memory_order_relaxed);
     } else {
       Result<ChunkReader::Bytes> bytes = reader_.FetchRemote(*of->dataset, of->entry, static_cast<uint32_t>(chunk));
       if (!bytes.ok()) {
         options_.logger->error("read {}/{} at {}: {}", of->dataset->name, m.Path(of->entry), pos,
                                bytes.status().ToString());
-        fuse_reply_err(req, ToErrno(bytes.status()));
+        // Whatever the cause, a read that cannot be served is an I/O error:
+        // ENOENT or ENOSPC from read(2) would only confuse the reader.
+        fuse_reply_err(req, EIO);
         return;
       }
       b.mem = const_cast<char*>((*bytes)->data() + in_chunk);
-      keep.push_back(std::move(*bytes));
+      remote.push_back(std::move(*bytes));
     }
     pos += len;
   }
@@ -100,12 +111,7 @@ void HoardFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file
 }
 
 void HoardFs::Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  auto* of = reinterpret_cast<OpenFile*>(fi->fh);
-  for (uint64_t i = 0; i < of->chunks; ++i) {
-    int fd = of->local_fds[i].load(std::memory_order_relaxed);
-    if (fd >= 0) ::close(fd);
-  }
-  delete of;
+  delete reinterpret_cast<OpenFile*>(fi->fh);
   fuse_reply_err(req, 0);
 }
 

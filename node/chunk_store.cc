@@ -1,5 +1,7 @@
 #include "node/chunk_store.h"
 
+#include <sys/file.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -100,6 +102,14 @@ Status ChunkStore::Load() {
   spdlog::logger& log = *options_.logger;
   const std::string chunks_dir = JoinPath(options_.dir, "chunks");
   HOARD_RETURN_IF_ERROR(MakeDirs(chunks_dir));
+  // One store per directory: a second agent on the same disk would double
+  // count usage and race on every chunk. The lock dies with the process.
+  const std::string lock_path = JoinPath(options_.dir, "LOCK");
+  lock_fd_.Reset(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!lock_fd_.valid()) return Status::FromErrno(errno, "open " + lock_path);
+  if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+    return Status::Unavailable("the chunk store " + options_.dir + " is in use by another process");
+  }
 
   std::error_code ec;
   std::vector<std::string> subdirs;

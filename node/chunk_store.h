@@ -56,6 +56,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/file_util.h"
 #include "common/result.h"
 #include "node/chunk_file.h"
 #include "striping/chunk_key.h"
@@ -142,6 +143,7 @@ class ChunkStore {
   Status StoreError(const Status& s) const;
 
   Options options_;
+  UniqueFd lock_fd_;  // holds an exclusive flock on DIR/LOCK while open
   mutable std::mutex mu_;
   // Signalled whenever a key leaves busy_.
   std::condition_variable busy_cv_;

@@ -44,11 +44,13 @@ std::string Data(size_t n, uint32_t seed) {
 }
 
 // Every regular file under `dir`, relative paths, sorted.
+// Files under the store's chunks/ (the store also keeps its LOCK file).
 std::vector<std::string> ListFiles(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_regular_file()) out.push_back(fs::relative(it->path(), dir).string());
+    std::string rel = fs::relative(it->path(), dir).string();
+    if (it->is_regular_file() && rel != "LOCK") out.push_back(rel);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -242,6 +244,17 @@ TEST_F(ChunkStoreTest, UsageCountsDataAndTrailers) {
   EXPECT_EQ(u.used_bytes, DiskBytes(dir_));
   EXPECT_EQ(u.capacity_bytes, 1u << 20);
   EXPECT_EQ(u.chunks, 2u);
+}
+
+TEST_F(ChunkStoreTest, ASecondStoreOnTheSameDirectoryIsRefused) {
+  Result<std::unique_ptr<ChunkStore>> first = OpenStore();
+  ASSERT_TRUE(first.ok());
+  Result<std::unique_ptr<ChunkStore>> second = OpenStore();
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Code::kUnavailable);
+  EXPECT_NE(second.status().message().find("in use by another process"), std::string::npos);
+  first->reset();
+  EXPECT_TRUE(OpenStore().ok()) << "the lock goes with the store";
 }
 
 TEST_F(ChunkStoreTest, ReopenRebuildsIndexAndUsage) {

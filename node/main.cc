@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
 
   hoard::BlockTerminationSignals();
   auto log = hoard::MakeLogger("node", log_level);
+  hoard::RaiseFileLimit();
   hoard::Result<uint64_t> cap = hoard::ParseBytes(capacity);
   if (!cap.ok()) {
     log->critical("--capacity: {}", cap.status().message());

@@ -40,7 +40,8 @@ Status NodeAgent::Init() {
       .context = options_.context,
       .on_change = [this](const std::shared_ptr<const ClusterView>& v) { OnViewChange(v); }});
   service_ = std::make_unique<ChunkService>(
-      store_.get(), filler_.get(), [this] { return watcher_->Current(); }, [this] { return watcher_->Sync(); }, log);
+      store_.get(), filler_.get(), [this] { return watcher_->Current(); },
+      [this] { return watcher_->RefreshForRequest(); }, log);
 
   server_ = std::make_unique<proto::RpcServer>(proto::RpcServer::Options{.endpoint = options_.listen,
                                                                        .name = "node " + options_.name,
@@ -57,13 +58,12 @@ Status NodeAgent::Init() {
   server_->Handle<proto::NodeStatus>([this](const proto::NodeStatus&, const proto::Envelope&, std::string*) {
     ChunkStore::Usage u = store_->usage();
     proto::NodeStatusReply r;
-    r.node = proto::NodeInfo{.name = options_.name, .endpoint = advertised_, .capacity_bytes = u.capacity_bytes,
+    r.node = proto::NodeInfo{.name = options_.name, .endpoint = Advertised(), .capacity_bytes = u.capacity_bytes,
                              .used_bytes = u.used_bytes, .chunks = u.chunks};
     r.counters = Counters();
     return Result<proto::NodeStatusReply>(std::move(r));
   });
   HOARD_RETURN_IF_ERROR(server_->Start());
-  advertised_ = options_.advertise.empty() ? server_->bound_endpoint() : options_.advertise;
   coordinator_ = std::make_unique<proto::RpcClient>(*options_.context, options_.coordinator);
 
   // Serve with the last map we saw until the coordinator answers.
@@ -73,7 +73,7 @@ Status NodeAgent::Init() {
   warmer_->Start();
   control_ = std::thread([this] { ControlLoop(); });
   ChunkStore::Usage u = store_->usage();
-  log->info("node {} serving on {} (store {}: {} chunks, {} bytes used of {})", options_.name, advertised_,
+  log->info("node {} serving on {} (store {}: {} chunks, {} bytes used of {})", options_.name, Advertised(),
             store_->dir(), u.chunks, u.used_bytes, u.capacity_bytes == 0 ? std::string("unlimited")
                                                                         : std::to_string(u.capacity_bytes));
   return Status::Ok();
@@ -105,7 +105,7 @@ void NodeAgent::ControlLoop() {
 Status NodeAgent::RegisterSelf() {
   ChunkStore::Usage u = store_->usage();
   Result<proto::RegisterNodeReply> r = coordinator_->Call(
-      proto::RegisterNode{.name = options_.name, .endpoint = advertised_, .capacity_bytes = u.capacity_bytes,
+      proto::RegisterNode{.name = options_.name, .endpoint = Advertised(), .capacity_bytes = u.capacity_bytes,
                           .used_bytes = u.used_bytes},
       options_.coordinator_timeout);
   if (!r.ok()) return r.status().Annotate("register with " + options_.coordinator);

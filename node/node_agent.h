@@ -91,6 +91,10 @@ class NodeAgent {
   void OnViewChange(const std::shared_ptr<const ClusterView>& view);
   std::vector<proto::DatasetReport> BuildReports();
   std::map<std::string, uint64_t> Counters() const;
+  // The endpoint peers dial: --advertise, else the one the server bound.
+  std::string Advertised() const {
+    return options_.advertise.empty() ? server_->bound_endpoint() : options_.advertise;
+  }
 
   Options options_;
   std::unique_ptr<ChunkStore> store_;
@@ -101,7 +105,6 @@ class NodeAgent {
   std::unique_ptr<ChunkService> service_;
   std::unique_ptr<proto::RpcServer> server_;
   std::unique_ptr<proto::RpcClient> coordinator_;  // used by the control thread only
-  std::string advertised_;  // the endpoint peers use
 
   std::thread control_;
   std::mutex mu_;

@@ -72,6 +72,10 @@ class TestCluster {
     agents_[name] = std::move(a);
     return raw;
   }
+  // Stops the coordinator's service (its state stays on disk), as a crash
+  // or an outage would look to nodes and mounts.
+  void StopCoordinator() { service_.reset(); }
+
   // Stops and forgets an agent (its store stays on disk).
   void StopAgent(const std::string& name) { agents_.erase(name); }
   NodeAgent* agent(const std::string& name) { return agents_.at(name).get(); }

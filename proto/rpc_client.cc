@@ -16,12 +16,21 @@ RpcClient::RpcClient(zmq::context_t& context, std::string endpoint)
 }
 
 void RpcClient::Reconnect() {
-  socket_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-  ConfigureSocket(*socket_);
-  // Queue only to connected peers: a send to a dead peer waits (up to the
-  // call's deadline) instead of buffering for a peer that may never return.
-  socket_->set(zmq::sockopt::immediate, 1);
-  socket_->connect(endpoint_);
+  socket_.reset();
+  try {
+    auto s = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    ConfigureSocket(*s);
+    // Queue only to connected peers: a send to a dead peer waits (up to the
+    // call's deadline) instead of buffering for a peer that may never return.
+    s->set(zmq::sockopt::immediate, 1);
+    s->connect(endpoint_);
+    socket_ = std::move(s);
+    connect_error_.clear();
+  } catch (const zmq::error_t& e) {
+    // A malformed endpoint (from a peer's registration) or no file
+    // descriptors left: every call fails cleanly instead of throwing.
+    connect_error_ = e.what();
+  }
 }
 
 Result<Envelope> RpcClient::Exchange(std::string header, uint64_t id, std::chrono::milliseconds timeout) {
@@ -34,6 +43,8 @@ Result<Envelope> RpcClient::CallRaw(std::vector<zmq::message_t> frames, uint64_t
                                     std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   answered_ = false;
+  if (!socket_) Reconnect();
+  if (!socket_) return Status::Unavailable("cannot connect to '" + endpoint_ + "': " + connect_error_);
   try {
     const auto connect = std::min(timeout, connect_timeout_);
     zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLOUT, 0};

@@ -79,7 +79,8 @@ class RpcClient {
 
   zmq::context_t& context_;
   std::string endpoint_;
-  std::unique_ptr<zmq::socket_t> socket_;
+  std::unique_ptr<zmq::socket_t> socket_;  // null after a failed connect
+  std::string connect_error_;
   uint64_t next_id_ = 0;
   bool answered_ = false;
   std::chrono::milliseconds connect_timeout_{std::chrono::milliseconds::max()};

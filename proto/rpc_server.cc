@@ -50,7 +50,12 @@ Status RpcServer::Start() {
 }
 
 void RpcServer::Stop() {
-  if (stopping_.exchange(true)) return;
+  {
+    // Set under mu_: a worker between checking the predicate and blocking
+    // would otherwise miss the wakeup, and the join below would never return.
+    std::lock_guard lock(mu_);
+    if (stopping_.exchange(true)) return;
+  }
   cv_.notify_all();
   for (auto& t : workers_) {
     if (t.joinable()) t.join();
@@ -86,8 +91,12 @@ void RpcServer::IoLoop() {
             first = 2;
           }
           for (size_t i = first; i < frames.size(); ++i) job.frames.push_back(std::move(frames[i]));
+          size_t bytes = 0;
+          for (const auto& f : job.frames) bytes += f.size();
           std::unique_lock lock(mu_);
-          if (queue_.size() >= options_.max_queue) {
+          // Bounded by count and by bytes: frames up to the socket's size cap
+          // are accepted before they are decoded.
+          if (queue_.size() >= options_.max_queue || queued_bytes_ + bytes > options_.max_queue_bytes) {
             lock.unlock();
             std::vector<zmq::message_t> reply;
             for (auto& r : job.route) reply.push_back(std::move(r));
@@ -95,6 +104,8 @@ void RpcServer::IoLoop() {
             zmq::send_multipart(*router_, reply, zmq::send_flags::dontwait);
             continue;
           }
+          queued_bytes_ += bytes;
+          job.bytes = bytes;
           queue_.push_back(std::move(job));
           lock.unlock();
           cv_.notify_one();
@@ -119,9 +130,18 @@ void RpcServer::WorkerLoop(int index) {
       if (stopping_.load()) return;
       job = std::move(queue_.front());
       queue_.pop_front();
+      queued_bytes_ -= job.bytes;
     }
     std::string header, payload;
-    Process(job, &header, &payload);
+    try {
+      Process(job, &header, &payload);
+    } catch (const std::exception& e) {
+      // A handler must never take the daemon down (bad_alloc on a huge
+      // request, a library throwing): answer, log, keep serving.
+      options_.logger->error("{}: request failed with an exception: {}", options_.name, e.what());
+      payload.clear();
+      header = EncodeError(0, Status::Internal(std::string("server error: ") + e.what()));
+    }
     std::vector<zmq::message_t> reply;
     for (auto& r : job.route) reply.push_back(std::move(r));
     reply.emplace_back(header.data(), header.size());

@@ -49,6 +49,7 @@ class RpcServer {
     std::string name;      // for logs and the "not served by" error
     int workers = 4;
     size_t max_queue = 4096;  // queued requests before answering "busy"
+    size_t max_queue_bytes = 256u << 20;  // queued request bytes before answering "busy"
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;  // required; outlives the server
   };
@@ -93,6 +94,7 @@ class RpcServer {
   struct Job {
     std::vector<zmq::message_t> route;   // identity (+ empty delimiter if the client sent one)
     std::vector<zmq::message_t> frames;  // header, payload
+    size_t bytes = 0;                    // of frames
   };
 
   void IoLoop();
@@ -116,6 +118,7 @@ class RpcServer {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> queue_;  // guarded by mu_
+  size_t queued_bytes_ = 0;  // guarded by mu_
 
   std::mutex log_mu_;
   int64_t log_window_start_ = 0;  // guarded by log_mu_

@@ -166,6 +166,42 @@ TEST_F(RpcTest, FullQueueAnswersBusyInsteadOfQueueingForever) {
   EXPECT_EQ(ok.load() + busy.load(), 6);
 }
 
+TEST_F(RpcTest, AThrowingHandlerIsAnErrorReplyNotACrash) {
+  server_ = std::make_unique<RpcServer>(RpcServer::Options{.endpoint = "tcp://127.0.0.1:0", .name = "thrower",
+                                                           .logger = spdlog::null_logger_mt("rpc-throw"),
+                                                           .context = &ctx_});
+  server_->Handle<Ping>([](const Ping&, const Envelope&, std::string*) -> Result<Pong> {
+    throw std::bad_alloc();
+  });
+  ASSERT_TRUE(server_->Start().ok());
+  RpcClient c(ctx_, server_->bound_endpoint());
+  for (int i = 0; i < 3; ++i) {
+    Result<Pong> r = c.Call(Ping{}, 2000ms);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kInternal);
+  }
+}
+
+TEST_F(RpcTest, StartAndStopNeverHang) {
+  // Stop used to lose its wakeup when a worker was between checking for work
+  // and going to sleep; the join then waited forever.
+  for (int i = 0; i < 300; ++i) {
+    RpcServer s({.endpoint = "tcp://127.0.0.1:0", .name = "churn", .workers = 4,
+                 .logger = spdlog::null_logger_mt("churn-" + std::to_string(i)), .context = &ctx_});
+    ASSERT_TRUE(s.Start().ok());
+    s.Stop();
+  }
+}
+
+TEST_F(RpcTest, MalformedEndpointFailsCallsInsteadOfThrowing) {
+  for (const char* bad : {"tcp://127.0.0.1", "nonsense", "tcp://:x"}) {
+    RpcClient c(ctx_, bad);
+    Result<Pong> r = c.Call(Ping{}, 500ms);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kUnavailable) << bad;
+  }
+}
+
 TEST_F(RpcTest, PoolServesConcurrentCallers) {
   StartServer(4);
   ClientPool pool(ctx_);

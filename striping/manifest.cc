@@ -176,10 +176,13 @@ Status Validate(const char* data, size_t size) {
       children_total += r.child_count();
     } else if (r.is_file()) {
       if (r.first_chunk() != chunks) return Bad(idx + ": chunk numbering has a gap");
+      // Bounded so that no sum below can wrap.
+      if (r.size > Manifest::kMaxFileBytes) return Bad(idx + ": file larger than any dataset allows");
       chunks += ChunkCount(r.size, chunk_size);
+      if (chunks > Manifest::kMaxChunks) return Bad("too many chunks");
       bytes += r.size;
       ++files;
-    } else if (r.aux + r.size > names_bytes) {
+    } else if (r.aux > names_bytes || r.size > names_bytes - r.aux) {
       return Bad(idx + ": symlink target out of bounds");
     }
   }

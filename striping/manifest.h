@@ -82,6 +82,8 @@ class Manifest {
   // Hard limits a manifest may not exceed (a reader refuses larger ones).
   static constexpr uint64_t kMaxEntries = 1ull << 32;
   static constexpr uint64_t kMaxNamesBytes = 1ull << 32;
+  static constexpr uint64_t kMaxFileBytes = 1ull << 50;  // 1 PiB
+  static constexpr uint64_t kMaxChunks = 1ull << 40;
 
   // Validates and adopts serialized bytes. kCorruption if anything is off.
   static Result<Manifest> Parse(std::string bytes);
