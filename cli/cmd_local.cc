@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -63,8 +64,8 @@ int RunUp(Context& ctx, const UpArgs& a) {
     t << "  mount        " << j["mount"]["path"].get<std::string>() << "  (node1's view: datasets appear under "
       << j["mount"]["path"].get<std::string>() << "/datasets)\n";
   }
-  if (dir != kDefaultLocalDir) t << "point the CLI at it with: export HOARD_LOCAL_DIR=" << dir << "\n";
-  t << "stop it with: hoard local down" << (dir != kDefaultLocalDir ? " --dir " + dir : "");
+  if (dir != kDefaultLocalDir) t << "point the CLI at it with: export HOARD_LOCAL_DIR=" << ShellWord(dir) << "\n";
+  t << "stop it with: hoard local down" << (dir != kDefaultLocalDir ? " --dir " + ShellWord(dir) : "");
   return ctx.Done(j, t.str());
 }
 
@@ -72,10 +73,28 @@ int RunDown(Context& ctx, bool purge) {
   const std::string dir = Absolute(ctx.LocalDir());
   Result<nlohmann::json> r = LocalDown(dir, purge);
   if (!r.ok()) return ctx.Fail(r.status().Annotate("local down"));
+  nlohmann::json doc = *r;
+  if (!doc["not_stopped"].empty()) {
+    // Not ctx.Fail: the JSON keeps what was stopped and what was not.
+    std::string stuck;
+    for (const auto& p : doc["not_stopped"]) {
+      stuck += (stuck.empty() ? "" : ", ") + p["name"].get<std::string>() + " (pid " +
+               std::to_string(p["pid"].get<int>()) + ": " + p["reason"].get<std::string>() + ")";
+    }
+    const std::string reason = "local down: would not stop: " + stuck + "; " + doc["dir"].get<std::string>() +
+                               "/cluster.json is kept: run hoard local down --dir " + ShellWord(dir) +
+                               " again once they are gone";
+    if (ctx.json()) {
+      doc["error"] = reason;
+      ctx.Done(doc, "");
+    }
+    std::fprintf(stderr, "hoard: %s\n", reason.c_str());
+    return 1;
+  }
   std::string text = "hoard local cluster in " + dir + " stopped";
   if (purge) text += " and its directory removed";
   else text += " (cached chunks kept; --purge removes them)";
-  return ctx.Done(*r, text);
+  return ctx.Done(doc, text);
 }
 
 }  // namespace

@@ -30,8 +30,9 @@ std::string Context::CoordinatorEndpoint() const {
 }
 
 int Context::Done(const nlohmann::json& doc, const std::string& text) {
+  // Names (paths, dataset sources) need not be UTF-8; dump() would throw.
   if (options_.json) {
-    std::cout << doc.dump(2) << std::endl;
+    std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else if (!text.empty()) {
     std::cout << text;
     if (text.back() != '\n') std::cout << '\n';
@@ -42,19 +43,18 @@ int Context::Done(const nlohmann::json& doc, const std::string& text) {
 
 int Context::Fail(const Status& status) {
   std::string reason = status.message();
-  if (status.code() == Code::kUnavailable && unreachable_) {
-    reason += " (is the cluster up? coordinator: " + CoordinatorEndpoint() + ")";
-  }
+  if (unreachable_) reason += " (is the cluster up? coordinator: " + CoordinatorEndpoint() + ")";
   if (options_.json) {
     nlohmann::json doc = {{"error", reason}, {"code", std::string(CodeName(status.code()))}};
-    std::cout << doc.dump(2) << std::endl;
+    std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   }
   std::cerr << "hoard: " << reason << std::endl;
-  switch (status.code()) {
-    case Code::kInvalidArgument: return 2;
-    case Code::kUnavailable: return 3;
-    default: return 1;
-  }
+  // 3 only when the coordinator gave no answer at all: an Unavailable it
+  // answers with (an origin that is down, a busy server) is a failed
+  // operation, and a script must not take it for a cluster that is not there.
+  if (status.code() == Code::kInvalidArgument) return 2;
+  if (unreachable_) return 3;
+  return 1;
 }
 
 }  // namespace hoard::cli

@@ -11,8 +11,11 @@
 // Output: human text on stdout by default; with --json exactly one JSON
 // document on stdout (progress goes to stderr). A failure prints one line
 // "hoard: REASON" on stderr (and {"error": ..., "code": ...} with --json)
-// and the command exits non-zero: 1 for a failed operation, 2 for bad usage,
-// 3 when the cluster cannot be reached.
+// and the command exits non-zero: 2 for bad usage or bad input (an
+// InvalidArgument status), 3 when the coordinator could not be reached (the
+// last call got no answer at all), 1 for any other failure, including an
+// Unavailable status the coordinator answered with (e.g. an NFS origin that is
+// down).
 #pragma once
 
 #include <algorithm>
@@ -73,7 +76,7 @@ class Context {
   GlobalOptions options_;
   zmq::context_t zmq_;
   std::unique_ptr<proto::RpcClient> client_;
-  bool unreachable_ = false;  // the last call got no answer at all
+  bool unreachable_ = false;  // the last call got no answer at all: exit status 3
 };
 
 }  // namespace hoard::cli

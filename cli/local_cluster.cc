@@ -3,7 +3,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -11,11 +13,18 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string_view>
 #include <thread>
+#include <vector>
 
+#include "cli/mounts.h"
+#include "cli/process.h"
 #include "common/file_util.h"
 #include "proto/rpc_client.h"
 
@@ -23,7 +32,11 @@ namespace hoard::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
 using namespace std::chrono_literals;
+
+constexpr const char* kClusterFile = "cluster.json";
+constexpr const char* kLockFile = "local.lock";
 
 Result<int> FreePort() {
   UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -39,212 +52,225 @@ Result<int> FreePort() {
   return static_cast<int>(ntohs(a.sin_port));
 }
 
-// Starts argv[0] in a new session with stdout and stderr appended to `log`.
-// Reports an exec failure (e.g. a missing binary) as an error, not a PID.
-Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
-  pid_t pid = ::fork();
-  if (pid < 0) return Status::FromErrno(errno, "fork");
-  if (pid == 0) {
-    ::close(pipefd[0]);
-    ::setsid();
-    int devnull = ::open("/dev/null", O_RDONLY);
-    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    if (out >= 0) {
-      ::dup2(out, 1);
-      ::dup2(out, 2);
+Result<std::string> RealPath(const std::string& path) {
+  std::unique_ptr<char, decltype(&std::free)> p(::realpath(path.c_str(), nullptr), &std::free);
+  if (p == nullptr) return Status::FromErrno(errno, "resolve " + path);
+  return std::string(p.get());
+}
+
+// ---- The directory lock ----------------------------------------------------
+
+// An exclusive flock on DIR/local.lock. The kernel drops it when the
+// descriptor closes, so a holder that dies never leaves the directory locked.
+class DirLock {
+ public:
+  static Result<DirLock> Acquire(const std::string& dir, const std::string& what) {
+    const std::string path = JoinPath(dir, kLockFile);
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) return Status::FromErrno(errno, "lock " + path);
+      return Status::Unavailable(Holder(path) + " is running in " + dir + "; wait for it to finish");
     }
-    // Leave no inherited descriptor open in a daemon (the write end of
-    // pipefd closes on exec).
-    for (int fd = 3; fd < 1024; ++fd) {
-      if (fd != pipefd[1]) ::close(fd);
+    // Who holds the lock, for the message above; a courtesy only, so a
+    // failure to write it changes nothing.
+    const std::string me = "hoard local " + what + " (pid " + std::to_string(::getpid()) + ")\n";
+    if (::ftruncate(fd.get(), 0) == 0) (void)PwriteAll(fd.get(), me.data(), me.size(), 0);
+    DirLock lock;
+    lock.fd_ = std::move(fd);
+    return lock;
+  }
+
+  DirLock() = default;
+  DirLock(DirLock&&) = default;
+  DirLock& operator=(DirLock&&) = default;
+  ~DirLock() {
+    // Before the unlock (the close), so that the file never names a holder
+    // that is gone.
+    if (fd_.valid()) (void)!::ftruncate(fd_.get(), 0);
+  }
+
+ private:
+  // "hoard local up (pid N)" as the holder wrote it, if that process still
+  // runs: the holder may not have written yet, or may be another program.
+  static std::string Holder(const std::string& path) {
+    Result<std::string> text = ReadFile(path);
+    if (text.ok()) {
+      std::string who = text->substr(0, text->find('\n'));
+      size_t at = who.rfind("(pid ");
+      pid_t pid = at == std::string::npos ? 0 : std::atoi(who.c_str() + at + 5);
+      if (pid > 0 && ::kill(pid, 0) == 0) return who;
     }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    int err = errno;
-    (void)!::write(pipefd[1], &err, sizeof err);
-    ::_exit(127);
+    return "another hoard local up or down";
   }
-  ::close(pipefd[1]);
-  int err = 0;
-  ssize_t n = ::read(pipefd[0], &err, sizeof err);
-  ::close(pipefd[0]);
-  if (n == sizeof err) {
-    ::waitpid(pid, nullptr, 0);
-    return Status::FromErrno(err, "start " + argv[0]);
+
+  UniqueFd fd_;
+};
+
+// ---- Records ---------------------------------------------------------------
+
+// Typed reads of cluster.json that never throw: the file may come from an
+// older hoard, or have been edited by hand.
+pid_t PidAt(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<pid_t>() : -1;
+}
+uint64_t U64At(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+}
+std::string StringAt(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// The processes a record names, in stop order: the mount, the nodes, the
+// coordinator.
+struct Recorded {
+  std::vector<Proc> mount, nodes, coordinator;
+  std::string mount_path;
+};
+
+Recorded ParseRecord(const json& doc) {
+  Recorded r;
+  if (!doc.is_object()) return r;
+  if (auto m = doc.find("mount"); m != doc.end() && m->is_object()) {
+    r.mount.push_back({"mount", "hoard-fuse", StringAt(*m, "log"), PidAt(*m, "pid"), U64At(*m, "start_time")});
+    r.mount_path = StringAt(*m, "path");
   }
-  return pid;
-}
-
-// True while `pid` runs and is not a zombie. Reaps it if it is our child.
-bool Alive(pid_t pid) {
-  if (pid <= 0) return false;
-  int status;
-  if (::waitpid(pid, &status, WNOHANG) == pid) return false;
-  if (::kill(pid, 0) != 0) return false;
-  Result<std::string> stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat.ok()) return false;
-  size_t close = stat->rfind(')');
-  return close == std::string::npos || close + 2 >= stat->size() || (*stat)[close + 2] != 'Z';
-}
-
-// True if `pid` runs a program whose name starts with `binary` (guards
-// against signalling a recycled PID).
-bool Runs(pid_t pid, const std::string& binary) {
-  Result<std::string> cmd = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
-  if (!cmd.ok() || cmd->empty()) return false;
-  std::string argv0 = cmd->substr(0, cmd->find('\0'));
-  std::string base = argv0.substr(argv0.find_last_of('/') + 1);
-  return base.rfind(binary, 0) == 0;
-}
-
-void Stop(pid_t pid, const std::string& binary, std::chrono::milliseconds grace) {
-  if (!Alive(pid) || !Runs(pid, binary)) return;
-  ::kill(pid, SIGTERM);
-  const auto deadline = Clock::now() + grace;
-  while (Alive(pid) && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
-  if (Alive(pid)) {
-    ::kill(pid, SIGKILL);
-    while (Alive(pid)) std::this_thread::sleep_for(10ms);
+  if (auto ns = doc.find("nodes"); ns != doc.end() && ns->is_array()) {
+    for (const json& n : *ns) {
+      r.nodes.push_back(
+          {StringAt(n, "name"), "hoard-node", StringAt(n, "log"), PidAt(n, "pid"), U64At(n, "start_time")});
+    }
   }
-}
-
-std::string LogTail(const std::string& path) {
-  Result<std::string> log = ReadFile(path);
-  if (!log.ok() || log->empty()) return "";
-  std::string tail = log->size() > 600 ? log->substr(log->size() - 600) : *log;
-  size_t nl = tail.find_last_not_of('\n');
-  return "; last log lines (" + path + "):\n" + tail.substr(0, nl + 1);
-}
-
-bool Mounted(const std::string& path) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string id, parent, dev, root, mnt;
-    f >> id >> parent >> dev >> root >> mnt;
-    if (mnt == path) return true;
+  if (PidAt(doc, "coordinator_pid") > 0) {
+    r.coordinator.push_back({"coordinator", "hoard-coordinator", StringAt(doc, "coordinator_log"),
+                             PidAt(doc, "coordinator_pid"), U64At(doc, "coordinator_start_time")});
   }
-  return false;
+  return r;
 }
 
-Status RunQuiet(const std::vector<std::string>& argv) {
-  pid_t pid = ::fork();
-  if (pid < 0) return Status::FromErrno(errno, "fork");
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
+// A path need not be UTF-8, and dump() would throw on one that is not: such
+// bytes are written as U+FFFD instead (what matters, PIDs and start times, is
+// unaffected).
+std::string Dump(const json& doc) { return doc.dump(2, ' ', false, json::error_handler_t::replace); }
+
+// The record in `path`: an empty object if there is none.
+Result<json> ReadRecord(const std::string& path) {
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    if (text.status().code() == Code::kNotFound) return json::object();
+    return text.status();
   }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
-  return Status::IoError(argv[0] + " failed");
+  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) {
+    return Status::Corruption(path + " is not valid JSON; stop its processes by hand and remove it");
+  }
+  return doc;
 }
 
-// Unmounts `path` if anything is mounted there: politely, then lazily (a
-// reader still holding a file keeps a lazy unmount from blocking).
-Status Unmount(const std::string& path) {
-  if (!Mounted(path)) return Status::Ok();
-  if (RunQuiet({"fusermount3", "-u", path}).ok() && !Mounted(path)) return Status::Ok();
-  (void)RunQuiet({"fusermount3", "-u", "-z", path});
-  if (Mounted(path)) return Status::IoError("cannot unmount " + path + "; is a process using it?");
+// ---- Stopping what a record names ------------------------------------------
+
+// Unmounts the mount of a record (where it says, and where it must be).
+Status UnmountRecorded(const Recorded& r, const std::string& dir) {
+  HOARD_RETURN_IF_ERROR(Unmount(JoinPath(dir, "mnt")));
+  if (!r.mount_path.empty() && r.mount_path != JoinPath(dir, "mnt")) HOARD_RETURN_IF_ERROR(Unmount(r.mount_path));
   return Status::Ok();
 }
 
+// Stops every process of a record: the mount first, so that no reader is left
+// hanging on a stopped node, the coordinator last.
+StopReport StopRecorded(const Recorded& r) {
+  StopReport report;
+  StopGroup(r.mount, &report);
+  StopGroup(r.nodes, &report);
+  StopGroup(r.coordinator, &report);
+  return report;
+}
+
+// ---- Starting --------------------------------------------------------------
+
+// Polls `ready` every 50 ms until it holds, or fails: when a process of
+// `watch` exits (with its log), when `limit` passes (`what` names the wait), or
+// when a signal asks `up` to stop.
 template <typename Pred>
-bool WaitFor(Pred ready, std::chrono::milliseconds limit, pid_t pid) {
+Status WaitFor(Pred ready, std::chrono::seconds limit, const std::vector<Proc>& watch, SignalBlock& signals,
+               const std::string& what) {
   const auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    if (ready()) return true;
-    if (pid > 0 && !Alive(pid)) return false;
+  while (true) {
+    if (int sig = signals.Received()) return Interrupted(sig);
+    if (ready()) return Status::Ok();
+    for (const Proc& p : watch) {
+      if (!Running(p)) return Status::Unavailable(p.name + " exited during start-up" + LogTail(p.log));
+    }
+    if (Clock::now() >= deadline) {
+      std::string log = watch.empty() ? "" : LogTail(watch.back().log);
+      return Status::Unavailable(what + " within " + std::to_string(limit.count()) + " s" + log);
+    }
     std::this_thread::sleep_for(50ms);
   }
-  return ready();
 }
 
-struct Proc {
-  std::string role, name, binary, log;
-  pid_t pid = -1;
-};
-
-// Stops started processes in reverse order; used on a failed `up`.
-void StopAll(std::vector<Proc>& procs, const std::string& mnt) {
-  (void)Unmount(mnt);
-  for (auto it = procs.rbegin(); it != procs.rend(); ++it) Stop(it->pid, it->binary, 5s);
-}
-
-}  // namespace
-
-Result<nlohmann::json> LocalUp(const LocalUpOptions& o, zmq::context_t& zmq) {
-  if (o.nodes < 1 || o.nodes > 64) return Status::InvalidArgument("--nodes must be between 1 and 64");
-  const std::string& dir = o.dir;
-  const std::string cluster_file = JoinPath(dir, "cluster.json");
-  if (Result<std::string> old = ReadFile(cluster_file); old.ok()) {
-    nlohmann::json j = nlohmann::json::parse(*old, nullptr, false);
-    if (j.is_object() && j.contains("coordinator_pid") && Alive(j["coordinator_pid"].get<pid_t>())) {
-      return Status::AlreadyExists("a local cluster is already running in " + dir +
-                                   "; stop it first with: hoard local down --dir " + dir);
-    }
-    // The coordinator is gone (a crash, a reboot): stop whatever of that
-    // cluster survived, so there is never a second set of processes.
-    HOARD_RETURN_IF_ERROR(LocalDown(dir, /*purge=*/false).status());
-  }
-  for (const char* sub : {"logs", "coordinator", "mount-cache", "mnt"}) {
-    HOARD_RETURN_IF_ERROR(MakeDirs(JoinPath(dir, sub)));
-  }
-  const std::string mnt = JoinPath(dir, "mnt");
-  HOARD_RETURN_IF_ERROR(Unmount(mnt));  // a mount left behind by a crash
-
-  std::vector<Proc> procs;
-  auto fail = [&](Status s, const Proc* p) {
-    StopAll(procs, mnt);
-    if (p != nullptr) return Status(s.code(), s.message() + LogTail(p->log));
-    return s;
-  };
+// Starts the cluster, recording each process in `doc` (and cluster.json)
+// before it runs. On failure returns at once: the caller stops what `doc`
+// names.
+Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, zmq::context_t& zmq,
+                          SignalBlock& signals, json& doc) {
+  const std::string cluster_file = JoinPath(dir, kClusterFile);
+  auto save = [&] { return WriteFileAtomic(cluster_file, Dump(doc)); };
   auto bin = [&](const char* name) { return JoinPath(o.bin_dir, name); };
+  // Starts one daemon; `record` adds it to `doc`, which is saved before the
+  // daemon may run.
+  auto start = [&](Proc p, const std::vector<std::string>& argv,
+                   const std::function<void(const Proc&)>& record) -> Result<Proc> {
+    if (int sig = signals.Received()) return Interrupted(sig);
+    Result<pid_t> pid = Spawn(argv, p.log, [&](pid_t child, uint64_t start_time) {
+      p.pid = child;
+      p.start_time = start_time;
+      record(p);
+      return save();
+    });
+    if (!pid.ok()) return pid.status();
+    return p;
+  };
 
   HOARD_ASSIGN_OR_RETURN(int cport, FreePort());
   const std::string coordinator = "tcp://127.0.0.1:" + std::to_string(cport);
-  Proc c{"coordinator", "coordinator", "hoard-coordinator", JoinPath(dir, "logs/coordinator.log")};
-  Result<pid_t> pid = Spawn({bin("hoard-coordinator"), "--listen", coordinator, "--data-dir",
-                             JoinPath(dir, "coordinator"), "--down-after-ms", std::to_string(o.down_after_ms),
-                             "--log-level", o.log_level},
-                            c.log);
-  if (!pid.ok()) return fail(pid.status(), nullptr);
-  c.pid = *pid;
-  procs.push_back(c);
+  doc["coordinator"] = coordinator;
+  HOARD_ASSIGN_OR_RETURN(
+      Proc c, start({"coordinator", "hoard-coordinator", JoinPath(dir, "logs/coordinator.log")},
+                    {bin("hoard-coordinator"), "--listen", coordinator, "--data-dir", JoinPath(dir, "coordinator"),
+                     "--down-after-ms", std::to_string(o.down_after_ms), "--log-level", o.log_level},
+                    [&](const Proc& p) {
+                      doc["coordinator_pid"] = p.pid;
+                      doc["coordinator_start_time"] = p.start_time;
+                      doc["coordinator_log"] = p.log;
+                    }));
   proto::RpcClient client(zmq, coordinator);
-  if (!WaitFor([&] { return client.Call(proto::Ping{}, 200ms).ok(); }, 15s, c.pid)) {
-    return fail(Status::Unavailable("the coordinator did not start"), &procs.back());
-  }
+  HOARD_RETURN_IF_ERROR(WaitFor([&] { return client.Call(proto::Ping{}, 200ms).ok(); }, 15s, {c}, signals,
+                                "the coordinator did not answer"));
 
-  nlohmann::json nodes = nlohmann::json::array();
+  std::vector<Proc> nodes;
   for (int i = 1; i <= o.nodes; ++i) {
     const std::string name = "node" + std::to_string(i);
     HOARD_ASSIGN_OR_RETURN(int port, FreePort());
     const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
     const std::string store = JoinPath(dir, name);
     HOARD_RETURN_IF_ERROR(MakeDirs(store));
-    Proc p{"node", name, "hoard-node", JoinPath(dir, "logs/" + name + ".log")};
-    pid = Spawn({bin("hoard-node"), "--name", name, "--listen", endpoint, "--coordinator", coordinator, "--store",
-                 store, "--capacity", std::to_string(o.capacity_bytes), "--log-level", o.log_level},
-                p.log);
-    if (!pid.ok()) return fail(pid.status(), nullptr);
-    p.pid = *pid;
-    procs.push_back(p);
-    nodes.push_back({{"name", name}, {"endpoint", endpoint}, {"pid", p.pid}, {"store", JoinPath(store, "store")},
-                     {"log", p.log}});
+    HOARD_ASSIGN_OR_RETURN(
+        Proc n, start({name, "hoard-node", JoinPath(dir, "logs/" + name + ".log")},
+                      {bin("hoard-node"), "--name", name, "--listen", endpoint, "--coordinator", coordinator,
+                       "--store", store, "--capacity", std::to_string(o.capacity_bytes), "--log-level", o.log_level},
+                      [&](const Proc& p) {
+                        doc["nodes"].push_back({{"name", name},
+                                                {"endpoint", endpoint},
+                                                {"pid", p.pid},
+                                                {"start_time", p.start_time},
+                                                {"store", JoinPath(store, "store")},
+                                                {"log", p.log}});
+                      }));
+    nodes.push_back(n);
   }
   // Ready when every node is registered and up.
   auto all_up = [&] {
@@ -254,67 +280,156 @@ Result<nlohmann::json> LocalUp(const LocalUpOptions& o, zmq::context_t& zmq) {
     for (const auto& n : st->nodes) up += n.up ? 1 : 0;
     return up >= o.nodes;
   };
-  if (!WaitFor(all_up, 20s, -1)) {
-    for (const Proc& p : procs) {
-      if (!Alive(p.pid)) return fail(Status::Unavailable(p.name + " exited during start-up"), &p);
-    }
-    return fail(Status::Unavailable("not every node registered within 20 s"), &procs.back());
-  }
+  std::vector<Proc> watch = nodes;
+  watch.insert(watch.begin(), c);
+  HOARD_RETURN_IF_ERROR(WaitFor(all_up, 20s, watch, signals, "not every node registered"));
 
-  nlohmann::json mount = nullptr;
   if (o.mount) {
-    Proc m{"mount", "mount", "hoard-fuse", JoinPath(dir, "logs/mount.log")};
-    pid = Spawn({bin("hoard-fuse"), mnt, "--coordinator", coordinator, "--node-store",
-                 JoinPath(dir, "node1/store"), "--cache-dir", JoinPath(dir, "mount-cache"), "--log-level",
-                 o.log_level},
-                m.log);
-    if (!pid.ok()) return fail(pid.status(), nullptr);
-    m.pid = *pid;
-    procs.push_back(m);
-    if (!WaitFor([&] { return Mounted(mnt); }, 15s, m.pid)) {
-      return fail(Status::Unavailable("the mount did not come up on " + mnt), &procs.back());
-    }
-    mount = {{"path", mnt}, {"pid", m.pid}, {"node", "node1"}, {"log", m.log}};
+    const std::string mnt = JoinPath(dir, "mnt");
+    HOARD_ASSIGN_OR_RETURN(
+        Proc m, start({"mount", "hoard-fuse", JoinPath(dir, "logs/mount.log")},
+                      {bin("hoard-fuse"), mnt, "--coordinator", coordinator, "--node-store",
+                       JoinPath(dir, "node1/store"), "--cache-dir", JoinPath(dir, "mount-cache"), "--log-level",
+                       o.log_level},
+                      [&](const Proc& p) {
+                        doc["mount"] = {{"path", mnt},
+                                        {"pid", p.pid},
+                                        {"start_time", p.start_time},
+                                        {"node", "node1"},
+                                        {"log", p.log}};
+                      }));
+    HOARD_RETURN_IF_ERROR(
+        WaitFor([&] { return Mounted(mnt); }, 15s, {m}, signals, "the mount did not come up on " + mnt));
   }
 
-  nlohmann::json doc = {{"dir", dir},
-                        {"coordinator", coordinator},
-                        {"coordinator_pid", c.pid},
-                        {"coordinator_log", c.log},
-                        {"nodes", nodes},
-                        {"mount", mount}};
-  if (Status s = WriteFileAtomic(cluster_file, doc.dump(2)); !s.ok()) return fail(s, nullptr);
+  // A signal that came with the last step still cancels the `up`.
+  if (int sig = signals.Received()) return Interrupted(sig);
+  doc["state"] = "up";
+  HOARD_RETURN_IF_ERROR(save());
   return doc;
 }
 
-Result<nlohmann::json> LocalDown(const std::string& dir, bool purge) {
-  const std::string cluster_file = JoinPath(dir, "cluster.json");
-  nlohmann::json doc = nlohmann::json::object();
-  if (Result<std::string> text = ReadFile(cluster_file); text.ok()) {
-    doc = nlohmann::json::parse(*text, nullptr, false);
-    if (!doc.is_object()) return Status::Corruption(cluster_file + " is not valid JSON");
+// Deletes the cluster directory `real` that `given` names. When `given` is a
+// symlink, the link and its target are the user's: only the contents go.
+Status Purge(const std::string& given, const std::string& real) {
+  struct stat st;
+  if (::lstat(given.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return RemoveTree(real);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(real, ec)) {
+    HOARD_RETURN_IF_ERROR(RemoveTree(entry.path().string()));
   }
-  nlohmann::json stopped = nlohmann::json::array();
-  // The mount first, so no reader is left hanging on a stopped node.
-  const std::string mnt = JoinPath(dir, "mnt");
-  HOARD_RETURN_IF_ERROR(Unmount(mnt));
-  if (doc.contains("mount") && doc["mount"].is_object()) {
-    Stop(doc["mount"]["pid"].get<pid_t>(), "hoard-fuse", 5s);
-    stopped.push_back("mount");
+  if (ec) return Status::FromErrno(ec.value(), "list " + real);
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string ShellWord(const std::string& path) {
+  if (path.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@") ==
+      std::string::npos) {
+    return path;
   }
-  if (doc.contains("nodes")) {
-    for (const auto& n : doc["nodes"]) {
-      Stop(n["pid"].get<pid_t>(), "hoard-node", 5s);
-      stopped.push_back(n["name"]);
+  std::string out = "'";
+  for (char c : path) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+Result<json> LocalUp(const LocalUpOptions& o, zmq::context_t& zmq) {
+  if (o.nodes < 1 || o.nodes > 64) return Status::InvalidArgument("--nodes must be between 1 and 64");
+  HOARD_RETURN_IF_ERROR(MakeDirs(o.dir));
+  HOARD_ASSIGN_OR_RETURN(const std::string dir, RealPath(o.dir));
+  HOARD_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir, "up"));
+  SignalBlock signals;
+  const std::string cluster_file = JoinPath(dir, kClusterFile);
+  HOARD_ASSIGN_OR_RETURN(json old, ReadRecord(cluster_file));
+  if (!old.empty()) {
+    Recorded r = ParseRecord(old);
+    // A record without a state comes from an older hoard, which wrote it once
+    // everything was up.
+    const std::string state = old.contains("state") ? StringAt(old, "state") : "up";
+    if (state == "up" && !r.coordinator.empty() && Running(r.coordinator[0])) {
+      return Status::AlreadyExists("a local cluster is already running in " + dir +
+                                   "; stop it first with: hoard local down --dir " + ShellWord(dir));
+    }
+    // An `up` that died midway, or a cluster whose coordinator is gone (a
+    // crash, a reboot): stop whatever of it survived, so that there is never a
+    // second set of processes on one store.
+    HOARD_RETURN_IF_ERROR(UnmountRecorded(r, dir));
+    StopReport report = StopRecorded(r);
+    if (!report.clean()) {
+      return Status::Unavailable("processes of the previous cluster in " + dir + " would not stop: " +
+                                 report.Summary());
+    }
+    if (std::remove(cluster_file.c_str()) != 0 && errno != ENOENT) {
+      return Status::FromErrno(errno, "remove " + cluster_file);
     }
   }
-  if (doc.contains("coordinator_pid")) {
-    Stop(doc["coordinator_pid"].get<pid_t>(), "hoard-coordinator", 5s);
-    stopped.push_back("coordinator");
+  for (const char* sub : {"logs", "coordinator", "mount-cache", "mnt"}) {
+    HOARD_RETURN_IF_ERROR(MakeDirs(JoinPath(dir, sub)));
   }
-  std::remove(cluster_file.c_str());
-  if (purge) HOARD_RETURN_IF_ERROR(RemoveTree(dir));
-  return nlohmann::json{{"dir", dir}, {"stopped", stopped}, {"purged", purge}};
+  HOARD_RETURN_IF_ERROR(Unmount(JoinPath(dir, "mnt")));  // a mount left behind by a crash
+
+  json doc = {{"state", "starting"},   {"dir", dir},          {"up_pid", ::getpid()},
+              {"coordinator", nullptr}, {"nodes", json::array()}, {"mount", nullptr}};
+  Result<json> up = StartCluster(o, dir, zmq, signals, doc);
+  if (up.ok()) return up;
+
+  // Every failure, a signal included, ends here: stop what the record names.
+  Recorded r = ParseRecord(doc);
+  Status unmounted = UnmountRecorded(r, dir);
+  StopReport report = StopRecorded(r);
+  std::string msg = up.status().message();
+  if (unmounted.ok() && report.clean()) {
+    std::remove(cluster_file.c_str());
+    if (signals.Received() != 0) msg += "; stopped what it had started";
+  } else {
+    doc["state"] = "failed";
+    (void)WriteFileAtomic(cluster_file, Dump(doc));
+    msg += "; and the cleanup failed:";
+    if (!unmounted.ok()) msg += " " + unmounted.message();
+    if (!report.clean()) msg += " still running: " + report.Summary();
+    msg += "; retry with: hoard local down --dir " + ShellWord(dir);
+  }
+  return Status(up.status().code(), msg);
+}
+
+Result<json> LocalDown(const std::string& given, bool purge) {
+  json result = {{"dir", given}, {"stopped", json::array()}, {"not_stopped", json::array()}, {"purged", purge}};
+  Result<std::string> resolved = RealPath(given);
+  if (!resolved.ok()) {
+    // Nothing there (or a dangling symlink): nothing runs from it.
+    if (resolved.status().code() == Code::kNotFound) return result;
+    return resolved.status();
+  }
+  const std::string dir = *resolved;
+  result["dir"] = dir;
+  const std::string cluster_file = JoinPath(dir, kClusterFile);
+  // No up ever ran here (or a purge emptied it): leave the directory as it
+  // is, without a lock file. An `up` starting meanwhile has recorded nothing
+  // yet, so this `down` simply comes first.
+  if (::access(JoinPath(dir, kLockFile).c_str(), F_OK) != 0 && ::access(cluster_file.c_str(), F_OK) != 0 &&
+      !Mounted(JoinPath(dir, "mnt"))) {
+    return result;
+  }
+  HOARD_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir, "down"));
+  HOARD_ASSIGN_OR_RETURN(json doc, ReadRecord(cluster_file));
+  Recorded r = ParseRecord(doc);
+  // The mount first, so no reader is left hanging on a stopped node.
+  HOARD_RETURN_IF_ERROR(UnmountRecorded(r, dir));
+  StopReport report = StopRecorded(r);
+  result["stopped"] = report.stopped;
+  result["not_stopped"] = report.not_stopped;
+  if (!report.clean()) {
+    // Keep the record, so that the next `down` (or `up`) tries them again,
+    // and the store of a process that still runs.
+    result["purged"] = false;
+    return result;
+  }
+  if (std::remove(cluster_file.c_str()) != 0 && errno != ENOENT) {
+    return Status::FromErrno(errno, "remove " + cluster_file);
+  }
+  if (purge) HOARD_RETURN_IF_ERROR(Purge(given, dir));
+  return result;
 }
 
 }  // namespace hoard::cli

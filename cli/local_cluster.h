@@ -3,17 +3,35 @@
 // A whole hoard cluster on this machine, under one directory, on loopback
 // ports: what `hoard local up|down`, the demo and the end-to-end tests use.
 //
-//   DIR/cluster.json       endpoints, pids and paths of what runs (written
-//                          last by `up`, removed last by `down`)
+//   DIR/cluster.json       endpoints, PIDs (with each process's start time)
+//                          and paths of what runs; see "Records" below
+//   DIR/local.lock         flock'ed by a running `up` or `down`
 //   DIR/coordinator/       the coordinator's data directory
 //   DIR/nodeN/             node N's directory; its chunk store is DIR/nodeN/store
 //   DIR/mount-cache/       the mount's manifests and last cluster map
 //   DIR/mnt/               the mount (node1's view)
 //   DIR/logs/*.log         one log per process
 //
+// DIR is resolved (symlinks, "..") once it exists, and every path recorded or
+// compared with /proc/self/mountinfo is the resolved one.
+//
+// Records. `up` writes cluster.json as it goes: every process is recorded
+// before it is allowed to exec (the child waits on a pipe for that), with
+// "state": "starting" until everything is ready, then "up". So whatever
+// happens to the CLI (a failure, ^C, SIGKILL), the file names every daemon that
+// may run, and `down` or the next `up` stops them; there is never a second set
+// of processes on one store. "failed" means a failed `up` could not stop
+// everything; `down` retries.
+//
 // Processes are started in their own sessions, so they outlive the CLI, and
-// are stopped by PID; a PID is signalled only after checking that it still
-// runs one of our binaries (PIDs are reused).
+// are stopped by PID. A PID is signalled only if its start time (field 22 of
+// /proc/PID/stat) is the recorded one: PIDs are reused, start times with them
+// are not. A recorded process whose PID now names another process is gone.
+//
+// Concurrency: `up` and `down` hold an exclusive flock on DIR/local.lock for
+// their whole run; a second one on the same directory fails at once. `up`
+// holds SIGINT, SIGTERM and SIGHUP blocked while it runs and checks for them
+// while it waits: one of them stops what was started and fails the `up`.
 //
 // Thread-safety: single-threaded CLI code.
 #pragma once
@@ -38,13 +56,26 @@ struct LocalUpOptions {
 };
 
 // Starts everything and waits until it is ready: the coordinator answers, all
-// nodes are registered and up, the mount is mounted. On failure, stops what it
-// started and returns the reason with the tail of the failing process's log.
+// nodes are registered and up, the mount is mounted. On any failure, or a
+// signal, stops what it started and returns the reason (with the tail of the
+// failing process's log). A cluster already up in the directory is an
+// AlreadyExists error; the leftovers of one that died are stopped first.
 // Returns the contents of cluster.json.
 Result<nlohmann::json> LocalUp(const LocalUpOptions& options, zmq::context_t& zmq);
 
-// Unmounts and stops everything `up` started in `dir`. With `purge`, also
-// deletes the directory (the cached chunks included). Idempotent.
+// Unmounts and stops everything `up` recorded in `dir`. With `purge`, also
+// deletes the directory, cached chunks included (when `dir` is a symlink, its
+// target is emptied and both are kept). Idempotent.
+//
+// Returns {"dir", "stopped": [names], "not_stopped": [{"name", "pid",
+// "reason"}], "purged"}. A process that is still there after SIGKILL and a
+// deadline (e.g. stuck in the kernel, state D) is listed in not_stopped; then
+// cluster.json is kept, so that a later `down` tries again, and nothing is
+// purged.
 Result<nlohmann::json> LocalDown(const std::string& dir, bool purge);
+
+// `path` as one shell word (quoted if it needs to be), for the commands that
+// messages suggest.
+std::string ShellWord(const std::string& path);
 
 }  // namespace hoard::cli

@@ -4,6 +4,16 @@
 
 #include "cli/commands.h"
 
+namespace {
+
+// Scripts branch on these; cli/context.cc (Context::Fail) decides them.
+constexpr const char* kExitStatus =
+    "Exit status: 0 ok; 1 the operation failed (including an error the coordinator reported,\n"
+    "  e.g. an origin that is down); 2 bad usage or bad input; 3 the coordinator could not be\n"
+    "  reached (no answer at all).";
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"hoard: a distributed cache of training datasets on the GPU nodes' local disks.\n"
@@ -25,6 +35,7 @@ int main(int argc, char** argv) {
   hoard::cli::AddWarmCommand(app, &action);
   hoard::cli::AddLocalCommands(app, &action);
 
+  app.footer(kExitStatus);
   // Subcommand help lists the global options too: they work after any command.
   std::function<void(CLI::App*)> footer = [&](CLI::App* cmd) {
     for (CLI::App* sub : cmd->get_subcommands({})) {
@@ -34,8 +45,7 @@ int main(int argc, char** argv) {
           "  --coordinator EP   coordinator endpoint (default: $HOARD_COORDINATOR, the local cluster,\n"
           "                     tcp://127.0.0.1:7100)\n"
           "  --dir DIR          local cluster directory (default: $HOARD_LOCAL_DIR or /tmp/hoard)\n"
-          "  --timeout-ms MS    per-request timeout\n"
-          "Exit status: 0 ok, 1 the operation failed, 2 bad usage, 3 the cluster cannot be reached.");
+          "  --timeout-ms MS    per-request timeout\n" + std::string(kExitStatus));
       footer(sub);
     }
   };

@@ -7,8 +7,13 @@
 // replaces whenever placement or the dataset list changes. Chunks already in
 // the store are skipped, so an interrupted warm-up resumes where it stopped.
 // A chunk that fails is recorded with its file and reason and retried after
-// `retry_after`; a full store stops that dataset's warm-up (recorded once)
-// until the targets change or the retry time passes.
+// `retry_after`.
+//
+// Space: a chunk that would push the store past its capacity is not fetched
+// at all (recorded as NoSpace), so a dataset larger than the cache fills what
+// fits without reading from the origin what it cannot keep. A disk that is
+// full below its configured capacity stops the dataset's warm-up until the
+// retry time passes.
 //
 // Thread-safety: all public methods may be called from any thread.
 #pragma once
@@ -19,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -48,7 +54,8 @@ class Warmer {
   // Replaces the work list and restarts the scan.
   void SetTargets(std::vector<Target> targets);
 
-  // The most recent failures of a dataset (at most 100), oldest first.
+  // The files of a dataset with a failed chunk (at most 100), in dataset
+  // order, each with the reason of its first failed chunk.
   std::vector<proto::FileFailure> Failures(uint64_t uid) const;
 
   // Bumps whenever the failure list changes, so a reporter can tell it has
@@ -69,7 +76,8 @@ class Warmer {
   void WorkerLoop();
   // Finds the next owned chunk not in the store. REQUIRES: mu_ held.
   bool NextJobLocked(Job* job);
-  void RecordFailure(uint64_t uid, const std::string& path, const std::string& error);
+  void RecordFailure(const Job& job, const std::string& path, const std::string& error);
+  void ClearFailure(const Job& job);
 
   ChunkFiller* filler_;
   ChunkStore* store_;
@@ -84,8 +92,11 @@ class Warmer {
   std::vector<size_t> cursor_;            // guarded by mu_; next position per target
   std::vector<bool> blocked_;             // guarded by mu_; store full for this target
   std::chrono::steady_clock::time_point next_rescan_;  // guarded by mu_
-  // Failures by dataset uid, then path; bounded.
-  std::map<uint64_t, std::map<std::string, std::string>> failures_;  // guarded by mu_
+  // Failures by dataset uid, then chunk ordinal (a file's chunks fail and
+  // succeed separately); at most kMaxFailures per dataset.
+  static constexpr size_t kMaxFailures = 1000;
+  std::map<uint64_t, std::map<uint64_t, proto::FileFailure>> failures_;  // guarded by mu_
+  std::set<uint64_t> capacity_logged_;  // guarded by mu_; datasets whose full cache was logged
 
   std::atomic<uint64_t> failure_generation_{0};
   std::atomic<uint64_t> fetched_chunks_{0};

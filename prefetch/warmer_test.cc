@@ -71,20 +71,38 @@ TEST_F(WarmerTest, FailuresAreListedPerFileAndRetried) {
   ASSERT_TRUE(Eventually([&] { return store->usage().chunks == 10 && w.Failures(42).empty(); }));
 }
 
-TEST_F(WarmerTest, FullStoreStopsTheDatasetWithOneClearFailure) {
-  MakeDataset(Files(40));
+TEST_F(WarmerTest, AFullStoreKeepsWhatFitsAndFetchesNothingItCannotKeep) {
+  MakeDataset(Files(40));  // 40 files of 1000-1039 bytes
   auto store = OpenStore(/*capacity=*/10 * 1100);
   ChunkFiller filler(store.get(), pool_.get(), log_);
   Warmer w(&filler, store.get(), {.threads = 1, .retry_after = 10s, .logger = log_});
   w.Start();
   w.SetTargets({{view_, AllChunks()}});
-  ASSERT_TRUE(Eventually([&] { return !w.Failures(42).empty(); }));
+  ASSERT_TRUE(Eventually([&] { return w.Failures(42).size() == 40 - store->usage().chunks; }));
   std::this_thread::sleep_for(200ms);
-  const uint64_t reads = origin_->TotalReadCount();
-  std::this_thread::sleep_for(200ms);
-  EXPECT_EQ(origin_->TotalReadCount(), reads) << "no busy loop of fetches that cannot be stored";
+  const uint64_t stored = store->usage().chunks;
+  EXPECT_GE(stored, 9u) << "the store is filled with what fits";
   EXPECT_LE(store->usage().used_bytes, 10u * 1100);
+  EXPECT_EQ(origin_->TotalReadCount(), stored) << "nothing is read from the origin that cannot be kept";
   EXPECT_NE(w.Failures(42)[0].error.find("NoSpace"), std::string::npos);
+}
+
+// A file's chunks fail and succeed separately: a later chunk of the same file
+// that fits must not erase the failure of one that did not.
+TEST_F(WarmerTest, AFailedChunkStaysListedWhenItsSiblingsSucceed) {
+  MakeDataset({{"big", std::string(3 * kChunk, 'b')}});
+  auto store = OpenStore();
+  ChunkFiller filler(store.get(), pool_.get(), log_);
+  origin_->FailPath("big", Status::IoError("bad sector"), /*times=*/1);  // the first read only
+  Warmer w(&filler, store.get(), {.threads = 1, .retry_after = 10s, .logger = log_});
+  w.Start();
+  w.SetTargets({{view_, AllChunks()}});
+  ASSERT_TRUE(Eventually([&] { return store->usage().chunks == 2; }));
+  std::this_thread::sleep_for(100ms);
+  auto f = w.Failures(42);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].path, "big");
+  EXPECT_NE(f[0].error.find("bad sector"), std::string::npos);
 }
 
 TEST_F(WarmerTest, StopWhileWorkingReturnsPromptly) {

@@ -1,18 +1,91 @@
 #!/usr/bin/env python3
 """End to end with the embedded default origin (a local directory), as the
 demo uses it: the CLI's contract (exit codes, --json, one-line errors), a full
-chunk directory, a killed node, and `hoard local up|down` hygiene.
+chunk directory, a killed node, and `hoard local up|down` hygiene (paths with
+symlinks and spaces, signals and failures midway, concurrent up/down, recycled
+PIDs).
 """
+import fcntl
 import json
 import os
+import re
+import shutil
 import signal
+import socket
 import stat
+import subprocess
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+
+
+def mounted(path):
+    """Like harness.mounted, for any path: mountinfo escapes space, tab,
+    newline and backslash as octal."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mnt = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split(" ")[4])
+            if mnt == path:
+                return True
+    return False
+
+
+def processes_of(d):
+    """PIDs of live processes (zombies excluded) whose command line names the
+    directory `d`: every daemon (and wrapper) a cluster in `d` runs."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                args = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(d in a for a in args) and harness.alive(int(name)):
+            out.append(int(name))
+    return out
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def store_of(pid):
+    """The --store of a node agent, else None."""
+    args = cmdline(pid)
+    return args[args.index("--store") + 1] if "--store" in args[:-1] else None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def record(d):
+    try:
+        with open(os.path.join(d, "cluster.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def wait_until(pred, timeout, step=0.002):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
 
 
 class LocalClusterTest(unittest.TestCase):
@@ -120,6 +193,237 @@ class LocalClusterTest(unittest.TestCase):
             self.assertFalse(harness.alive(pid), pid)
         self.assertFalse(harness.mounted(c.mnt))
         c.cli("local", "down")
+
+    def test_exit_codes(self):
+        c = self.start(nodes=1)
+        # The coordinator answers Unavailable (the NFS origin is not there):
+        # the operation failed, the cluster is fine.
+        r = c.cli("dataset", "add", "x", "nfs://127.0.0.1:9/export?mountport=9", "--json", check=False)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertEqual(json.loads(r.stdout)["code"], "Unavailable")
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertNotIn("is the cluster up", r.stderr)
+        # No coordinator at all: 3, as with --json.
+        dead = f"tcp://127.0.0.1:{free_port()}"
+        for extra in ([], ["--json"]):
+            r = harness.hoard("--coordinator", dead, "status", *extra, check=False, timeout=60)
+            self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+            self.assertIn("is the cluster up", r.stderr)
+        r = harness.hoard("--coordinator", dead, "dataset", "ls", check=False, timeout=60)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        # Bad input is 2 even when the coordinator is not there to see it.
+        r = harness.hoard("--coordinator", dead, "dataset", "add", "x", "ftp://host/data", check=False, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        # The help says so.
+        for cmd in ([], ["status"], ["dataset", "add"]):
+            out = " ".join(harness.hoard(*cmd, "--help").stdout.split())
+            self.assertIn("1 the operation failed", out, cmd)
+            self.assertIn("2 bad usage or bad input", out, cmd)
+            self.assertIn("3 the coordinator could not be reached", out, cmd)
+
+    def test_dir_through_a_symlink_and_with_spaces(self):
+        # A space and a tab in the real path (mountinfo escapes both), reached
+        # through a symlink (whose name has a space too).
+        real_d = os.path.join(self.tmp.path, "with space", "real\tdir")
+        os.makedirs(real_d)
+        d = os.path.join(self.tmp.path, "link to cluster")
+        os.symlink(real_d, d)
+        start = time.time()
+        info = harness.hoard_json("--dir", d, "local", "up", "--nodes", "2", timeout=120)
+        self.addCleanup(harness.hoard, "--dir", d, "local", "down", check=False, timeout=120)
+        self.assertLess(time.time() - start, 10)
+        self.assertEqual(info["dir"], real_d)
+        self.assertEqual(info["mount"]["path"], os.path.join(real_d, "mnt"))
+        self.assertTrue(mounted(os.path.join(real_d, "mnt")))
+        # The CLI finds it through the link, and the mount serves the data.
+        harness.hoard("--dir", d, "dataset", "add", "ds", self.origin)
+        self.assertEqual(sorted(os.listdir(os.path.join(d, "mnt", "datasets", "ds"))), sorted(os.listdir(self.origin)))
+        pids = processes_of(real_d)
+        self.assertEqual(len(pids), 4, pids)  # coordinator, 2 nodes, mount
+        r = harness.hoard("--dir", d, "local", "up", check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("already running", r.stderr)
+        self.assertIn("--dir '", r.stderr)  # the suggested command quotes the path
+        harness.hoard("--dir", d, "local", "down", timeout=120)
+        self.assertFalse(mounted(os.path.join(real_d, "mnt")))
+        self.assertEqual(processes_of(real_d), [])
+        for pid in pids:
+            self.assertFalse(harness.alive(pid), pid)
+        # It comes back up, keeping its chunks, and --purge through the link
+        # empties the target and keeps the link usable.
+        harness.hoard("--dir", d, "local", "up", "--nodes", "1", timeout=120)
+        self.assertTrue(mounted(os.path.join(real_d, "mnt")))
+        harness.hoard("--dir", d, "local", "down", "--purge", timeout=120)
+        self.assertFalse(mounted(os.path.join(real_d, "mnt")))
+        self.assertEqual(processes_of(real_d), [])
+        self.assertTrue(os.path.islink(d))
+        self.assertEqual(os.listdir(real_d), [])
+        harness.hoard("--dir", d, "local", "down")  # nothing there: fine, and leaves nothing
+        self.assertEqual(os.listdir(real_d), [])
+
+    def slow_bin(self, node_delay=1.0, fuse_cmd=None):
+        """A bin directory whose `hoard` starts daemons through wrappers: each
+        node sleeps `node_delay` s before it execs, the mount runs `fuse_cmd`
+        (a shell line) if given. Slow or broken start-ups, made deterministic."""
+        b = os.path.join(self.tmp.path, "bin")
+        if os.path.exists(b):
+            shutil.rmtree(b)
+        os.makedirs(b)
+        # A copy, not a link: hoard finds the daemons beside /proc/self/exe.
+        shutil.copy2(os.path.join(harness.BIN, "hoard"), b)
+        os.symlink(os.path.join(harness.BIN, "hoard-coordinator"), os.path.join(b, "hoard-coordinator"))
+        for name, line in (("hoard-node", f'sleep {node_delay}; exec "{harness.BIN}/hoard-node" "$@"'),
+                           ("hoard-fuse", fuse_cmd or f'exec "{harness.BIN}/hoard-fuse" "$@"')):
+            with open(os.path.join(b, name), "w") as f:
+                f.write("#!/bin/sh\n" + line + "\n")
+            os.chmod(os.path.join(b, name), 0o755)
+        return os.path.join(b, "hoard")
+
+    def assert_nothing_left(self, d):
+        self.assertEqual(wait_until(lambda: processes_of(d) == [], 5, 0.1), True, processes_of(d))
+        self.assertFalse(mounted(os.path.join(d, "mnt")))
+
+    def test_signal_during_up_stops_what_it_started(self):
+        d = os.path.join(self.tmp.path, "sig")
+        self.addCleanup(harness.hoard, "--dir", d, "local", "down", check=False, timeout=120)
+        # Deterministic: slow daemons, the signal at a known stage.
+        hoard = self.slow_bin(node_delay=1.0, fuse_cmd='sleep 1; exec "%s/hoard-fuse" "$@"' % harness.BIN)
+        stages = (
+            (signal.SIGTERM, lambda j: j.get("coordinator_pid")),  # as soon as anything runs
+            (signal.SIGINT, lambda j: len(j.get("nodes", [])) == 3),  # waiting for the nodes to register
+            (signal.SIGHUP, lambda j: j.get("mount")),  # waiting for the mount
+        )
+        for sig, stage in stages:
+            with self.subTest(sig=sig.name):
+                p = subprocess.Popen([hoard, "--dir", d, "local", "up", "--nodes", "3"], text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                self.assertTrue(wait_until(lambda: (record(d) or {}).get("state") == "starting" and
+                                           stage(record(d)), 30), record(d))
+                p.send_signal(sig)
+                out, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, 1, out + err)
+                self.assertIn(f"interrupted by {sig.name}", err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                # `up` itself stopped everything and dropped its record...
+                self.assert_nothing_left(d)
+                self.assertIsNone(record(d))
+                # ...and `down` finds nothing to do.
+                harness.hoard("--dir", d, "local", "down", timeout=120)
+                self.assert_nothing_left(d)
+        # And with the real daemons, a SIGTERM shortly after start, whatever
+        # stage that is: afterwards `down` leaves nothing.
+        for delay in (0.0, 0.02, 0.05, 0.1, 0.2, 0.4):
+            with self.subTest(delay=delay):
+                p = subprocess.Popen([os.path.join(harness.BIN, "hoard"), "--dir", d, "local", "up"], text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                time.sleep(delay)
+                p.send_signal(signal.SIGTERM)
+                out, err = p.communicate(timeout=60)
+                self.assertIn(p.returncode, (0, 1, -signal.SIGTERM), out + err)
+                if p.returncode == 1:
+                    self.assertIn("interrupted by SIGTERM", err)
+                    self.assert_nothing_left(d)
+                harness.hoard("--dir", d, "local", "down", timeout=120)
+                self.assert_nothing_left(d)
+
+    def test_failures_midway_stop_what_was_started(self):
+        d = os.path.join(self.tmp.path, "fail")
+        os.makedirs(d)
+        self.addCleanup(harness.hoard, "--dir", d, "local", "down", check=False, timeout=120)
+        # node2's directory cannot be made: the coordinator and node1 were started.
+        with open(os.path.join(d, "node2"), "w") as f:
+            f.write("in the way\n")
+        r = harness.hoard("--dir", d, "local", "up", "--nodes", "3", check=False, timeout=120)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("node2", r.stderr)
+        self.assert_nothing_left(d)
+        self.assertIsNone(record(d))
+        os.remove(os.path.join(d, "node2"))
+        # The mount exits at start-up: its log is quoted, everything stops.
+        hoard = self.slow_bin(node_delay=0, fuse_cmd="echo no fuse today; exit 1")
+        r = subprocess.run([hoard, "--dir", d, "local", "up", "--nodes", "2"], text=True, capture_output=True,
+                           timeout=120)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("mount exited during start-up", r.stderr)
+        self.assertIn("no fuse today", r.stderr)
+        self.assert_nothing_left(d)
+        self.assertIsNone(record(d))
+
+    def test_killed_up_is_cleaned_by_the_next_up(self):
+        d = os.path.join(self.tmp.path, "killed")
+        hoard = self.slow_bin(node_delay=1.0)
+        p = subprocess.Popen([hoard, "--dir", d, "local", "up", "--nodes", "3"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        self.addCleanup(harness.hoard, "--dir", d, "local", "down", check=False, timeout=120)
+        self.assertTrue(wait_until(lambda: len((record(d) or {}).get("nodes", [])) == 3, 30), record(d))
+        p.kill()
+        p.wait()
+        # Everything it started is in the record, nothing else runs (once the
+        # wrappers' own forks, which share their command line, are done).
+        rec = record(d)
+        self.assertEqual(rec["state"], "starting")
+        recorded = {rec["coordinator_pid"]} | {n["pid"] for n in rec["nodes"]}
+        self.assertTrue(wait_until(lambda: set(processes_of(d)) <= recorded, 10, 0.05), (processes_of(d), recorded))
+        # The next `up` stops those first: one process per store, never two.
+        info = harness.hoard_json("--dir", d, "local", "up", "--nodes", "3", timeout=120)
+        for pid in recorded:
+            self.assertFalse(harness.alive(pid), pid)
+        for i in (1, 2, 3):
+            store = os.path.join(d, f"node{i}")
+            agents = [pid for pid in processes_of(store) if store_of(pid) == store]
+            self.assertEqual(len(agents), 1, (store, agents))
+        self.assertEqual(info["state"], "up")
+        harness.hoard("--dir", d, "local", "down", timeout=120)
+        self.assert_nothing_left(d)
+
+    def test_concurrent_up_and_down_are_refused(self):
+        d = os.path.join(self.tmp.path, "conc")
+        os.makedirs(d)
+        # Whoever holds the lock, a second up or down fails at once.
+        with open(os.path.join(d, "local.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            for cmd in (["local", "up"], ["local", "down"]):
+                start = time.time()
+                r = harness.hoard("--dir", d, *cmd, check=False, timeout=60)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertLess(time.time() - start, 2)
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+                self.assertIn("is running in", r.stderr)
+            self.assertEqual(processes_of(d), [])
+        # A real `up` in progress.
+        hoard = self.slow_bin(node_delay=1.5)
+        p = subprocess.Popen([hoard, "--dir", d, "local", "up", "--nodes", "2"], text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        self.addCleanup(harness.hoard, "--dir", d, "local", "down", check=False, timeout=120)
+        self.assertTrue(wait_until(lambda: (record(d) or {}).get("coordinator_pid"), 30))
+        for cmd in (["local", "up", "--nodes", "2"], ["local", "down"]):
+            r = harness.hoard("--dir", d, *cmd, check=False, timeout=60)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"hoard local up (pid {p.pid}) is running in", r.stderr)
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(len(processes_of(d)), 4)  # coordinator, 2 nodes, mount: one set
+        harness.hoard("--dir", d, "local", "down", timeout=120)
+        self.assert_nothing_left(d)
+
+    def test_down_leaves_a_recycled_pid_alone(self):
+        c = self.start(nodes=2)
+        # node2 dies; its PID now names another program, with the same name.
+        node2 = c.info["nodes"][1]
+        os.kill(node2["pid"], signal.SIGKILL)
+        self.assertTrue(wait_until(lambda: not harness.alive(node2["pid"]), 10, 0.05))
+        decoy = subprocess.Popen(["/usr/local/bin/hoard-node", "300"], executable="/bin/sleep")
+        self.addCleanup(decoy.wait)
+        self.addCleanup(decoy.kill)
+        rec = record(c.dir)
+        rec["nodes"][1]["pid"] = decoy.pid
+        with open(os.path.join(c.dir, "cluster.json"), "w") as f:
+            json.dump(rec, f)
+        r = c.cli_json("local", "down")
+        self.assertIn("node2", r["stopped"])
+        self.assertEqual(r["not_stopped"], [])
+        self.assertIsNone(decoy.poll(), "down signalled a process that is not ours")
+        self.assert_nothing_left(c.dir)
 
     def test_status_of_an_empty_cluster_is_not_an_error(self):
         c = self.start(nodes=2)
