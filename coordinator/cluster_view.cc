@@ -57,12 +57,11 @@ std::shared_ptr<const ClusterView> ClusterWatcher::Current() const {
   return view_;
 }
 
-Status ClusterWatcher::Poll(std::chrono::milliseconds ping_timeout) {
+Status ClusterWatcher::Poll() {
   std::shared_ptr<const ClusterView> cur = Current();
-  const auto timeout = ping_timeout.count() > 0 ? ping_timeout : options_.timeout;
   Result<proto::Pong> pong = [&] {
     std::lock_guard lock(sync_mu_);
-    return client_.Call(proto::Ping{}, timeout);
+    return client_.Call(proto::Ping{}, options_.timeout);
   }();
   if (!pong.ok()) return pong.status();
   if (pong->epoch == cur->epoch() && cur->epoch() != 0) return Status::Ok();

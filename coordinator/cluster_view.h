@@ -89,9 +89,8 @@ class ClusterWatcher {
   // current view stays and the error is returned.
   Status Sync(uint64_t known_epoch = 0);
 
-  // Asks the coordinator for its epoch (a Ping, waiting at most
-  // `ping_timeout`, default options.timeout) and syncs if it moved.
-  Status Poll(std::chrono::milliseconds ping_timeout = std::chrono::milliseconds(0));
+  // Asks the coordinator for its epoch (a Ping) and syncs if it moved.
+  Status Poll();
 
   // Poll for request paths (a lookup of an unknown name, a chunk request for
   // an unknown dataset version), which must stay fast whatever the
