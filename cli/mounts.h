@@ -15,10 +15,6 @@
 
 namespace hoard::cli {
 
-// mountinfo writes a space, tab, newline and backslash in a path as \040,
-// \011, \012 and \134; this undoes it.
-std::string UnescapeMountPath(std::string_view s);
-
 // True if something is mounted at `path`, which must be resolved (mountinfo
 // holds resolved paths).
 bool Mounted(const std::string& path);

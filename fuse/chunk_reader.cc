@@ -6,48 +6,86 @@
 
 #include <cerrno>
 
+#include "fuse/local_fds.h"
 #include "node/chunk_file.h"
 #include "node/chunk_store.h"
 
 namespace hoard::fuse {
+namespace {
+
+uint64_t NextReaderId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
 
 ChunkReader::ChunkReader(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view)
     : options_(std::move(options)),
       current_view_(std::move(current_view)),
       peers_(*options_.context, 16, options_.peer_connect_timeout),
       origins_(options_.origin, options_.open_origin),
-      origin_reader_(nullptr, &origins_, options_.logger) {}
+      origin_reader_(nullptr, &origins_, options_.logger),
+      id_(NextReaderId()) {}
 
-int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index) {
+ChunkReader::~ChunkReader() {
+  if (int fd = chunks_dir_.load(); fd >= 0) ::close(fd);
+}
+
+int ChunkReader::ChunksDir() {
+  int fd = chunks_dir_.load(std::memory_order_acquire);
+  if (fd >= 0 || options_.local_store.empty()) return fd;
+  const std::string dir = JoinPath(options_.local_store, "chunks");
+  int opened = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (opened < 0) return -1;
+  int expected = -1;
+  if (!chunks_dir_.compare_exchange_strong(expected, opened, std::memory_order_acq_rel)) {
+    ::close(opened);  // another thread won the race
+    return expected;
+  }
+  return opened;
+}
+
+int ChunkReader::LocalFd(const MountedDataset& ds, uint32_t entry, uint32_t index) {
   if (options_.local_store.empty()) return -1;
   const ChunkKey key = ds.manifest().chunk_key(entry, index);
-  const std::string path = ChunkStore::ChunkPath(options_.local_store, key);
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  LocalFds& fds = LocalFds::ForThisThread();
+  if (int fd = fds.Find(id_, key); fd >= 0) return fd;
+  const int fd = OpenLocal(ds, entry, index, key);
+  if (fd >= 0) fds.Put(id_, key, fd);
+  return fd;
+}
+
+int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index, const ChunkKey& key) {
+  const int dir = ChunksDir();
+  if (dir < 0) return -1;
+  char rel[ChunkStore::kRelativePathSize];
+  ChunkStore::RelativeChunkPath(key, rel);
+  UniqueFd fd(::openat(dir, rel, O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return -1;
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return -1;
-  Result<ChunkTrailer> t = ReadChunkTrailer(fd.get(), static_cast<uint64_t>(st.st_size));
   const uint64_t want = ChunkLength(ds.manifest().entry(entry).size, ds.manifest().chunk_size(), index);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const uint64_t fp = VerifiedSet::Fingerprint(key);
+  // A chunk this mount verified before: its file is immutable once renamed
+  // into place, so the size check is all that is left to do.
+  if (size == want + kChunkTrailerSize && verified_.Contains(fp)) return fd.Release();
+
+  // First use in this mount: one pass over the file checks the trailer and the
+  // bytes (and leaves them in the page cache for the reply). A chunk that
+  // fails is left for the node agent, which verifies before serving and drops
+  // it; we read from the next source.
+  constexpr size_t kScratch = 256 << 10;
+  thread_local std::unique_ptr<char[]> scratch(new char[kScratch]);
+  Result<ChunkTrailer> t = ReadAndVerifyChunkFile(fd.get(), size, scratch.get(), kScratch);
   if (!t.ok() || t->length != want) {
-    options_.logger->warn("local chunk {} of {} is unusable ({}); reading it elsewhere", key.Name(), ds.name,
-                          t.ok() ? "wrong length" : t.status().ToString());
+    counters_.corrupt_local_chunks.fetch_add(1, std::memory_order_relaxed);
+    options_.logger->error("local chunk {} of {} is unusable ({}); reading it elsewhere", key.Name(), ds.name,
+                           t.ok() ? "wrong length" : t.status().ToString());
     return -1;
   }
-  {
-    std::lock_guard lock(verified_mu_);
-    if (verified_.count(key)) return fd.Release();
-  }
-  // First use in this mount: check the bytes against the checksum. A chunk
-  // that fails is left for the node agent, which verifies before serving and
-  // drops it; we read from the next source.
-  Status v = VerifyChunkFile(fd.get(), *t);
-  if (!v.ok()) {
-    counters_.corrupt_local_chunks.fetch_add(1);
-    options_.logger->error("local chunk {} of {}: {}; reading it elsewhere", key.Name(), ds.name, v.ToString());
-    return -1;
-  }
-  std::lock_guard lock(verified_mu_);
-  verified_.insert(key);
+  verified_.Insert(fp);
   return fd.Release();
 }
 

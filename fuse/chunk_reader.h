@@ -2,8 +2,9 @@
 //
 // ChunkReader finds the bytes of one chunk for the mount, trying in order:
 //   1. this node's chunk store: the chunk file is opened directly (no IPC), its
-//      checksum verified the first time this mount uses it, and the caller
-//      reads (or splices) from the fd;
+//      checksum verified the first time this mount uses it (VerifiedSet), and
+//      the caller splices from the fd, which the calling thread keeps open for
+//      its next requests (LocalFds);
 //   2. the chunk's owners over ZeroMQ, up ones first in placement rank order;
 //      an owner that misses reads through from the origin and caches;
 //   3. the origin itself, when no owner answers within the peer timeout.
@@ -24,7 +25,6 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
@@ -33,6 +33,7 @@
 #include "common/single_flight.h"
 #include "coordinator/cluster_view.h"
 #include "fuse/namespace.h"
+#include "fuse/verified_set.h"
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_filler.h"
 #include "proto/rpc_client.h"
@@ -64,11 +65,13 @@ class ChunkReader {
   using Bytes = std::shared_ptr<const std::string>;
 
   ChunkReader(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view);
+  ~ChunkReader();
 
-  // Opens the local chunk file of chunk `index` of file `entry` and verifies it
-  // (once per mount). Returns an fd owned by the caller, or -1 when the chunk
-  // is not held locally (or failed its checksum, which is logged).
-  int OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index);
+  // The local chunk file of chunk `index` of file `entry`, verified (once per
+  // mount), or -1 when the chunk is not held locally (or failed its checksum,
+  // which is logged). The fd is borrowed from this thread's LocalFds: valid
+  // until this thread's next call. A hit costs no lock, allocation or syscall.
+  int LocalFd(const MountedDataset& ds, uint32_t entry, uint32_t index);
 
   // The whole chunk from peers or the origin (step 2 and 3 above).
   Result<Bytes> FetchRemote(const MountedDataset& ds, uint32_t entry, uint32_t index);
@@ -76,6 +79,11 @@ class ChunkReader {
   Counters& counters() { return counters_; }
 
  private:
+  // Opens and (first time) verifies a local chunk file; -1 if unusable.
+  int OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index, const ChunkKey& key);
+  // DIR/chunks of the local store, opened on first use (the node agent may
+  // create the store after the mount starts); -1 while it does not exist.
+  int ChunksDir();
   Result<Bytes> FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index);
   Result<Bytes> FetchFromPeer(const proto::NodeInfo& node, const MountedDataset& ds, uint32_t entry,
                               uint32_t index, uint64_t chunk_len);
@@ -93,8 +101,9 @@ class ChunkReader {
   ChunkFiller origin_reader_;  // no store: reads through without caching
   Counters counters_;
 
-  std::mutex verified_mu_;
-  std::unordered_set<ChunkKey, ChunkKeyHash> verified_;  // guarded by verified_mu_
+  const uint64_t id_;  // this reader's key in every thread's LocalFds
+  std::atomic<int> chunks_dir_{-1};
+  VerifiedSet verified_;
 
   SingleFlight<ChunkKey, Result<Bytes>, ChunkKeyHash> flights_;
   // In-memory LRU of remote chunks.

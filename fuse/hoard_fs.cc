@@ -1,14 +1,28 @@
 // HoardFs lifecycle, the map watcher, and the operations table.
 #include "fuse/hoard_fs.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <ctime>
 
 #include "common/file_util.h"
+#include "common/mountinfo.h"
 #include "fuse/inode.h"
 
 namespace hoard::fuse {
 namespace {
+
+// Writes a sysfs knob (not atomically: sysfs files are not renamed into).
+Status WriteKnob(const std::string& path, const std::string& value) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
+  if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
+    return Status::FromErrno(errno, "write " + path);
+  }
+  return Status::Ok();
+}
 
 HoardFs* Fs(fuse_req_t req) { return static_cast<HoardFs*>(fuse_req_userdata(req)); }
 
@@ -86,6 +100,8 @@ void HoardFs::WatchLoop() {
     if (std::chrono::steady_clock::now() >= next_poll) {
       Status s = watcher_.Poll();
       if (!s.ok()) options_.logger->debug("map poll: {}", s.ToString());
+      if (se != nullptr && initialized_.load() && !read_ahead_done_) TuneReadAhead();
+      WriteStats();
       next_poll = std::chrono::steady_clock::now() + options_.poll_interval;
     }
     lock.lock();
@@ -109,6 +125,53 @@ void HoardFs::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
   cv_.notify_all();
 }
 
+void HoardFs::TuneReadAhead() {
+  read_ahead_done_ = true;  // one attempt: a failure is logged, not retried
+  if (options_.read_ahead_kb == 0 || options_.mountpoint.empty()) return;
+  // The mount's backing device is "0:N" in /proc/self/mountinfo; reading it
+  // there (not with stat) never sends a request to our own mount, which could
+  // hang while the session is shutting down.
+  Result<std::string> dev = MountDevice(options_.mountpoint);
+  if (!dev.ok()) {
+    options_.logger->warn("read-ahead left at the kernel default: {}", dev.status().ToString());
+    return;
+  }
+  const std::string knob = "/sys/class/bdi/" + *dev + "/read_ahead_kb";
+  if (Status s = WriteKnob(knob, std::to_string(options_.read_ahead_kb)); !s.ok()) {
+    options_.logger->warn("read-ahead left at the kernel default: {}", s.ToString());
+    return;
+  }
+  options_.logger->info("kernel read-ahead for the mount: {} KiB", options_.read_ahead_kb);
+}
+
+void HoardFs::WriteStats() const {
+  if (options_.cache_dir.empty()) return;
+  const ChunkReader::Counters& c = const_cast<ChunkReader&>(reader_).counters();
+  auto v = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  std::string sizes;
+  for (size_t b = 0; b < MountStats::kSizeBuckets; ++b) {
+    if (b > 0) sizes += ", ";
+    sizes += "\"" + std::to_string(4 << b) + (b + 1 == MountStats::kSizeBuckets ? "+" : "") +
+             "\": " + std::to_string(v(stats_.read_sizes[b]));
+  }
+  std::string json = "{\"lookups\": " + std::to_string(v(stats_.lookups)) +
+                     ", \"getattrs\": " + std::to_string(v(stats_.getattrs)) +
+                     ", \"readdirs\": " + std::to_string(v(stats_.readdirs)) +
+                     ", \"opens\": " + std::to_string(v(stats_.opens)) +
+                     ", \"reads\": " + std::to_string(v(stats_.reads)) +
+                     ", \"read_bytes\": " + std::to_string(v(stats_.read_bytes)) +
+                     ", \"read_errors\": " + std::to_string(v(stats_.read_errors)) +
+                     ", \"local_bytes\": " + std::to_string(v(c.local_bytes)) +
+                     ", \"peer_bytes\": " + std::to_string(v(c.peer_bytes)) +
+                     ", \"origin_bytes\": " + std::to_string(v(c.origin_bytes)) +
+                     ", \"peer_failures\": " + std::to_string(v(c.peer_failures)) +
+                     ", \"corrupt_local_chunks\": " + std::to_string(v(c.corrupt_local_chunks)) +
+                     ", \"read_sizes_kib\": {" + sizes + "}}\n";
+  if (Status s = WriteFileAtomic(JoinPath(options_.cache_dir, "stats.json"), json); !s.ok()) {
+    options_.logger->debug("stats: {}", s.ToString());
+  }
+}
+
 void HoardFs::Init(fuse_conn_info* conn) {
   // Reads of local chunks are answered from the chunk file's fd; let libfuse
   // splice them to the kernel instead of copying through our memory.
@@ -124,6 +187,17 @@ void HoardFs::Init(fuse_conn_info* conn) {
   // Data is immutable; the kernel must not drop cached pages because an
   // mtime it saw once "changed".
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  // Reads need no open state (ops_io.cc): let the kernel open files without
+  // asking. It then keeps the page cache across opens, as keep_cache does.
+  if (!options_.strict_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
+    conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+    no_open_.store(true);
+  }
+  // Many readers of many small files: let the kernel keep more requests in
+  // flight than the default 12 before it throttles them.
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+  initialized_.store(true);
 }
 
 const fuse_lowlevel_ops& HoardFs::Ops() {
@@ -175,6 +249,11 @@ const fuse_lowlevel_ops& HoardFs::Ops() {
     };
     o.link = [](fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { Fs(req)->ReadOnly(req); };
     o.create = [](fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { Fs(req)->ReadOnly(req); };
+    o.write = [](fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { Fs(req)->ReadOnly(req); };
+    o.write_buf = [](fuse_req_t req, fuse_ino_t, fuse_bufvec*, off_t, fuse_file_info*) { Fs(req)->ReadOnly(req); };
+    o.fallocate = [](fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { Fs(req)->ReadOnly(req); };
+    o.copy_file_range = [](fuse_req_t req, fuse_ino_t, off_t, fuse_file_info*, fuse_ino_t, off_t, fuse_file_info*,
+                           size_t, int) { Fs(req)->ReadOnly(req); };
     o.setxattr = [](fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { Fs(req)->ReadOnly(req); };
     o.removexattr = [](fuse_req_t req, fuse_ino_t, const char*) { Fs(req)->ReadOnly(req); };
     return o;

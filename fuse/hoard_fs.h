@@ -17,8 +17,10 @@
 // datasets are added or removed: short timeouts there, and the kernel is told
 // to drop a name when its dataset goes away or changes version.
 //
-// State: no per-inode state (fuse/inode.h); an open file holds an OpenFile
-// (its dataset, entry, and the few local chunk files it read last).
+// State: no per-inode and no per-open-file state (fuse/inode.h): a read finds
+// its dataset and file from the inode number alone, so the kernel is told to
+// skip open and release (unless Options::strict_open), and each worker thread
+// keeps the chunk files it read last open (fuse/local_fds.h).
 //
 // Failures: every operation is wrapped so that an exception (bad_alloc, a
 // library error) becomes EIO for that request and a log line, never the end
@@ -32,7 +34,6 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -47,6 +48,7 @@
 
 #include "coordinator/cluster_view.h"
 #include "fuse/chunk_reader.h"
+#include "fuse/mount_stats.h"
 #include "fuse/namespace.h"
 
 namespace hoard::fuse {
@@ -62,6 +64,14 @@ class HoardFs {
     std::chrono::milliseconds poll_interval{1000};
     std::chrono::milliseconds peer_timeout{10000};
     std::chrono::milliseconds peer_connect_timeout{500};
+    // Refuse writes at open() (one FUSE request per open) instead of letting
+    // the kernel open files by itself and refusing the write (zero requests).
+    bool strict_open = false;
+    // Where the mount is: used to find its kernel read-ahead setting.
+    std::string mountpoint;
+    // The kernel's read-ahead window for the mount; 0 leaves the kernel's
+    // default (128 KiB, which makes a 256 MiB file 2,048 round trips).
+    uint32_t read_ahead_kb = 4096;
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;
     OriginPool::Opener open_origin;  // tests substitute an in-memory origin
@@ -81,6 +91,7 @@ class HoardFs {
   static const fuse_lowlevel_ops& Ops();
 
   ChunkReader& reader() { return reader_; }
+  const MountStats& stats() const { return stats_; }
 
   // ---- operations (called through Ops()) ----
   void Init(fuse_conn_info* conn);
@@ -100,30 +111,10 @@ class HoardFs {
   void OpFailed(const char* op, const char* what) { options_.logger->error("{} failed: {}", op, what); }
 
  private:
-  // A local chunk file opened for reading; closed when the last reader (or
-  // the OpenFile's cache) lets go of it.
-  struct LocalChunk {
-    uint64_t chunk = 0;
-    int fd = -1;
-    ~LocalChunk();
-  };
-  // An open dataset file.
-  struct OpenFile {
-    const MountedDataset* dataset;
-    uint32_t entry;
-    std::mutex mu;
-    // The local chunk files read last. A handle keeps at most this many open,
-    // so a reader of a huge file never runs the mount out of descriptors.
-    static constexpr size_t kRecent = 4;
-    std::array<std::shared_ptr<LocalChunk>, kRecent> recent;  // guarded by mu
-    size_t next_slot = 0;                                     // guarded by mu
-  };
-
   // Attributes of an inode; kNotFound (ESTALE at the edge) if it no longer exists.
   Status Stat(fuse_ino_t ino, struct stat* st) const;
   void FillEntry(fuse_ino_t ino, const struct stat& st, fuse_entry_param* e) const;
   // The chunk's local file, or null when this node does not hold it.
-  std::shared_ptr<LocalChunk> Local(OpenFile* of, uint64_t chunk);
   void WatchLoop();
   // Polls the coordinator now: a name missing from /datasets may have been
   // added a moment ago, and a user who just ran `hoard dataset add` expects
@@ -132,12 +123,20 @@ class HoardFs {
   // again for a second (ClusterWatcher::RefreshForRequest).
   void RefreshNow();
   void OnViewChange(const std::shared_ptr<const ClusterView>& view);
+  // Sets the kernel's read-ahead window for this mount (a per-mount sysfs
+  // knob that only exists once the kernel has processed INIT).
+  void TuneReadAhead();
+  void WriteStats() const;
 
   Options options_;
   Namespace ns_;
   ClusterWatcher watcher_;
   ChunkReader reader_;
+  MountStats stats_;
   std::atomic<fuse_session*> session_{nullptr};
+  std::atomic<bool> no_open_{false};  // the kernel may skip open (set in Init)
+  std::atomic<bool> initialized_{false};
+  bool read_ahead_done_ = false;  // watch thread only
   const int64_t start_time_;
 
   std::thread watch_thread_;

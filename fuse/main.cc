@@ -1,4 +1,10 @@
 // hoard-fuse: the POSIX mount of a node (MOUNT/datasets/NAME/...).
+#include <limits.h>
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <CLI/CLI.hpp>
 
 #include "common/daemon.h"
@@ -7,25 +13,44 @@
 int main(int argc, char** argv) {
   CLI::App app{"hoard-fuse: mounts every hoard dataset under MOUNTPOINT/datasets"};
   std::string mountpoint, coordinator = "tcp://127.0.0.1:7100", node_store, cache_dir, log_level = "info";
-  bool allow_other = false, debug = false;
+  bool allow_other = false, debug = false, strict_open = false;
   int threads = 16;
+  uint32_t read_ahead_kb = 4096;
   app.add_option("mountpoint", mountpoint, "Where to mount")->required();
   app.add_option("--coordinator", coordinator, "Coordinator endpoint")->capture_default_str();
   app.add_option("--node-store", node_store,
                  "This node's chunk store (STORE_DIR/store of its hoard-node), for reading local chunks directly");
   app.add_option("--cache-dir", cache_dir, "Where the mount keeps manifests and the last cluster map")->required();
   app.add_flag("--allow-other", allow_other, "Let users other than the mounter use the mount (multi-user nodes)");
-  app.add_option("--threads", threads, "Maximum idle FUSE worker threads")->capture_default_str();
+  app.add_option("--threads", threads, "FUSE worker threads kept idle (up to 4x as many run under load)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--read-ahead-kb", read_ahead_kb, "Kernel read-ahead for the mount, KiB (0: kernel default)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_flag("--strict-open", strict_open,
+               "Refuse write opens at open() (one FUSE request per open) instead of at the first write "
+               "(the default lets the kernel open files without asking the mount)");
   app.add_flag("--fuse-debug", debug, "Print every FUSE request");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   auto log = hoard::MakeLogger("fuse", log_level);
+  // mountinfo holds resolved paths; the read-ahead knob is found through it.
+  char resolved[PATH_MAX];
+  if (::realpath(mountpoint.c_str(), resolved) == nullptr) {
+    log->critical("cannot mount on {}: {}", mountpoint, std::strerror(errno));
+    return 1;
+  }
+  mountpoint = resolved;
   const uint64_t files = hoard::RaiseFileLimit();
   zmq::context_t context;
   hoard::fuse::HoardFs fs({.coordinator = coordinator,
                            .local_store = node_store,
                            .cache_dir = cache_dir,
+                           .strict_open = strict_open,
+                           .mountpoint = mountpoint,
+                           .read_ahead_kb = read_ahead_kb,
                            .logger = log,
                            .context = &context});
   if (hoard::Status s = fs.Start(); !s.ok()) {
@@ -56,6 +81,9 @@ int main(int argc, char** argv) {
       fuse_loop_config* config = fuse_loop_cfg_create();
       fuse_loop_cfg_set_clone_fd(config, 1);
       fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(threads));
+      // Readers blocked on a peer or the origin hold a thread each; leave room
+      // for local hits to keep flowing past them.
+      fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(4 * threads));
       rc = fuse_session_loop_mt(se, config);
       fuse_loop_cfg_destroy(config);
       // The watch thread may be about to notify the kernel through the

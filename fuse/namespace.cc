@@ -50,7 +50,7 @@ std::vector<std::string> Namespace::Update(const ClusterView& view) {
       }
       continue;
     }
-    auto md = std::make_unique<MountedDataset>(MountedDataset{name, next_slot_++, ds});
+    auto md = std::make_unique<MountedDataset>(name, next_slot_++, ds);
     slots_[md->slot].store(md.get(), std::memory_order_release);
     listing->datasets.emplace_back(name, md.get());
     all_.push_back(std::move(md));
@@ -58,7 +58,7 @@ std::vector<std::string> Namespace::Update(const ClusterView& view) {
   }
   // Whatever is left vanished or was replaced: retire its slot.
   for (const auto& [name, md] : current) {
-    slots_[md->slot].store(nullptr, std::memory_order_release);
+    md->retired.store(true, std::memory_order_release);
     if (std::find(changed.begin(), changed.end(), name) == changed.end()) changed.push_back(name);
   }
   listing_ = std::move(listing);

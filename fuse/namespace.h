@@ -26,9 +26,16 @@
 namespace hoard::fuse {
 
 struct MountedDataset {
-  std::string name;
-  uint32_t slot = 0;
-  std::shared_ptr<const DatasetView> view;  // meta + manifest
+  MountedDataset(std::string n, uint32_t s, std::shared_ptr<const DatasetView> v)
+      : name(std::move(n)), slot(s), view(std::move(v)) {}
+
+  const std::string name;
+  const uint32_t slot;
+  const std::shared_ptr<const DatasetView> view;  // meta + manifest
+  // Set when the dataset (or this version of it) is gone from the cluster:
+  // names and attributes then answer ESTALE, but a file that was already open
+  // keeps reading its version (POSIX: an open file outlives its name).
+  mutable std::atomic<bool> retired{false};
   const Manifest& manifest() const { return view->manifest; }
 };
 
@@ -44,6 +51,12 @@ class Namespace {
 
   // The dataset in `slot`, or null if the slot is empty or retired.
   const MountedDataset* Slot(uint32_t slot) const {
+    const MountedDataset* md = AnySlot(slot);
+    return md != nullptr && !md->retired.load(std::memory_order_acquire) ? md : nullptr;
+  }
+  // The dataset in `slot`, retired or not (for reads of files already open:
+  // the kernel only sends those for inodes it looked up while they existed).
+  const MountedDataset* AnySlot(uint32_t slot) const {
     return slot < kSlotCount ? slots_[slot].load(std::memory_order_acquire) : nullptr;
   }
   // The current dataset called `name`, or null.

@@ -49,6 +49,7 @@ void HoardFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void HoardFs::ReleaseDir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
 void HoardFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*, bool plus) {
+  stats_.readdirs.fetch_add(1, std::memory_order_relaxed);
   std::vector<char> buf(size);
   size_t used = 0;
   fuse_entry_param e;

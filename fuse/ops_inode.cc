@@ -83,6 +83,7 @@ void HoardFs::FillEntry(fuse_ino_t ino, const struct stat& st, fuse_entry_param*
 }
 
 void HoardFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  stats_.lookups.fetch_add(1, std::memory_order_relaxed);
   fuse_ino_t child = 0;
   double negative_timeout = 0;
   if (parent == kRootIno) {
@@ -125,6 +126,7 @@ void HoardFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void HoardFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  stats_.getattrs.fetch_add(1, std::memory_order_relaxed);
   struct stat st;
   if (Status s = Stat(ino, &st); !s.ok()) {
     fuse_reply_err(req, ESTALE);

@@ -1,4 +1,11 @@
 // File operations: open, read, release.
+//
+// Reads are stateless: everything a read needs is in its inode number (the
+// dataset slot and the manifest entry), so an open needs no per-file state and
+// the mount can tell the kernel to skip open and release altogether (zero
+// messages per open; see HoardFs::Init). A warm read of a local chunk is one
+// thread-local fd lookup and a splice from the chunk file: no lock, no
+// allocation, no copy through this process.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,19 +17,21 @@
 
 namespace hoard::fuse {
 
-HoardFs::LocalChunk::~LocalChunk() {
-  if (fd >= 0) ::close(fd);
-}
-
 void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  stats_.opens.fetch_add(1, std::memory_order_relaxed);
+  if (!options_.strict_open && no_open_) {
+    // The kernel then opens every file itself, without asking again: reads
+    // need nothing from an open, and writes are refused by write/setattr.
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
   const MountedDataset* ds = ns_.Slot(SlotOf(ino));
   const uint64_t entry = EntryOf(ino);
   if (!IsDatasetIno(ino) || ds == nullptr || entry >= ds->manifest().entry_count()) {
     fuse_reply_err(req, IsDatasetIno(ino) ? ESTALE : EISDIR);
     return;
   }
-  const EntryRecord& r = ds->manifest().entry(static_cast<uint32_t>(entry));
-  if (r.is_dir()) {
+  if (ds->manifest().entry(static_cast<uint32_t>(entry)).is_dir()) {
     fuse_reply_err(req, EISDIR);
     return;
   }
@@ -30,55 +39,50 @@ void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, EROFS);  // datasets are read-only versions of the origin
     return;
   }
-  auto* of = new OpenFile{ds, static_cast<uint32_t>(entry)};
-  fi->fh = reinterpret_cast<uint64_t>(of);
+  fi->fh = 0;
   // The version is immutable: pages cached by an earlier open stay valid.
   fi->keep_cache = 1;
   fuse_reply_open(req, fi);
 }
 
-std::shared_ptr<HoardFs::LocalChunk> HoardFs::Local(OpenFile* of, uint64_t chunk) {
-  {
-    std::lock_guard lock(of->mu);
-    for (const auto& lc : of->recent) {
-      if (lc && lc->chunk == chunk) return lc;
-    }
+void HoardFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  // AnySlot: a file opened before its dataset was removed keeps reading it.
+  const MountedDataset* ds = ns_.AnySlot(SlotOf(ino));
+  const uint64_t entry_id = EntryOf(ino);
+  if (!IsDatasetIno(ino) || ds == nullptr || entry_id >= ds->manifest().entry_count()) {
+    fuse_reply_err(req, IsDatasetIno(ino) ? ESTALE : EISDIR);
+    return;
   }
-  // Not open in this handle, or not local when last tried (it may have been
-  // cached since): an open() is cheap next to fetching the chunk elsewhere.
-  const int fd = reader_.OpenLocal(*of->dataset, of->entry, static_cast<uint32_t>(chunk));
-  if (fd < 0) return nullptr;
-  auto lc = std::make_shared<LocalChunk>();
-  lc->chunk = chunk;
-  lc->fd = fd;
-  std::lock_guard lock(of->mu);
-  of->recent[of->next_slot] = lc;
-  of->next_slot = (of->next_slot + 1) % OpenFile::kRecent;
-  return lc;
-}
-
-void HoardFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
-  auto* of = reinterpret_cast<OpenFile*>(fi->fh);
-  const Manifest& m = of->dataset->manifest();
-  const uint64_t file_size = m.entry(of->entry).size;
+  const auto entry = static_cast<uint32_t>(entry_id);
+  const Manifest& m = ds->manifest();
+  const uint64_t file_size = m.entry(entry).size;
   if (off < 0 || uint64_t(off) >= file_size || size == 0) {
     fuse_reply_buf(req, nullptr, 0);
     return;
   }
   const uint64_t end = std::min<uint64_t>(file_size, uint64_t(off) + size);
   const uint64_t chunk_size = m.chunk_size();
+  stats_.CountRead(end - uint64_t(off));
 
   // One buffer per chunk the range touches: a local chunk file's fd (spliced
-  // by libfuse when the kernel allows) or the bytes fetched from the network.
+  // by libfuse) or bytes fetched from the network. The kernel sends at most
+  // 1 MiB and chunks are at least 64 KiB, so the vector lives on the stack.
   const size_t pieces = (end - 1) / chunk_size - uint64_t(off) / chunk_size + 1;
-  std::vector<char> vec_storage(sizeof(fuse_bufvec) + (pieces - 1) * sizeof(fuse_buf));
-  auto* vec = reinterpret_cast<fuse_bufvec*>(vec_storage.data());
+  constexpr size_t kStackPieces = 20;
+  alignas(fuse_bufvec) char stack_vec[sizeof(fuse_bufvec) + kStackPieces * sizeof(fuse_buf)];
+  std::vector<char> heap_vec;
+  char* vec_mem = stack_vec;
+  if (pieces > kStackPieces) {
+    heap_vec.resize(sizeof(fuse_bufvec) + pieces * sizeof(fuse_buf));
+    vec_mem = heap_vec.data();
+  }
+  auto* vec = reinterpret_cast<fuse_bufvec*>(vec_mem);
   *vec = FUSE_BUFVEC_INIT(0);
   vec->count = pieces;
-  // What the buffers point into must outlive the reply.
-  std::vector<std::shared_ptr<LocalChunk>> locals;
+  // Network bytes must outlive the reply; local fds belong to LocalFds.
   std::vector<ChunkReader::Bytes> remote;
   uint64_t pos = uint64_t(off);
+  uint64_t local = 0;
   for (size_t i = 0; i < pieces; ++i) {
     const uint64_t chunk = pos / chunk_size;
     const uint64_t in_chunk = pos - chunk * chunk_size;
@@ -86,17 +90,16 @@ void HoardFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file
     fuse_buf& b = vec->buf[i];
     b = fuse_buf{};
     b.size = len;
-    if (std::shared_ptr<LocalChunk> lc = Local(of, chunk)) {
+    if (const int fd = reader_.LocalFd(*ds, entry, static_cast<uint32_t>(chunk)); fd >= 0) {
       b.flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-      b.fd = lc->fd;
+      b.fd = fd;
       b.pos = static_cast<off_t>(in_chunk);
-      locals.push_back(std::move(lc));
-      reader_.counters().local_bytes.fetch_add(len, std::memory_order_relaxed);
+      local += len;
     } else {
-      Result<ChunkReader::Bytes> bytes = reader_.FetchRemote(*of->dataset, of->entry, static_cast<uint32_t>(chunk));
+      Result<ChunkReader::Bytes> bytes = reader_.FetchRemote(*ds, entry, static_cast<uint32_t>(chunk));
       if (!bytes.ok()) {
-        options_.logger->error("read {}/{} at {}: {}", of->dataset->name, m.Path(of->entry), pos,
-                               bytes.status().ToString());
+        options_.logger->error("read {}/{} at {}: {}", ds->name, m.Path(entry), pos, bytes.status().ToString());
+        stats_.read_errors.fetch_add(1, std::memory_order_relaxed);
         // Whatever the cause, a read that cannot be served is an I/O error:
         // ENOENT or ENOSPC from read(2) would only confuse the reader.
         fuse_reply_err(req, EIO);
@@ -107,12 +110,10 @@ void HoardFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file
     }
     pos += len;
   }
+  if (local > 0) reader_.counters().local_bytes.fetch_add(local, std::memory_order_relaxed);
   fuse_reply_data(req, vec, FUSE_BUF_SPLICE_MOVE);
 }
 
-void HoardFs::Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<OpenFile*>(fi->fh);
-  fuse_reply_err(req, 0);
-}
+void HoardFs::Release(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
 }  // namespace hoard::fuse

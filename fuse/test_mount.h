@@ -5,11 +5,17 @@
 // on the mount point. The destructor unmounts even when the test failed.
 #pragma once
 
+#include <limits.h>
+#include <stdlib.h>
 #include <sys/mount.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
+#include "common/mountinfo.h"
 #include "fuse/hoard_fs.h"
 
 namespace hoard::fuse {
@@ -17,8 +23,11 @@ namespace hoard::fuse {
 class TestMount {
  public:
   // Mounts `fs` (already started) on `mountpoint`; ok() says whether it worked.
-  TestMount(HoardFs* fs, const std::string& mountpoint) : mountpoint_(mountpoint) {
-    std::vector<std::string> argv = {"hoard-test", "-o", "fsname=hoard,subtype=hoard,default_permissions"};
+  // `extra_options` are added to the mount options (e.g. ",allow_other").
+  TestMount(HoardFs* fs, const std::string& mountpoint, const std::string& extra_options = "")
+      : mountpoint_(mountpoint) {
+    std::vector<std::string> argv = {"hoard-test", "-o",
+                                     "fsname=hoard,subtype=hoard,default_permissions" + extra_options};
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(a.data());
     fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());
@@ -36,6 +45,7 @@ class TestMount {
       fuse_loop_cfg_set_clone_fd(cfg, 1);
       fuse_session_loop_mt(se_, cfg);
       fuse_loop_cfg_destroy(cfg);
+      loop_done_.store(true);
     });
   }
 
@@ -43,8 +53,24 @@ class TestMount {
     if (se_ == nullptr) return;
     fs_->SetSession(nullptr);
     fuse_session_exit(se_);
-    // A lazy unmount ends the connection, which wakes the loop's threads.
+    char resolved[PATH_MAX];
+    Result<std::string> dev = ::realpath(mountpoint_.c_str(), resolved) != nullptr
+                                  ? MountDevice(resolved)
+                                  : Result<std::string>(Status::NotFound(mountpoint_));
+    // A lazy unmount ends the connection once nothing uses the mount, which
+    // wakes the loop's threads. A failed test may have left a file open on
+    // it: then abort the connection, so the test fails instead of hanging.
     ::umount2(mountpoint_.c_str(), MNT_DETACH);
+    for (int i = 0; i < 200 && !loop_done_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!loop_done_.load() && dev.ok()) {
+      const std::string connections = "/sys/fs/fuse/connections";
+      (void)::mount("fusectl", connections.c_str(), "fusectl", 0, nullptr);  // EBUSY if already there
+      const std::string abort = connections + "/" + dev->substr(dev->find(':') + 1) + "/abort";
+      if (FILE* f = std::fopen(abort.c_str(), "w")) {
+        std::fputs("1", f);
+        std::fclose(f);
+      }
+    }
     loop_.join();
     fuse_session_unmount(se_);
     fuse_session_destroy(se_);
@@ -57,6 +83,7 @@ class TestMount {
   HoardFs* fs_ = nullptr;
   fuse_session* se_ = nullptr;
   std::thread loop_;
+  std::atomic<bool> loop_done_{false};
 };
 
 }  // namespace hoard::fuse

@@ -98,4 +98,32 @@ Status VerifyChunkFile(int fd, const ChunkTrailer& trailer) {
   return Status::Ok();
 }
 
+Result<ChunkTrailer> ReadAndVerifyChunkFile(int fd, uint64_t file_size, char* scratch, size_t scratch_size) {
+  if (file_size < kChunkTrailerSize) {
+    return Status::Corruption("chunk file has " + std::to_string(file_size) + " bytes, too short for a trailer");
+  }
+  const uint64_t data_len = file_size - kChunkTrailerSize;
+  char trailer[kChunkTrailerSize];
+  StreamingChecksum sum;
+  uint64_t off = 0;
+  while (off < file_size) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_size, file_size - off));
+    ssize_t n = ::pread(fd, scratch, want, static_cast<off_t>(off));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "read chunk file");
+    }
+    if (n == 0) return Status::Corruption("chunk file is shorter than its size said");
+    const uint64_t end = off + static_cast<uint64_t>(n);
+    // The part of [off, end) that is data, then the part that is trailer.
+    if (off < data_len) sum.Update(scratch, static_cast<size_t>(std::min(end, data_len) - off));
+    for (uint64_t p = std::max(off, data_len); p < end; ++p) trailer[p - data_len] = scratch[p - off];
+    off = end;
+  }
+  Result<ChunkTrailer> t = DecodeChunkTrailer(std::string_view(trailer, kChunkTrailerSize), file_size);
+  if (!t.ok()) return t.status();
+  if (sum.Digest() != t->checksum) return Status::Corruption("chunk data does not match its checksum");
+  return t;
+}
+
 }  // namespace hoard

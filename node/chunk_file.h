@@ -41,4 +41,10 @@ Result<ChunkTrailer> ReadChunkTrailer(int fd, uint64_t file_size);
 // trailer's checksum; kCorruption on mismatch.
 Status VerifyChunkFile(int fd, const ChunkTrailer& trailer);
 
+// Reads a chunk file of `file_size` bytes front to back exactly once, decoding
+// its trailer and checking the data against the trailer's checksum; `scratch`
+// is the caller's buffer (the mount keeps one per thread). kCorruption if the
+// trailer or the checksum is wrong.
+Result<ChunkTrailer> ReadAndVerifyChunkFile(int fd, uint64_t file_size, char* scratch, size_t scratch_size);
+
 }  // namespace hoard

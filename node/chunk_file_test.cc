@@ -128,4 +128,35 @@ TEST_F(ChunkFileTest, FileTooShortForATrailerIsCorrupt) {
 }
 
 }  // namespace
+TEST_F(ChunkFileTest, OnePassReadAndVerify) {
+  std::string data(300000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + (i >> 11));
+  std::string bytes = ChunkBytes(data, 9);
+  UniqueFd fd = WriteAndOpen(bytes);
+  ASSERT_TRUE(fd.valid());
+  // Scratch sizes that split the trailer across reads, end exactly at the
+  // data, or swallow the whole file in one read.
+  for (size_t scratch : {size_t(7), size_t(4096), data.size(), size_t(1) << 20}) {
+    std::string buf(scratch, '\0');
+    Result<ChunkTrailer> t = ReadAndVerifyChunkFile(fd.get(), bytes.size(), buf.data(), buf.size());
+    ASSERT_TRUE(t.ok()) << scratch << ": " << t.status().ToString();
+    EXPECT_EQ(t->length, data.size());
+    EXPECT_EQ(t->dataset_uid, 9u);
+  }
+  std::string buf(65536, '\0');
+  // A flipped data byte, a flipped trailer byte, a short file: all corrupt.
+  for (size_t at : {size_t(12345), bytes.size() - 20}) {
+    std::string bad = bytes;
+    bad[at] ^= 0x01;
+    UniqueFd bfd = WriteAndOpen(bad);
+    EXPECT_EQ(ReadAndVerifyChunkFile(bfd.get(), bad.size(), buf.data(), buf.size()).status().code(),
+              Code::kCorruption)
+        << at;
+  }
+  UniqueFd sfd = WriteAndOpen(bytes.substr(0, 1000));
+  EXPECT_EQ(ReadAndVerifyChunkFile(sfd.get(), bytes.size(), buf.data(), buf.size()).status().code(),
+            Code::kCorruption);
+  EXPECT_EQ(ReadAndVerifyChunkFile(sfd.get(), 10, buf.data(), buf.size()).status().code(), Code::kCorruption);
+}
+
 }  // namespace hoard

@@ -1,5 +1,7 @@
 #include "node/chunk_store.h"
 
+#include <cstdio>
+
 #include <sys/file.h>
 
 #include <fcntl.h>
@@ -92,8 +94,16 @@ Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(Options options) {
 }
 
 std::string ChunkStore::ChunkPath(std::string_view dir, const ChunkKey& key) {
-  std::string name = key.Name();
-  return JoinPath(JoinPath(JoinPath(dir, "chunks"), std::string_view(name).substr(0, 2)), name);
+  char rel[kRelativePathSize];
+  RelativeChunkPath(key, rel);
+  return JoinPath(JoinPath(dir, "chunks"), rel);
+}
+
+void ChunkStore::RelativeChunkPath(const ChunkKey& key, char (&out)[kRelativePathSize]) {
+  // Same spelling as ChunkKey::Name(), prefixed by its first two digits.
+  std::snprintf(out, kRelativePathSize, "%02x/%016llx%016llx-%08x", static_cast<unsigned>(key.file.hi >> 56),
+                static_cast<unsigned long long>(key.file.hi), static_cast<unsigned long long>(key.file.lo),
+                static_cast<unsigned>(key.index));
 }
 
 Status ChunkStore::Load() {

@@ -109,6 +109,10 @@ class ChunkStore {
   // Where the chunk's file lives in a store rooted at `dir`; the mount uses
   // this to read local chunks directly.
   static std::string ChunkPath(std::string_view dir, const ChunkKey& key);
+  // The same path relative to DIR/chunks ("hh/NAME"), written into `out`
+  // without allocating: the mount opens chunks with openat() per read.
+  static constexpr size_t kRelativePathSize = 45;  // 2 + 1 + 41 + NUL
+  static void RelativeChunkPath(const ChunkKey& key, char (&out)[kRelativePathSize]);
 
  private:
   struct Entry {
