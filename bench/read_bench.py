@@ -360,12 +360,17 @@ def main():
         finally:
             target.stop()
 
-    # Every configuration must have read the same bytes.
+    # Every configuration must have read the same bytes (or entries) as the
+    # direct reads; one that did not gets its figure replaced by the failure.
     for w in workloads:
-        sums = {c: results[c][w].get("checksum") for c in configs if "checksum" in results[c].get(w, {})}
-        if len(set(sums.values())) > 1:
-            log(f"MISMATCH in {w}: {sums}")
-            results.setdefault("mismatch", []).append(w)
+        want = results.get("direct", {}).get(w, {}).get("checksum")
+        for c in configs:
+            r = results[c].get(w, {})
+            if want is not None and "checksum" in r and r["checksum"] != want:
+                log(f"MISMATCH: {c} {w} read other bytes than the direct pass")
+                results[c][w] = {"error": "wrong result (checksum differs from direct)"}
+                if c.startswith("hoard"):
+                    results.setdefault("mismatch", []).append(f"{c} {w}")
 
     table = print_table(results, configs, workloads)
     print(table)

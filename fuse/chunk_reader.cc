@@ -69,16 +69,26 @@ int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t in
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   const uint64_t fp = VerifiedSet::Fingerprint(key);
   // A chunk this mount verified before: its file is immutable once renamed
-  // into place, so the size check is all that is left to do.
-  if (size == want + kChunkTrailerSize && verified_.Contains(fp)) return fd.Release();
+  // into place, so the size check is all that is left to do. Ask the kernel
+  // to start reading the whole chunk now: the FUSE workers of one reader
+  // each hold their own fd, so the page cache's per-fd sequential detection
+  // would otherwise see scattered 1 MiB reads and read ahead little.
+  if (size == want + kChunkTrailerSize && verified_.Contains(fp)) {
+    (void)::posix_fadvise(fd.get(), 0, static_cast<off_t>(want), POSIX_FADV_WILLNEED);
+    return fd.Release();
+  }
 
   // First use in this mount: one pass over the file checks the trailer and the
-  // bytes (and leaves them in the page cache for the reply). A chunk that
-  // fails is left for the node agent, which verifies before serving and drops
-  // it; we read from the next source.
-  constexpr size_t kScratch = 256 << 10;
-  thread_local std::unique_ptr<char[]> scratch(new char[kScratch]);
-  Result<ChunkTrailer> t = ReadAndVerifyChunkFile(fd.get(), size, scratch.get(), kScratch);
+  // bytes (and leaves them in the page cache for the reply). Readers of the
+  // same chunk share one check. A chunk that fails is left for the node
+  // agent, which verifies before serving and drops it; we read from the next
+  // source.
+  Result<ChunkTrailer> t = verify_flights_.Do(key, [&]() -> Result<ChunkTrailer> {
+    if (verified_.Contains(fp)) return ChunkTrailer{.length = size - kChunkTrailerSize};
+    constexpr size_t kScratch = 256 << 10;
+    thread_local std::unique_ptr<char[]> scratch(new char[kScratch]);
+    return ReadAndVerifyChunkFile(fd.get(), size, scratch.get(), kScratch);
+  });
   if (!t.ok() || t->length != want) {
     counters_.corrupt_local_chunks.fetch_add(1, std::memory_order_relaxed);
     options_.logger->error("local chunk {} of {} is unusable ({}); reading it elsewhere", key.Name(), ds.name,

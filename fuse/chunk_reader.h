@@ -34,6 +34,7 @@
 #include "coordinator/cluster_view.h"
 #include "fuse/namespace.h"
 #include "fuse/verified_set.h"
+#include "node/chunk_file.h"
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_filler.h"
 #include "proto/rpc_client.h"
@@ -104,6 +105,7 @@ class ChunkReader {
   const uint64_t id_;  // this reader's key in every thread's LocalFds
   std::atomic<int> chunks_dir_{-1};
   VerifiedSet verified_;
+  SingleFlight<ChunkKey, Result<ChunkTrailer>, ChunkKeyHash> verify_flights_;
 
   SingleFlight<ChunkKey, Result<Bytes>, ChunkKeyHash> flights_;
   // In-memory LRU of remote chunks.

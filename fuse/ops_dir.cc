@@ -40,8 +40,13 @@ void HoardFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, ENOTDIR);
     return;
   }
-  // Listings of a dataset never change: let the kernel cache them.
-  if (IsDatasetIno(ino)) fi->cache_readdir = 1;
+  // Listings of a dataset never change: let the kernel cache them, and keep
+  // that cache across opendir calls (without keep_cache the kernel drops a
+  // directory's cached listing at every opendir).
+  if (IsDatasetIno(ino)) {
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+  }
   if (ino == kDatasetsIno) RefreshNow();
   fuse_reply_open(req, fi);
 }

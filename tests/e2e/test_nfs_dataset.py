@@ -7,6 +7,7 @@ origin, cold and warm; that stat and readdir match the origin; that
 `hoard status --json` shows 100% after `warm --wait`; and that everything is
 cleaned up afterwards, even when a check fails.
 """
+import mmap
 import os
 import stat
 import sys
@@ -14,6 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import numpy  # noqa: E402  (python3-numpy, installed by scripts/deps)
 
 
 class NfsDatasetTest(unittest.TestCase):
@@ -76,6 +78,24 @@ class NfsDatasetTest(unittest.TestCase):
 
         harness.drop_caches()
         self.assertEqual(harness.file_digests(root), want, "warm read through the mount")
+        self.check_mmap(root)
+
+    def check_mmap(self, root):
+        """Training code maps files: Python's mmap and numpy.memmap see the
+        origin's bytes, including slices that cross chunk boundaries."""
+        rel = "shard-00.tar"
+        with open(os.path.join(self.origin, rel), "rb") as f:
+            want = f.read()
+        with open(os.path.join(root, rel), "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            self.assertEqual(len(mm), len(want))
+            for off in (0, (4 << 20) - 7, (37 << 20) + 12345, len(want) - 100):
+                self.assertEqual(mm[off:off + 4096], want[off:off + 4096], f"mmap slice at {off}")
+            self.assertTrue(mm[:] == want, "the whole file through mmap")
+        arr = numpy.memmap(os.path.join(root, rel), dtype=numpy.uint8, mode="r")
+        self.assertEqual(arr.shape[0], len(want))
+        self.assertEqual(arr[(8 << 20) - 3:(8 << 20) + 5].tobytes(), want[(8 << 20) - 3:(8 << 20) + 5])
+        self.assertEqual(int(arr[::4096].astype(numpy.uint64).sum()), sum(want[::4096]))
+        del arr
 
     def test_clear_errors(self):
         # A path the server does not export / that does not exist.
