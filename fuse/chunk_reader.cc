@@ -46,17 +46,20 @@ int ChunkReader::ChunksDir() {
   return opened;
 }
 
-int ChunkReader::LocalFd(const MountedDataset& ds, uint32_t entry, uint32_t index) {
+int ChunkReader::LocalFd(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset,
+                         LocalFds::Deferred* deferred) {
   if (options_.local_store.empty()) return -1;
   const ChunkKey key = ds.manifest().chunk_key(entry, index);
   LocalFds& fds = LocalFds::ForThisThread();
-  if (int fd = fds.Find(id_, key); fd >= 0) return fd;
-  const int fd = OpenLocal(ds, entry, index, key);
-  if (fd >= 0) fds.Put(id_, key, fd);
+  const uint64_t generation = generation_.load(std::memory_order_relaxed);
+  if (int fd = fds.Find(id_, generation, key, deferred); fd >= 0) return fd;
+  const int fd = OpenLocal(ds, entry, index, offset, key);
+  if (fd >= 0) fds.Put(id_, key, fd, deferred);
   return fd;
 }
 
-int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index, const ChunkKey& key) {
+int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset,
+                           const ChunkKey& key) {
   const int dir = ChunksDir();
   if (dir < 0) return -1;
   char rel[ChunkStore::kRelativePathSize];
@@ -70,11 +73,16 @@ int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t in
   const uint64_t fp = VerifiedSet::Fingerprint(key);
   // A chunk this mount verified before: its file is immutable once renamed
   // into place, so the size check is all that is left to do. Ask the kernel
-  // to start reading the whole chunk now: the FUSE workers of one reader
-  // each hold their own fd, so the page cache's per-fd sequential detection
-  // would otherwise see scattered 1 MiB reads and read ahead little.
+  // to start reading what comes next now (one read-ahead window, not the
+  // whole chunk: a random reader of 64 MiB chunks must not read 64 MiB per
+  // 4 KiB): the FUSE workers of one reader each hold their own fd, so the
+  // page cache's per-fd sequential detection would otherwise see scattered
+  // 1 MiB reads and read ahead little.
   if (size == want + kChunkTrailerSize && verified_.Contains(fp)) {
-    (void)::posix_fadvise(fd.get(), 0, static_cast<off_t>(want), POSIX_FADV_WILLNEED);
+    if (offset < want) {
+      const uint64_t len = std::min<uint64_t>(want - offset, kWillNeedBytes);
+      (void)::posix_fadvise(fd.get(), static_cast<off_t>(offset), static_cast<off_t>(len), POSIX_FADV_WILLNEED);
+    }
     return fd.Release();
   }
 
@@ -122,7 +130,11 @@ Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, 
   std::shared_ptr<const ClusterView> view = current_view_();
   const ChunkKey key = m.chunk_key(entry, index);
   std::vector<uint32_t> owners;
-  view->placement().Owners(key.PlacementHash(), static_cast<int>(ds.view->meta.replicas), &owners);
+  // A removed dataset (read through a file opened before) is gone from its
+  // owners too: go straight to the origin.
+  if (!ds.retired.load(std::memory_order_acquire)) {
+    view->placement().Owners(key.PlacementHash(), static_cast<int>(ds.view->meta.replicas), &owners);
+  }
   // Up owners first, in rank order; down ones are not tried at all.
   for (uint32_t o : owners) {
     const proto::NodeInfo& node = view->node(o);

@@ -32,6 +32,7 @@
 #include "common/file_util.h"
 #include "common/single_flight.h"
 #include "coordinator/cluster_view.h"
+#include "fuse/local_fds.h"
 #include "fuse/namespace.h"
 #include "fuse/verified_set.h"
 #include "node/chunk_file.h"
@@ -70,18 +71,27 @@ class ChunkReader {
 
   // The local chunk file of chunk `index` of file `entry`, verified (once per
   // mount), or -1 when the chunk is not held locally (or failed its checksum,
-  // which is logged). The fd is borrowed from this thread's LocalFds: valid
-  // until this thread's next call. A hit costs no lock, allocation or syscall.
-  int LocalFd(const MountedDataset& ds, uint32_t entry, uint32_t index);
+  // which is logged). `offset` within the chunk is where the caller will read
+  // (the kernel is asked to read ahead from there). The fd is borrowed from
+  // this thread's LocalFds and stays valid until `deferred` is destroyed. A
+  // hit costs no lock, allocation or syscall.
+  int LocalFd(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset,
+              LocalFds::Deferred* deferred);
+
+  // Makes every thread drop its cached chunk fds at its next read, so chunk
+  // files deleted from the store (evicted, dataset removed) are released.
+  void ForgetLocalFds() { generation_.fetch_add(1, std::memory_order_relaxed); }
 
   // The whole chunk from peers or the origin (step 2 and 3 above).
   Result<Bytes> FetchRemote(const MountedDataset& ds, uint32_t entry, uint32_t index);
 
   Counters& counters() { return counters_; }
+  const Counters& counters() const { return counters_; }
 
  private:
   // Opens and (first time) verifies a local chunk file; -1 if unusable.
-  int OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index, const ChunkKey& key);
+  int OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset, const ChunkKey& key);
+  static constexpr uint64_t kWillNeedBytes = 4 << 20;
   // DIR/chunks of the local store, opened on first use (the node agent may
   // create the store after the mount starts); -1 while it does not exist.
   int ChunksDir();
@@ -103,6 +113,7 @@ class ChunkReader {
   Counters counters_;
 
   const uint64_t id_;  // this reader's key in every thread's LocalFds
+  std::atomic<uint64_t> generation_{1};  // LocalFds entries of older ones are dropped
   std::atomic<int> chunks_dir_{-1};
   VerifiedSet verified_;
   SingleFlight<ChunkKey, Result<ChunkTrailer>, ChunkKeyHash> verify_flights_;

@@ -14,9 +14,10 @@
 namespace hoard::fuse {
 namespace {
 
-// Writes a sysfs knob (not atomically: sysfs files are not renamed into).
+// Writes `value` to `path` in one write(2): a sysfs knob (which cannot be
+// renamed into), or a file that is then renamed into place.
 Status WriteKnob(const std::string& path, const std::string& value) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
   if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
     return Status::FromErrno(errno, "write " + path);
@@ -101,6 +102,9 @@ void HoardFs::WatchLoop() {
       Status s = watcher_.Poll();
       if (!s.ok()) options_.logger->debug("map poll: {}", s.ToString());
       if (se != nullptr && initialized_.load() && !read_ahead_done_) TuneReadAhead();
+      // Chunk files evicted or deleted since the last poll are released by
+      // each busy worker thread at its next read.
+      reader_.ForgetLocalFds();
       WriteStats();
       next_poll = std::chrono::steady_clock::now() + options_.poll_interval;
     }
@@ -144,9 +148,9 @@ void HoardFs::TuneReadAhead() {
   options_.logger->info("kernel read-ahead for the mount: {} KiB", options_.read_ahead_kb);
 }
 
-void HoardFs::WriteStats() const {
+void HoardFs::WriteStats() {
   if (options_.cache_dir.empty()) return;
-  const ChunkReader::Counters& c = const_cast<ChunkReader&>(reader_).counters();
+  const ChunkReader::Counters& c = reader_.counters();
   auto v = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   std::string sizes;
   for (size_t b = 0; b < MountStats::kSizeBuckets; ++b) {
@@ -167,9 +171,19 @@ void HoardFs::WriteStats() const {
                      ", \"peer_failures\": " + std::to_string(v(c.peer_failures)) +
                      ", \"corrupt_local_chunks\": " + std::to_string(v(c.corrupt_local_chunks)) +
                      ", \"read_sizes_kib\": {" + sizes + "}}\n";
-  if (Status s = WriteFileAtomic(JoinPath(options_.cache_dir, "stats.json"), json); !s.ok()) {
+  if (json == last_stats_) return;
+  // Replaced by rename so readers never see half a file, but not fsynced:
+  // counters are not worth a disk flush every second.
+  const std::string path = JoinPath(options_.cache_dir, "stats.json");
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  Status s = WriteKnob(tmp, json);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = Status::FromErrno(errno, "rename " + tmp);
+  if (!s.ok()) {
+    (void)::unlink(tmp.c_str());
     options_.logger->debug("stats: {}", s.ToString());
+    return;
   }
+  last_stats_ = std::move(json);
 }
 
 void HoardFs::Init(fuse_conn_info* conn) {
@@ -189,7 +203,10 @@ void HoardFs::Init(fuse_conn_info* conn) {
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
   // Reads need no open state (ops_io.cc): let the kernel open files without
   // asking. It then keeps the page cache across opens, as keep_cache does.
-  if (!options_.strict_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
+  // Safe because the mount is read-only for the VFS (the `ro` mount option):
+  // the kernel refuses write opens itself, so no writable shared mapping can
+  // dirty the cached pages of a dataset.
+  if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
     conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
     no_open_.store(true);
   }

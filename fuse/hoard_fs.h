@@ -19,7 +19,7 @@
 //
 // State: no per-inode and no per-open-file state (fuse/inode.h): a read finds
 // its dataset and file from the inode number alone, so the kernel is told to
-// skip open and release (unless Options::strict_open), and each worker thread
+// skip open and release, and each worker thread
 // keeps the chunk files it read last open (fuse/local_fds.h).
 //
 // Failures: every operation is wrapped so that an exception (bad_alloc, a
@@ -64,9 +64,6 @@ class HoardFs {
     std::chrono::milliseconds poll_interval{1000};
     std::chrono::milliseconds peer_timeout{10000};
     std::chrono::milliseconds peer_connect_timeout{500};
-    // Refuse writes at open() (one FUSE request per open) instead of letting
-    // the kernel open files by itself and refusing the write (zero requests).
-    bool strict_open = false;
     // Where the mount is: used to find its kernel read-ahead setting.
     std::string mountpoint;
     // The kernel's read-ahead window for the mount; 0 leaves the kernel's
@@ -126,7 +123,7 @@ class HoardFs {
   // Sets the kernel's read-ahead window for this mount (a per-mount sysfs
   // knob that only exists once the kernel has processed INIT).
   void TuneReadAhead();
-  void WriteStats() const;
+  void WriteStats();
 
   Options options_;
   Namespace ns_;
@@ -137,6 +134,7 @@ class HoardFs {
   std::atomic<bool> no_open_{false};  // the kernel may skip open (set in Init)
   std::atomic<bool> initialized_{false};
   bool read_ahead_done_ = false;  // watch thread only
+  std::string last_stats_;        // watch thread only
   const int64_t start_time_;
 
   std::thread watch_thread_;

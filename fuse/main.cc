@@ -13,7 +13,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"hoard-fuse: mounts every hoard dataset under MOUNTPOINT/datasets"};
   std::string mountpoint, coordinator = "tcp://127.0.0.1:7100", node_store, cache_dir, log_level = "info";
-  bool allow_other = false, debug = false, strict_open = false;
+  bool allow_other = false, debug = false;
   int threads = 16;
   uint32_t read_ahead_kb = 4096;
   app.add_option("mountpoint", mountpoint, "Where to mount")->required();
@@ -28,9 +28,7 @@ int main(int argc, char** argv) {
   app.add_option("--read-ahead-kb", read_ahead_kb, "Kernel read-ahead for the mount, KiB (0: kernel default)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  app.add_flag("--strict-open", strict_open,
-               "Refuse write opens at open() (one FUSE request per open) instead of at the first write "
-               "(the default lets the kernel open files without asking the mount)");
+
   app.add_flag("--fuse-debug", debug, "Print every FUSE request");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -48,7 +46,6 @@ int main(int argc, char** argv) {
   hoard::fuse::HoardFs fs({.coordinator = coordinator,
                            .local_store = node_store,
                            .cache_dir = cache_dir,
-                           .strict_open = strict_open,
                            .mountpoint = mountpoint,
                            .read_ahead_kb = read_ahead_kb,
                            .logger = log,
@@ -58,8 +55,10 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // The kernel checks the origin's modes and owners itself.
-  std::string opts = "fsname=hoard,subtype=hoard,default_permissions";
+  // The kernel checks the origin's modes and owners itself, and refuses every
+  // write open of a dataset (read-only versions of the origin) without
+  // asking the mount.
+  std::string opts = "fsname=hoard,subtype=hoard,default_permissions,ro";
   if (allow_other) opts += ",allow_other";
   std::vector<std::string> fuse_argv = {argv[0], "-o", opts};
   if (debug) fuse_argv.push_back("-d");

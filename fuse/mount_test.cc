@@ -86,6 +86,16 @@ class MountTest : public ::testing::Test {
   MemOrigin& origin() { return cluster_->origin(); }
   NodeAgent* agent(const std::string& name) { return cluster_->agent(name); }
 
+  // Another mount of the same cluster, reading node1's store.
+  std::unique_ptr<HoardFs> SecondMount(const std::string& cache) {
+    return std::make_unique<HoardFs>(HoardFs::Options{.coordinator = cluster_->endpoint(),
+                                                      .local_store = JoinPath(dir_, "node1/store"),
+                                                      .cache_dir = JoinPath(dir_, cache),
+                                                      .logger = cluster_->logger(),
+                                                      .context = &cluster_->zmq(),
+                                                      .open_origin = cluster_->opener()});
+  }
+
   void WarmAll() {
     ASSERT_TRUE(coord().Warm("ds").ok());
     ASSERT_TRUE(Eventually([&] { return coord().GetStatus("ds")->datasets[0].complete; }, 20s));
@@ -202,22 +212,15 @@ TEST_F(MountTest, DeadOwnerFallsBackToTheOriginQuickly) {
 }
 
 TEST_F(MountTest, WritesAreRefusedReadOnly) {
-  // The kernel opens files without asking the mount (zero-message opens), so
-  // a write open that the modes allow succeeds; every write through it is
-  // refused, and the bytes never change.
-  {
-    UniqueFd fd(::open(JoinPath(root_, "big.bin").c_str(), O_WRONLY));
-    if (fd.valid()) {
-      EXPECT_LT(::write(fd.get(), "x", 1), 0);
-      EXPECT_EQ(errno, EROFS);
-      EXPECT_LT(::pwrite(fd.get(), "x", 1, 100), 0);
-      EXPECT_EQ(errno, EROFS);
-      EXPECT_NE(::ftruncate(fd.get(), 0), 0);
-      EXPECT_EQ(errno, EROFS);
-      EXPECT_NE(::posix_fallocate(fd.get(), 0, 1 << 20), 0);
-    } else {
-      EXPECT_EQ(errno, EROFS);
-    }
+  // The mount is read-only for the kernel (`ro`): write opens fail with EROFS
+  // before any request reaches the mount, even for root.
+  const std::string big = JoinPath(root_, "big.bin");
+  for (int flags : {O_WRONLY, O_RDWR, O_RDONLY | O_TRUNC, O_WRONLY | O_APPEND}) {
+    errno = 0;
+    int fd = ::open(big.c_str(), flags);
+    EXPECT_LT(fd, 0) << flags;
+    EXPECT_EQ(errno, EROFS) << flags;
+    if (fd >= 0) ::close(fd);
   }
   int fd = ::open(JoinPath(root_, "new.txt").c_str(), O_CREAT | O_WRONLY, 0644);
   EXPECT_LT(fd, 0);
@@ -228,41 +231,71 @@ TEST_F(MountTest, WritesAreRefusedReadOnly) {
   EXPECT_EQ(errno, EROFS);
   EXPECT_NE(::rename(JoinPath(root_, "empty").c_str(), JoinPath(root_, "e2").c_str()), 0);
   EXPECT_EQ(errno, EROFS);
-  EXPECT_NE(::truncate(JoinPath(root_, "big.bin").c_str(), 0), 0);
-  EXPECT_NE(::chmod(JoinPath(root_, "big.bin").c_str(), 0777), 0);
+  EXPECT_NE(::truncate(big.c_str(), 0), 0);
   EXPECT_EQ(errno, EROFS);
-  Result<std::string> got = ReadAll(JoinPath(root_, "big.bin"));
+  EXPECT_NE(::chmod(big.c_str(), 0777), 0);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::access(big.c_str(), W_OK), -1);
+  Result<std::string> got = ReadAll(big);
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(*got == files_["big.bin"]);
 }
 
-TEST_F(MountTest, StrictOpenRefusesWritesAtOpen) {
-  // A second mount of the same cluster with --strict-open.
-  HoardFs strict(HoardFs::Options{.coordinator = cluster_->endpoint(),
-                                  .local_store = JoinPath(dir_, "node1/store"),
-                                  .cache_dir = JoinPath(dir_, "strict-cache"),
-                                  .strict_open = true,
-                                  .logger = cluster_->logger(),
-                                  .context = &cluster_->zmq(),
-                                  .open_origin = cluster_->opener()});
-  ASSERT_TRUE(strict.Start().ok());
-  const std::string mnt = JoinPath(dir_, "strict");
-  ASSERT_TRUE(MakeDirs(mnt).ok());
-  TestMount m(&strict, mnt);
-  ASSERT_TRUE(m.ok());
-  const std::string big = JoinPath(mnt, "datasets/ds/big.bin");
-  ASSERT_TRUE(Eventually([&] { return ::access(big.c_str(), F_OK) == 0; }));
-  for (int flags : {O_WRONLY, O_RDWR, O_RDONLY | O_TRUNC}) {
-    errno = 0;
-    int fd = ::open(big.c_str(), flags);
-    EXPECT_LT(fd, 0) << flags;
-    EXPECT_EQ(errno, EROFS) << flags;
-    if (fd >= 0) ::close(fd);
-  }
-  Result<std::string> got = ReadAll(big);
+// numpy.memmap's default mode is "r+": a shared writable mapping would dirty
+// the page cache every reader of the node shares. It must fail; a private
+// (copy-on-write) mapping works and changes nobody else's bytes.
+TEST_F(MountTest, SharedWritableMappingsAreRefused) {
+  const std::string path = JoinPath(root_, "dir one/sub/deep.dat");
+  const std::string& want = files_["dir one/sub/deep.dat"];
+  UniqueFd ro(::open(path.c_str(), O_RDONLY));
+  ASSERT_TRUE(ro.valid());
+  EXPECT_EQ(::mmap(nullptr, want.size(), PROT_READ | PROT_WRITE, MAP_SHARED, ro.get(), 0), MAP_FAILED);
+  EXPECT_EQ(errno, EACCES) << "a shared writable mapping needs a write open";
+  void* p = ::mmap(nullptr, want.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE, ro.get(), 0);
+  ASSERT_NE(p, MAP_FAILED) << std::strerror(errno);
+  static_cast<char*>(p)[100] ^= 0x7f;
+  ::munmap(p, want.size());
+  Result<std::string> got = ReadAll(path);
   ASSERT_TRUE(got.ok());
-  EXPECT_TRUE(*got == files_["big.bin"]);
-  EXPECT_GT(strict.stats().opens.load(), 0u) << "every open reached the mount";
+  EXPECT_TRUE(*got == want) << "a private mapping's writes stay private";
+}
+
+// Opening files costs no request: the kernel opens them itself after the
+// mount answered its first OPEN with ENOSYS (FUSE_CAP_NO_OPEN_SUPPORT).
+TEST_F(MountTest, OpensSendNoRequests) {
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& [path, bytes] : files_) {
+      UniqueFd fd(::open(JoinPath(root_, path).c_str(), O_RDONLY));
+      ASSERT_TRUE(fd.valid()) << path;
+    }
+  }
+  EXPECT_LE(fs_->stats().opens.load(), 1u);
+}
+
+// One request that touches 17 local chunks (1 MiB at an unaligned offset,
+// 64 KiB chunks): more than a thread's fd cache holds. Every piece must come
+// from its own chunk file, even those whose cached fd a later piece evicted.
+TEST_F(MountTest, ARequestTouchingManyLocalChunksReadsTheRightBytes) {
+  const std::string huge = Pattern(40 * kChunk, 91);
+  ASSERT_TRUE(origin().AddFile("many/chunks.bin", huge).ok());
+  auto add = coord().AddDataset({.name = "many", .source = "mem://o", .chunk_size = kChunk, .replicas = 3});
+  ASSERT_TRUE(add.ok()) << add.status().ToString();
+  ASSERT_TRUE(coord().Warm("many").ok());
+  ASSERT_TRUE(Eventually([&] { return coord().GetStatus("many")->datasets[0].complete; }, 30s));
+  const std::string path = JoinPath(mnt_, "datasets/many/many/chunks.bin");
+  ASSERT_TRUE(Eventually([&] { return ::access(path.c_str(), F_OK) == 0; }));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECT));
+  ASSERT_TRUE(fd.valid());
+  void* buf = nullptr;
+  ASSERT_EQ(::posix_memalign(&buf, 4096, 1 << 20), 0);
+  // Fill the thread caches with other chunks first, then read across many.
+  for (off_t off : {off_t(20 * kChunk), off_t(4096), off_t(3 * kChunk + 8192), off_t(0)}) {
+    ssize_t n = ::pread(fd.get(), buf, 1 << 20, off);
+    ASSERT_EQ(n, std::min<ssize_t>(1 << 20, ssize_t(huge.size()) - off)) << std::strerror(errno);
+    EXPECT_TRUE(std::memcmp(buf, huge.data() + off, size_t(n)) == 0) << "at " << off;
+  }
+  ::free(buf);
+  EXPECT_EQ(fs_->reader().counters().peer_bytes.load(), 0u) << "replicas=3: every chunk is local";
 }
 
 TEST_F(MountTest, AnOpenFileOutlivesItsDataset) {
@@ -328,12 +361,8 @@ TEST_F(MountTest, OriginPermissionsAreEnforcedForOtherUsers) {
   ASSERT_TRUE(Eventually([&] { return ::access(pub.c_str(), F_OK) == 0; }));
   EXPECT_EQ(open_as_nobody(pub), EACCES) << "a mount without allow_other is the mounter's alone";
 
-  HoardFs shared(HoardFs::Options{.coordinator = cluster_->endpoint(),
-                                  .local_store = JoinPath(dir_, "node1/store"),
-                                  .cache_dir = JoinPath(dir_, "shared-cache"),
-                                  .logger = cluster_->logger(),
-                                  .context = &cluster_->zmq(),
-                                  .open_origin = cluster_->opener()});
+  std::unique_ptr<HoardFs> fs = SecondMount("shared-cache");
+  HoardFs& shared = *fs;
   ASSERT_TRUE(shared.Start().ok());
   const std::string mnt = JoinPath(dir_, "shared");
   ASSERT_TRUE(MakeDirs(mnt).ok());

@@ -3,7 +3,8 @@
 // Reads are stateless: everything a read needs is in its inode number (the
 // dataset slot and the manifest entry), so an open needs no per-file state and
 // the mount can tell the kernel to skip open and release altogether (zero
-// messages per open; see HoardFs::Init). A warm read of a local chunk is one
+// messages per open; see HoardFs::Init). The open handler below is for
+// kernels without that capability. A warm read of a local chunk is one
 // thread-local fd lookup and a splice from the chunk file: no lock, no
 // allocation, no copy through this process.
 #include <fcntl.h>
@@ -19,9 +20,10 @@ namespace hoard::fuse {
 
 void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   stats_.opens.fetch_add(1, std::memory_order_relaxed);
-  if (!options_.strict_open && no_open_) {
+  if (no_open_) {
     // The kernel then opens every file itself, without asking again: reads
-    // need nothing from an open, and writes are refused by write/setattr.
+    // need nothing from an open. The mount is read-only at the VFS level
+    // (`ro`), so the kernel refuses write opens before they get here.
     fuse_reply_err(req, ENOSYS);
     return;
   }
@@ -79,8 +81,11 @@ void HoardFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   auto* vec = reinterpret_cast<fuse_bufvec*>(vec_mem);
   *vec = FUSE_BUFVEC_INIT(0);
   vec->count = pieces;
-  // Network bytes must outlive the reply; local fds belong to LocalFds.
+  // Network bytes must outlive the reply, and so must every local fd this
+  // request uses: a cached fd evicted by a later piece is closed by
+  // `deferred` after the reply, not under it.
   std::vector<ChunkReader::Bytes> remote;
+  LocalFds::Deferred deferred;
   uint64_t pos = uint64_t(off);
   uint64_t local = 0;
   for (size_t i = 0; i < pieces; ++i) {
@@ -90,7 +95,8 @@ void HoardFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
     fuse_buf& b = vec->buf[i];
     b = fuse_buf{};
     b.size = len;
-    if (const int fd = reader_.LocalFd(*ds, entry, static_cast<uint32_t>(chunk)); fd >= 0) {
+    if (const int fd = reader_.LocalFd(*ds, entry, static_cast<uint32_t>(chunk), in_chunk, &deferred);
+        fd >= 0) {
       b.flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
       b.fd = fd;
       b.pos = static_cast<off_t>(in_chunk);

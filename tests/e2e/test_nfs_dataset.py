@@ -96,6 +96,15 @@ class NfsDatasetTest(unittest.TestCase):
         self.assertEqual(arr[(8 << 20) - 3:(8 << 20) + 5].tobytes(), want[(8 << 20) - 3:(8 << 20) + 5])
         self.assertEqual(int(arr[::4096].astype(numpy.uint64).sum()), sum(want[::4096]))
         del arr
+        # numpy's default mode "r+" would share writable pages: refused
+        # (read-only file system); "c" (copy-on-write) works and stays private.
+        with self.assertRaises(OSError):
+            numpy.memmap(os.path.join(root, rel), dtype=numpy.uint8)
+        cow = numpy.memmap(os.path.join(root, rel), dtype=numpy.uint8, mode="c")
+        cow[:4096] = 0
+        del cow
+        with open(os.path.join(root, rel), "rb") as f:
+            self.assertEqual(f.read(4096), want[:4096], "a copy-on-write mapping changed the file")
 
     def test_clear_errors(self):
         # A path the server does not export / that does not exist.
