@@ -89,6 +89,14 @@ def mounted(path):
         return any(line.split()[4] == path for line in f)
 
 
+def assert_cleaned_up(test, cluster):
+    """After `hoard local down`: none of the cluster's processes and not its
+    mount are left (registered with addCleanup before cluster.close)."""
+    for pid in cluster.pids():
+        test.assertFalse(alive(pid), f"process {pid} survived `hoard local down`")
+    test.assertFalse(mounted(cluster.mnt), "the mount survived `hoard local down`")
+
+
 def drop_caches():
     try:
         os.sync()

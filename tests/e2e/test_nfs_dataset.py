@@ -27,13 +27,8 @@ class NfsDatasetTest(unittest.TestCase):
         self.nfs = harness.NfsServer(os.path.join(self.tmp.path, "nfs"), self.origin, 22000 + os.getpid() % 5000 * 2)
         self.addCleanup(self.nfs.close)
         self.cluster = harness.LocalCluster(self.tmp.path, nodes=3)
-        self.addCleanup(self.check_cleaned_up)
+        self.addCleanup(harness.assert_cleaned_up, self, self.cluster)
         self.addCleanup(self.cluster.close)
-
-    def check_cleaned_up(self):
-        for pid in self.cluster.pids():
-            self.assertFalse(harness.alive(pid), f"process {pid} survived `hoard local down`")
-        self.assertFalse(harness.mounted(self.cluster.mnt), "the mount survived `hoard local down`")
 
     def assert_same_tree(self, mount_root):
         origin_tree = harness.tree(self.origin)
