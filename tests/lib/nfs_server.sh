@@ -46,7 +46,8 @@
 # (nfs-ls, for the readiness probe) and util-linux (unshare).
 #
 # Other environment knobs: NFS_SERVER_TIMEOUT (seconds to wait for the server
-# to answer, default 20).
+# to answer, default 20); NFS_SERVER_NETNS (run the server inside that network
+# namespace, a separate "storage host": set NFS_SERVER_ADDR to its address).
 #
 # Exit status: 0 on success; otherwise non-zero with one line on stderr saying
 # why.
@@ -258,7 +259,10 @@ for f in $hidden; do umount "$f"; done
 exec ganesha.nfsd -F -f "$workdir/ganesha.conf" -L "$workdir/ganesha.log" -p "$workdir/ganesha.nfsd.pid"
 EOF
 
-  unshare --mount --propagation private /bin/bash "$workdir/namespace.sh" "$workdir" "$portmap" \
+  local in_netns=()
+  [ -n "${NFS_SERVER_NETNS:-}" ] && in_netns=(ip netns exec "$NFS_SERVER_NETNS")
+  # `ip netns exec` execs the unshare, which execs the shell: one PID.
+  "${in_netns[@]}" unshare --mount --propagation private /bin/bash "$workdir/namespace.sh" "$workdir" "$portmap" \
     "$(rpcbind_mark "$workdir")" \
     >"$workdir/nfsd.out" 2>&1 </dev/null &
   local pid=$!
