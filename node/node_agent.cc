@@ -27,7 +27,10 @@ Status NodeAgent::Init() {
                                                    .capacity_bytes = options_.capacity_bytes,
                                                    .logger = log}));
   origins_ = std::make_unique<OriginPool>(options_.origin, options_.open_origin);
-  filler_ = std::make_unique<ChunkFiller>(store_.get(), origins_.get(), log);
+  // A chunk this node newly owns is copied from the peers that hold it
+  // before the origin is read (a join or a takeover moves data node to node).
+  peer_source_ = std::make_unique<PeerSource>(*options_.context, options_.name, std::chrono::seconds(5), log);
+  filler_ = std::make_unique<ChunkFiller>(store_.get(), origins_.get(), log, peer_source_.get());
   warmer_ = std::make_unique<Warmer>(
       filler_.get(), store_.get(),
       Warmer::Options{.threads = options_.fetch_threads, .retry_after = options_.warm_retry_after, .logger = log});
@@ -154,6 +157,7 @@ Status NodeAgent::Tick() {
 }
 
 void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
+  peer_source_->OnView(view);
   std::vector<Warmer::Target> targets;
   std::set<uint64_t> live_uids;
   {
@@ -237,6 +241,7 @@ std::map<std::string, uint64_t> NodeAgent::Counters() const {
           {"chunk_errors", c.errors.load()},
           {"origin_read_bytes", filler_->origin_bytes()},
           {"origin_reads", filler_->origin_reads()},
+          {"peer_fill_bytes", filler_->peer_bytes()},
           {"warm_fetched_chunks", warmer_->fetched_chunks()},
           {"warm_fetched_bytes", warmer_->fetched_bytes()}};
 }

@@ -33,6 +33,7 @@
 
 #include "coordinator/cluster_view.h"
 #include "node/chunk_service.h"
+#include "node/peer_source.h"
 #include "node/chunk_store.h"
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_filler.h"
@@ -71,6 +72,9 @@ class NodeAgent {
   ChunkStore* store() { return store_.get(); }
   std::shared_ptr<const ClusterView> view() const { return watcher_->Current(); }
   const ChunkService::Counters& counters() const { return service_->counters(); }
+  // The node's metrics as sent with heartbeats (bytes from the origin, from
+  // peers, requests served...).
+  std::map<std::string, uint64_t> Counters() const;
 
   // Runs one heartbeat/sync round now (tests; the control thread does this
   // every heartbeat_interval).
@@ -90,7 +94,6 @@ class NodeAgent {
   // Recomputes owned chunks, warm targets and garbage after a map change.
   void OnViewChange(const std::shared_ptr<const ClusterView>& view);
   std::vector<proto::DatasetReport> BuildReports();
-  std::map<std::string, uint64_t> Counters() const;
   // The endpoint peers dial: --advertise, else the one the server bound.
   std::string Advertised() const {
     return options_.advertise.empty() ? server_->bound_endpoint() : options_.advertise;
@@ -99,6 +102,7 @@ class NodeAgent {
   Options options_;
   std::unique_ptr<ChunkStore> store_;
   std::unique_ptr<OriginPool> origins_;
+  std::unique_ptr<PeerSource> peer_source_;
   std::unique_ptr<ChunkFiller> filler_;
   std::unique_ptr<Warmer> warmer_;
   std::unique_ptr<ClusterWatcher> watcher_;

@@ -95,6 +95,33 @@ TEST_F(NodeAgentTest, WarmFillsEveryOwnerWithExactlyItsChunks) {
   for (NodeAgent* n : {a, b, c}) EXPECT_GT(n->store()->usage().chunks, 0u);
 }
 
+// A node that joins a warm cluster gets its share (about 1/N of the chunks)
+// from the nodes that held it, over ZeroMQ: the origin is not read again.
+TEST_F(NodeAgentTest, AJoiningNodeCopiesItsShareFromPeersNotTheOrigin) {
+  for (int i = 0; i < 60; ++i) ASSERT_TRUE(origin().AddFile("more/m" + std::to_string(i), Pattern(3000 + i, 500 + i)).ok());
+  StartAgent("node1");
+  StartAgent("node2");
+  StartAgent("node3");
+  ASSERT_TRUE(Eventually([&] { return coord().GetClusterMap().nodes.size() == 3; }));
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] { return Status().complete; }));
+  const uint64_t read_before = origin().TotalBytesRead();
+  ASSERT_EQ(read_before, meta.total_bytes);
+
+  NodeAgent* d = StartAgent("node4");
+  ASSERT_TRUE(Eventually([&] { return coord().GetClusterMap().nodes.size() == 4; }));
+  ASSERT_TRUE(Eventually([&] { return Status().complete; }, 20s)) << Status().cached_bytes;
+  const uint64_t moved = d->store()->usage().chunks;
+  // 91 chunks over 4 nodes: the newcomer owns about a quarter.
+  EXPECT_GT(moved, meta.total_chunks / 8);
+  EXPECT_LT(moved, meta.total_chunks / 2);
+  EXPECT_EQ(origin().TotalBytesRead(), read_before) << "the join re-read the origin";
+  uint64_t held = 0;
+  d->store()->ForEach([&](const ChunkKey&, uint64_t, uint64_t length) { held += length; });
+  EXPECT_EQ(d->Counters().at("peer_fill_bytes"), held) << "every byte the newcomer holds came from a peer";
+}
+
 TEST_F(NodeAgentTest, ServesPeersFromCacheAndReadsThroughOnAMiss) {
   NodeAgent* a = StartAgent("node1");
   proto::DatasetMeta meta = AddDataset();

@@ -2,8 +2,9 @@
 
 namespace hoard {
 
-ChunkFiller::ChunkFiller(ChunkStore* store, OriginPool* origins, std::shared_ptr<spdlog::logger> logger)
-    : store_(store), origins_(origins), logger_(std::move(logger)) {}
+ChunkFiller::ChunkFiller(ChunkStore* store, OriginPool* origins, std::shared_ptr<spdlog::logger> logger,
+                         ChunkSource* peers)
+    : store_(store), origins_(origins), logger_(std::move(logger)), peers_(peers) {}
 
 Result<ChunkFiller::FillResult> ChunkFiller::Fill(const DatasetView& dataset, const ChunkRef& chunk, bool cache) {
   const ChunkKey key = dataset.manifest.chunk_key(chunk.entry, chunk.index);
@@ -18,7 +19,17 @@ Result<ChunkFiller::FillResult> ChunkFiller::Fill(const DatasetView& dataset, co
 
 Result<ChunkFiller::FillResult> ChunkFiller::FetchAndStore(const DatasetView& dataset, const ChunkRef& chunk,
                                                            bool cache) {
-  HOARD_ASSIGN_OR_RETURN(Bytes bytes, ReadOrigin(dataset, chunk));
+  Bytes bytes;
+  if (peers_ != nullptr) {
+    Result<Bytes> from_peer = peers_->Fetch(dataset, chunk);
+    if (from_peer.ok() && (*from_peer)->size() == chunk.length) {
+      bytes = std::move(*from_peer);
+      peer_bytes_.fetch_add(chunk.length);
+    }
+  }
+  if (bytes == nullptr) {
+    HOARD_ASSIGN_OR_RETURN(bytes, ReadOrigin(dataset, chunk));
+  }
   FillResult out{bytes, Status::Ok()};
   if (cache && store_ != nullptr) {
     out.cache_status = store_->Put(dataset.manifest.chunk_key(chunk.entry, chunk.index), dataset.meta.uid, *bytes);

@@ -1,7 +1,8 @@
 // File: prefetch/warmer.h
 //
 // Warmer fills this node's chunk store with the chunks it owns of every
-// dataset marked warm, from the origin, on a pool of worker threads.
+// dataset marked warm, on a pool of worker threads, through the ChunkFiller
+// (from the peers that hold a chunk, else from the origin).
 //
 // It works from a list of targets (dataset + owned chunks) that the node agent
 // replaces whenever placement or the dataset list changes. Chunks already in

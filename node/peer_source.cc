@@ -1,0 +1,94 @@
+#include "node/peer_source.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace hoard {
+
+PeerSource::PeerSource(zmq::context_t& context, std::string self, std::chrono::milliseconds timeout,
+                       std::shared_ptr<spdlog::logger> logger)
+    : self_(std::move(self)),
+      timeout_(timeout),
+      logger_(std::move(logger)),
+      // A short connect timeout: a peer is an optimisation over the origin,
+      // and a LAN peer that is alive connects in well under a millisecond.
+      peers_(context, 4, std::chrono::milliseconds(150)) {}
+
+void PeerSource::OnView(const std::shared_ptr<const ClusterView>& view) {
+  std::lock_guard lock(mu_);
+  if (current_ != nullptr && current_->map().placement_epoch != view->map().placement_epoch) previous_ = current_;
+  current_ = view;
+}
+
+Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const ChunkRef& chunk) {
+  std::shared_ptr<const ClusterView> current, previous;
+  {
+    std::lock_guard lock(mu_);
+    current = current_;
+    previous = previous_;
+  }
+  if (current == nullptr) return Status::NotFound("no cluster map yet");
+  const ChunkKey key = dataset.manifest.chunk_key(chunk.entry, chunk.index);
+  // Names of the candidates, current owners first.
+  std::vector<std::string> names;
+  for (const auto& view : {current, previous}) {
+    if (view == nullptr) continue;
+    const DatasetView* ds = view->dataset(dataset.meta.uid, dataset.meta.version);
+    if (ds == nullptr) continue;
+    // One rank beyond the owners: when a node joins and takes a chunk, the
+    // member it displaced is ranked right after it (rendezvous hashing), so
+    // a newcomer finds the old owner without having seen the old map.
+    const int extra = view == current ? 1 : 0;
+    std::vector<uint32_t> owners;
+    view->placement().Owners(key.PlacementHash(), static_cast<int>(ds->meta.replicas) + extra, &owners);
+    for (uint32_t o : owners) {
+      const std::string& name = view->node(o).name;
+      if (name != self_ && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  proto::GetChunk req{.dataset = dataset.meta.name,
+                      .uid = dataset.meta.uid,
+                      .version = dataset.meta.version,
+                      .entry = chunk.entry,
+                      .index = chunk.index,
+                      .key_lo = key.file.lo,
+                      .key_hi = key.file.hi,
+                      .offset = 0,
+                      .length = 0,
+                      .fill = false};
+  for (const std::string& name : names) {
+    // Where the node is now, and whether it is up, per the current map.
+    const proto::NodeInfo* node = nullptr;
+    for (const auto& n : current->map().nodes) {
+      if (n.name == name) node = &n;
+    }
+    if (node == nullptr || !node->up) continue;
+    {
+      std::lock_guard lock(mu_);
+      auto it = suspect_until_.find(node->endpoint);
+      if (it != suspect_until_.end() && std::chrono::steady_clock::now() < it->second) continue;
+    }
+    zmq::message_t payload;
+    auto lease = peers_.Acquire(node->endpoint);
+    Result<proto::ChunkData> r = lease->Call(req, timeout_, &payload);
+    if (!r.ok()) {
+      if (!lease->last_call_answered()) {
+        std::lock_guard lock(mu_);
+        suspect_until_[node->endpoint] = std::chrono::steady_clock::now() + kSuspectFor;
+      }
+      if (r.status().code() != Code::kNotFound) {
+        logger_->debug("chunk {} from peer {}: {}", key.Name(), name, r.status().ToString());
+      }
+      continue;
+    }
+    if (payload.size() != chunk.length) {
+      logger_->warn("peer {} sent {} bytes of the {}-byte chunk {}; reading it elsewhere", name, payload.size(),
+                    chunk.length, key.Name());
+      continue;
+    }
+    return Bytes(std::make_shared<const std::string>(static_cast<const char*>(payload.data()), payload.size()));
+  }
+  return Status::NotFound("no peer holds chunk " + key.Name());
+}
+
+}  // namespace hoard
