@@ -40,7 +40,7 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   for (const auto& n : st->nodes) {
     doc["nodes"].push_back(ToJson(n));
     up += n.up ? 1 : 0;
-    nodes.push_back({n.name, n.up ? "up" : "DOWN", FormatBytes(double(n.used_bytes)),
+    nodes.push_back({n.name, !n.up ? "DOWN" : n.draining ? "draining" : "up", FormatBytes(double(n.used_bytes)),
                      n.capacity_bytes == 0 ? "unlimited" : FormatBytes(double(n.capacity_bytes)),
                      Thousands(n.chunks), n.endpoint});
   }

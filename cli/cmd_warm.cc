@@ -30,17 +30,14 @@ int RunWarm(Context& ctx, const WarmArgs& a) {
     return ctx.Done(ToJson(w->meta), "warming " + a.name + " on every owner; follow it with: hoard status " +
                                          a.name + "  (or hoard warm " + a.name + " --wait)");
   }
-  const auto start = std::chrono::steady_clock::now();
   ProgressBar bar("warm " + a.name);
-  uint64_t last_bytes = 0;
-  auto last_progress = start;
+  WaitLimits limits(a.timeout_s, a.stall_timeout_s);
   while (true) {
     Result<proto::ClusterStatusReply> st = ctx.Call(proto::ClusterStatus{.dataset = a.name});
     if (!st.ok()) return ctx.Fail(st.status().Annotate("warm " + a.name));
     const proto::DatasetStatus& d = st->datasets.at(0);
     bar.Update(std::min(d.cached_bytes, d.expected_bytes), d.expected_bytes, d.files_cached, d.meta.file_count);
-    const auto now = std::chrono::steady_clock::now();
-    const double elapsed = std::chrono::duration<double>(now - start).count();
+    const double elapsed = limits.elapsed();
     if (d.complete) {
       bar.Finish();
       std::string text = "warm " + a.name + ": complete, " + FormatBytes(double(d.cached_bytes)) + " in " +
@@ -48,15 +45,7 @@ int RunWarm(Context& ctx, const WarmArgs& a) {
                          " node(s) in " + Duration(elapsed);
       return ctx.Done(Summary(d, elapsed, bar.rate_bytes_per_s()), text);
     }
-    if (d.cached_bytes != last_bytes) {
-      last_bytes = d.cached_bytes;
-      last_progress = now;
-    }
-    const double stalled = std::chrono::duration<double>(now - last_progress).count();
-    std::string why;
-    if (a.timeout_s > 0 && elapsed > a.timeout_s) why = "timed out after " + Duration(elapsed);
-    else if (stalled > a.stall_timeout_s) why = "no progress for " + Duration(stalled);
-    if (!why.empty()) {
+    if (const std::string why = limits.Check(d.cached_bytes); !why.empty()) {
       bar.Finish();
       std::string detail;
       size_t down = 0;

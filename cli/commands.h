@@ -18,6 +18,7 @@ using Action = std::function<int(Context&)>;
 void AddStatusCommand(CLI::App& app, Action* action);
 void AddDatasetCommands(CLI::App& app, Action* action);
 void AddWarmCommand(CLI::App& app, Action* action);
+void AddNodeCommands(CLI::App& app, Action* action);
 void AddLocalCommands(CLI::App& app, Action* action);
 
 }  // namespace hoard::cli

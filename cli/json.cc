@@ -10,6 +10,7 @@ nlohmann::json ToJson(const proto::NodeInfo& n) {
           {"used_bytes", n.used_bytes},
           {"chunks", n.chunks},
           {"weight", n.weight},
+          {"draining", n.draining},
           {"last_seen_unix", n.last_seen_unix}};
 }
 

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   hoard::cli::AddStatusCommand(app, &action);
   hoard::cli::AddDatasetCommands(app, &action);
   hoard::cli::AddWarmCommand(app, &action);
+  hoard::cli::AddNodeCommands(app, &action);
   hoard::cli::AddLocalCommands(app, &action);
 
   app.footer(kExitStatus);

@@ -42,4 +42,32 @@ std::string Thousands(uint64_t n);
 // "4s", "3m12s", "2h05m".
 std::string Duration(double seconds);
 
+// The limits of a --wait loop: a --timeout on the whole wait, and a
+// --stall-timeout on time without progress (0 = no limit for either).
+class WaitLimits {
+ public:
+  WaitLimits(double timeout_s, double stall_timeout_s)
+      : timeout_s_(timeout_s), stall_timeout_s_(stall_timeout_s), start_(Now()), last_progress_(start_) {}
+
+  // Records the amount done so far; "" to keep waiting, else why to stop.
+  std::string Check(uint64_t done) {
+    const auto now = Now();
+    if (done != last_done_) {
+      last_done_ = done;
+      last_progress_ = now;
+    }
+    const double stalled = std::chrono::duration<double>(now - last_progress_).count();
+    if (timeout_s_ > 0 && elapsed() > timeout_s_) return "timed out after " + Duration(elapsed());
+    if (stall_timeout_s_ > 0 && stalled > stall_timeout_s_) return "no progress for " + Duration(stalled);
+    return "";
+  }
+  double elapsed() const { return std::chrono::duration<double>(Now() - start_).count(); }
+
+ private:
+  static std::chrono::steady_clock::time_point Now() { return std::chrono::steady_clock::now(); }
+  double timeout_s_, stall_timeout_s_;
+  std::chrono::steady_clock::time_point start_, last_progress_;
+  uint64_t last_done_ = 0;
+};
+
 }  // namespace hoard::cli

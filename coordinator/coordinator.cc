@@ -167,6 +167,24 @@ Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req
   return proto::HeartbeatReply{epoch_, true};
 }
 
+Result<proto::NodeDrainReply> Coordinator::SetDraining(const std::string& name, bool drain) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::NotFound("no node named '" + name + "'");
+  proto::NodeInfo& info = it->second.info;
+  if (info.draining != drain) {
+    const proto::NodeInfo before = info;
+    info.draining = drain;
+    info.weight = drain ? 0 : 1;
+    if (Status s = CommitLocked(/*placement_changed=*/true); !s.ok()) {
+      info = before;
+      return s;
+    }
+    options_.logger->info("node {} {}", name, drain ? "is draining: its chunks move to new owners" : "taken back");
+  }
+  return proto::NodeDrainReply{info, epoch_};
+}
+
 void Coordinator::CheckLiveness() {
   std::lock_guard lock(mu_);
   const auto now = options_.clock->Now();

@@ -82,6 +82,10 @@ class Coordinator {
   Status RemoveDataset(const std::string& name);
   // Asks every owner to hold all its chunks of the dataset.
   Result<proto::WarmReply> Warm(const std::string& name);
+  // Drains a node (placement weight 0: its chunks get new owners, which copy
+  // them from it while it keeps serving) or takes it back. kNotFound for an
+  // unknown node. Idempotent.
+  Result<proto::NodeDrainReply> SetDraining(const std::string& name, bool drain);
   // Nodes and datasets with cached amounts; `dataset` narrows to one.
   Result<proto::ClusterStatusReply> GetStatus(const std::string& dataset) const;
 

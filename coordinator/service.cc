@@ -43,6 +43,9 @@ void CoordinatorService::RegisterHandlers() {
         HOARD_RETURN_IF_ERROR(c->RemoveDataset(r.name));
         return proto::DatasetRemoveReply{};
       });
+  server_.Handle<proto::NodeDrain>([c](const proto::NodeDrain& r, const Envelope&, std::string*) {
+    return c->SetDraining(r.name, r.drain);
+  });
   server_.Handle<proto::Warm>([c](const proto::Warm& r, const Envelope&, std::string*) { return c->Warm(r.name); });
 }
 

@@ -122,6 +122,49 @@ TEST_F(NodeAgentTest, AJoiningNodeCopiesItsShareFromPeersNotTheOrigin) {
   EXPECT_EQ(d->Counters().at("peer_fill_bytes"), held) << "every byte the newcomer holds came from a peer";
 }
 
+// Draining a node moves its chunks to their new owners, copied from it; then
+// it can go and nothing is lost. Undrain gives it its share back.
+TEST_F(NodeAgentTest, ADrainedNodeHandsItsChunksToPeersAndCanLeave) {
+  NodeAgent* a = StartAgent("node1");
+  StartAgent("node2");
+  NodeAgent* c = StartAgent("node3");
+  ASSERT_TRUE(Eventually([&] { return coord().GetClusterMap().nodes.size() == 3; }));
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] { return Status().complete; }));
+  const uint64_t read_before = origin().TotalBytesRead();
+  ASSERT_GT(cluster_->agent("node2")->store()->usage().chunks, 0u);
+
+  Result<proto::NodeDrainReply> d = coord().SetDraining("node2", true);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->node.draining);
+  EXPECT_EQ(d->node.weight, 0);
+  ASSERT_TRUE(Eventually([&] { return Status().complete; }, 20s)) << Status().cached_bytes;
+  EXPECT_EQ(origin().TotalBytesRead(), read_before) << "the drain re-read the origin";
+  EXPECT_GE(a->store()->usage().chunks + c->store()->usage().chunks, meta.total_chunks);
+
+  // Gone for good: every chunk is still there, on its owner.
+  cluster_->StopAgent("node2");
+  auto view = a->view();
+  const DatasetView* ds = view->dataset("ds");
+  ASSERT_NE(ds, nullptr);
+  for (const auto& [path, bytes] : files_) {
+    const uint32_t entry = *ds->manifest.Resolve(path);
+    for (uint32_t i = 0; i < ds->manifest.chunk_count(entry); ++i) {
+      const auto owners = view->placement().Owners(ds->manifest.chunk_key(entry, i), 1);
+      NodeAgent* owner = cluster_->agent(view->node(owners[0]).name);
+      Result<std::string> got = Get(owner, meta, path, i, /*fill=*/false);
+      ASSERT_TRUE(got.ok()) << path << " chunk " << i << ": " << got.status().ToString();
+      EXPECT_TRUE(*got == bytes.substr(uint64_t(i) * 65536, 65536)) << path;
+    }
+  }
+  EXPECT_EQ(coord().SetDraining("nobody", true).status().code(), Code::kNotFound);
+  Result<proto::NodeDrainReply> back = coord().SetDraining("node2", false);
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(back->node.draining);
+  EXPECT_EQ(back->node.weight, 1);
+}
+
 TEST_F(NodeAgentTest, ServesPeersFromCacheAndReadsThroughOnAMiss) {
   NodeAgent* a = StartAgent("node1");
   proto::DatasetMeta meta = AddDataset();

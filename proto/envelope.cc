@@ -36,6 +36,8 @@ bool IsKnownType(uint16_t t) {
     case MsgType::kDatasetRemoveReply:
     case MsgType::kWarm:
     case MsgType::kWarmReply:
+    case MsgType::kNodeDrain:
+    case MsgType::kNodeDrainReply:
     case MsgType::kGetChunk:
     case MsgType::kChunkData:
     case MsgType::kNodeStatus:
@@ -68,6 +70,8 @@ const char* TypeName(MsgType t) {
     case MsgType::kDatasetRemoveReply: return "DatasetRemoveReply";
     case MsgType::kWarm: return "Warm";
     case MsgType::kWarmReply: return "WarmReply";
+    case MsgType::kNodeDrain: return "NodeDrain";
+    case MsgType::kNodeDrainReply: return "NodeDrainReply";
     case MsgType::kGetChunk: return "GetChunk";
     case MsgType::kChunkData: return "ChunkData";
     case MsgType::kNodeStatus: return "NodeStatus";

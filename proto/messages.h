@@ -73,6 +73,8 @@ enum class MsgType : uint16_t {
   kDatasetRemoveReply = 35,
   kWarm = 36,
   kWarmReply = 37,
+  kNodeDrain = 38,
+  kNodeDrainReply = 39,
   // Mount or peer -> node agent.
   kGetChunk = 50,
   kChunkData = 51,
@@ -100,7 +102,10 @@ struct NodeInfo {
   double weight = 1;            // placement weight
   bool up = true;               // heard from within the down timeout
   int64_t last_seen_unix = 0;
-  MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, chunks, weight, up, last_seen_unix);
+  // Being drained: weight 0 (owns nothing), still serving what it holds so
+  // the new owners can copy it.
+  bool draining = false;
+  MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, chunks, weight, up, last_seen_unix, draining);
 };
 
 struct DatasetMeta {
@@ -307,6 +312,21 @@ struct Warm {
   MSGPACK_DEFINE_MAP(name);
 };
 
+struct NodeDrainReply {
+  NodeInfo node;
+  uint64_t epoch = 0;  // the map epoch that carries the change
+  MSGPACK_DEFINE_MAP(node, epoch);
+};
+// Drain (drain = true) or take back (false) a node. Draining sets its
+// placement weight to 0: its chunks get new owners, which copy them from it.
+struct NodeDrain {
+  static constexpr MsgType kType = MsgType::kNodeDrain;
+  using Reply = NodeDrainReply;
+  std::string name;
+  bool drain = true;
+  MSGPACK_DEFINE_MAP(name, drain);
+};
+
 // Reply payload: chunk bytes [offset, offset + returned length).
 struct ChunkData {
   uint64_t chunk_length = 0;
@@ -356,6 +376,7 @@ HOARD_REPLY_TYPE(DatasetAddReply, kDatasetAddReply);
 HOARD_REPLY_TYPE(DatasetListReply, kDatasetListReply);
 HOARD_REPLY_TYPE(DatasetRemoveReply, kDatasetRemoveReply);
 HOARD_REPLY_TYPE(WarmReply, kWarmReply);
+HOARD_REPLY_TYPE(NodeDrainReply, kNodeDrainReply);
 HOARD_REPLY_TYPE(ChunkData, kChunkData);
 HOARD_REPLY_TYPE(NodeStatusReply, kNodeStatusReply);
 #undef HOARD_REPLY_TYPE

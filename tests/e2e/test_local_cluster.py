@@ -162,6 +162,26 @@ class LocalClusterTest(unittest.TestCase):
         self.assertFalse(nodes["node2"])
         self.assertTrue(nodes["node1"] and nodes["node3"])
 
+    def test_drain_then_stop_a_node_loses_nothing(self):
+        c = self.start(nodes=3)
+        c.cli("dataset", "add", "ds", self.origin)
+        c.cli("warm", "ds", "--wait", "--timeout", "120", timeout=200)
+        r = c.cli_json("node", "drain", "node2", "--wait", "--timeout", "120", timeout=200)
+        self.assertTrue(r["drained"], r)
+        self.assertTrue(r["draining"])
+        self.assertEqual(r["weight"], 0)
+        st = c.cli_json("status", "ds")
+        self.assertTrue(st["datasets"][0]["complete"])
+        self.assertTrue({n["name"]: n["draining"] for n in st["nodes"]}["node2"])
+        os.kill(c.info["nodes"][1]["pid"], signal.SIGKILL)
+        harness.drop_caches()
+        self.assertEqual(harness.file_digests(os.path.join(c.mnt, "datasets", "ds")), self.want)
+        bad = c.cli("node", "drain", "nobody", check=False)
+        self.assertEqual(bad.returncode, 1, bad.stderr)
+        self.assertIn("no node named", bad.stderr)
+        back = c.cli_json("node", "undrain", "node2")
+        self.assertFalse(back["draining"])
+
     def test_cli_contract(self):
         c = self.start(nodes=1)
         # Every failure: non-zero, one line on stderr, JSON error with --json.
