@@ -14,7 +14,7 @@ namespace {
 
 std::vector<PlacementMember> Members(const proto::ClusterMap& map) {
   std::vector<PlacementMember> m;
-  for (const auto& n : map.nodes) m.push_back({n.name, n.weight});
+  for (const auto& n : map.nodes) m.push_back({n.name, proto::PlacementWeight(n)});
   return m;
 }
 

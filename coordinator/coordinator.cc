@@ -109,7 +109,7 @@ uint64_t Coordinator::epoch() const {
 
 std::vector<PlacementMember> Coordinator::MembersLocked() const {
   std::vector<PlacementMember> members;
-  for (const auto& [name, n] : nodes_) members.push_back({name, n.info.weight});
+  for (const auto& [name, n] : nodes_) members.push_back({name, proto::PlacementWeight(n.info)});
   return members;
 }
 
@@ -162,7 +162,7 @@ Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req
   if (!n.info.up) {
     n.info.up = true;
     options_.logger->info("node {} is up again", req.name);
-    (void)CommitLocked(false);
+    (void)CommitLocked(/*placement_changed=*/true);  // it owns its share again
   }
   return proto::HeartbeatReply{epoch_, true};
 }
@@ -205,7 +205,9 @@ void Coordinator::CheckLiveness() {
                             options_.down_after.count());
     }
   }
-  if (changed) (void)CommitLocked(false);
+  // A down node's chunks get new owners (PlacementWeight), which refill them
+  // from surviving replicas or the origin.
+  if (changed) (void)CommitLocked(/*placement_changed=*/true);
 }
 
 proto::ClusterMap Coordinator::GetClusterMap() const {

@@ -165,6 +165,39 @@ TEST_F(NodeAgentTest, ADrainedNodeHandsItsChunksToPeersAndCanLeave) {
   EXPECT_EQ(back->node.weight, 1);
 }
 
+// A node that dies is marked down after the timeout; its chunks get new
+// owners, which refill them from the surviving replicas, not the origin.
+TEST_F(NodeAgentTest, ADeadNodesChunksAreRefilledFromSurvivingReplicas) {
+  StartAgent("node1");
+  StartAgent("node2");
+  StartAgent("node3");
+  StartAgent("node4");
+  ASSERT_TRUE(Eventually([&] { return coord().GetClusterMap().nodes.size() == 4; }));
+  proto::DatasetMeta meta = AddDataset("ds", /*replicas=*/2);
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] { return Status().complete; }, 20s));
+  const uint64_t read_before = origin().TotalBytesRead();
+  EXPECT_LE(read_before, 2 * meta.total_bytes);
+
+  cluster_->StopAgent("node3");
+  // Marked down after the coordinator's timeout (5 s), then whole again on
+  // the three survivors.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const auto& n : coord().GetClusterMap().nodes) {
+          if (n.name == "node3") return !n.up;
+        }
+        return false;
+      },
+      15s));
+  ASSERT_TRUE(Eventually([&] { return Status().complete; }, 20s)) << Status().cached_bytes;
+  EXPECT_EQ(Status().cached_bytes, 2 * meta.total_bytes);
+  EXPECT_EQ(origin().TotalBytesRead(), read_before) << "the lost copies were refilled from the origin";
+  uint64_t chunks = 0;
+  for (const char* n : {"node1", "node2", "node4"}) chunks += cluster_->agent(n)->store()->usage().chunks;
+  EXPECT_GE(chunks, 2 * meta.total_chunks);
+}
+
 TEST_F(NodeAgentTest, ServesPeersFromCacheAndReadsThroughOnAMiss) {
   NodeAgent* a = StartAgent("node1");
   proto::DatasetMeta meta = AddDataset();

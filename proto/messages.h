@@ -108,6 +108,11 @@ struct NodeInfo {
   MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, chunks, weight, up, last_seen_unix, draining);
 };
 
+// A member's weight in the placement every party (coordinator, nodes, mounts)
+// computes from the map: its weight (0 while draining) when up, 0 when down,
+// so a down node's chunks have new owners until it comes back.
+inline double PlacementWeight(const NodeInfo& n) { return n.up ? n.weight : 0; }
+
 struct DatasetMeta {
   std::string name;
   uint64_t uid = 0;          // unique per `dataset add`; seeds file keys
