@@ -10,7 +10,13 @@ import random
 import shutil
 import subprocess
 import tempfile
+import sys
 import time
+
+# Process and mount checks live with the hosts harness (tests/lib), which the
+# benchmarks share.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from hosts import alive, mounted  # noqa: E402,F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -70,23 +76,6 @@ class NfsServer:
 
     def close(self):
         subprocess.run([NFS_SERVER_SH, "stop", self.workdir], capture_output=True, timeout=60)
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
 
 
 def assert_cleaned_up(test, cluster):

@@ -36,7 +36,12 @@ def _run(*args, check=True, timeout=60):
     return r
 
 
-def _alive(pid):
+def alive(pid):
+    """True if `pid` runs (a zombie does not count)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
@@ -44,7 +49,8 @@ def _alive(pid):
         return False
 
 
-def _mounted(path):
+def mounted(path):
+    """True if something is mounted at `path` (resolved)."""
     with open("/proc/self/mountinfo") as f:
         return any(line.split()[4] == path for line in f)
 
@@ -160,7 +166,7 @@ class HostCluster:
         self._spawn("mount", [os.path.join(BIN, "hoard-fuse"), self.mnt, "--coordinator", self.coordinator,
                               "--node-store", os.path.join(self.workdir, "node1", "store"),
                               "--cache-dir", os.path.join(self.workdir, "mount-cache")], self.node_ns[0])
-        self._wait(lambda: _mounted(self.mnt), 15, "the mount")
+        self._wait(lambda: mounted(self.mnt), 15, "the mount")
 
     # ------------------------------------------------------------- use
 
@@ -180,7 +186,7 @@ class HostCluster:
     # ------------------------------------------------------------- teardown
 
     def close(self):
-        if _mounted(self.mnt):
+        if mounted(self.mnt):
             subprocess.run(["fusermount3", "-u", "-z", self.mnt], capture_output=True)
         for name, p in reversed(self.procs):
             if p.poll() is None:
@@ -209,7 +215,7 @@ class HostCluster:
     def leftovers(self):
         """What close() failed to remove (for tests to assert it is nothing)."""
         left = []
-        if _mounted(self.mnt):
+        if mounted(self.mnt):
             left.append(f"mount {self.mnt}")
         ns = _run("ip", "netns", "list").stdout
         left += [f"netns {line.split()[0]}" for line in ns.splitlines() if line.startswith(f"h{self.tag}")]
