@@ -100,12 +100,6 @@ class LocalFds {
     next_ = (next_ + 1) % kSlots;
   }
 
-  size_t open_count() const {
-    size_t n = 0;
-    for (const Entry& e : entries_) n += e.fd >= 0;
-    return n;
-  }
-
  private:
   struct Entry {
     uint64_t owner = 0;
