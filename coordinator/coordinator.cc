@@ -86,8 +86,12 @@ CoordinatorState Coordinator::SnapshotLocked() const {
   s.placement_epoch = placement_epoch_;
   for (const auto& [name, n] : nodes_) {
     proto::NodeInfo info = n.info;
-    info.used_bytes = 0;  // volatile facts are not state
+    // Volatile facts are not state: they would make every commit rewrite
+    // every node, and liveness restarts with a fresh timeout anyway.
+    info.used_bytes = 0;
     info.chunks = 0;
+    info.last_seen_unix = 0;
+    info.up = true;
     s.nodes.push_back(std::move(info));
   }
   for (const auto& [name, d] : datasets_) s.datasets.push_back(d.meta);
