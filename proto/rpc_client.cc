@@ -10,6 +10,9 @@ namespace hoard::proto {
 
 using Clock = std::chrono::steady_clock;
 
+// How often a waiting call checks that its connection is still up.
+constexpr std::chrono::milliseconds kConnectionCheck{25};
+
 RpcClient::RpcClient(zmq::context_t& context, std::string endpoint)
     : context_(context), endpoint_(std::move(endpoint)) {
   Reconnect();
@@ -72,8 +75,20 @@ Result<Envelope> RpcClient::Receive(uint64_t id, Clock::time_point deadline) {
     std::vector<zmq::message_t> frames;
     try {
       zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
-      if (!(item.revents & ZMQ_POLLIN)) continue;
+      zmq::poll(&item, 1, std::min(left, kConnectionCheck));
+      if (!(item.revents & ZMQ_POLLIN)) {
+        // With ZMQ_IMMEDIATE the socket is writable only while a connection
+        // is up. Once it dropped (the peer's process died, or heartbeats
+        // timed out) the request is lost: the peer answers on the connection
+        // it came in on, so waiting out the deadline would only stall the
+        // caller. A reconnect takes reconnect_ivl (100 ms), longer than one
+        // check, so a drop is seen before a new connection hides it.
+        if (!(socket_->get(zmq::sockopt::events) & ZMQ_POLLOUT)) {
+          Reconnect();  // a fresh socket: no stale reply can reach the next call
+          return Status::Unavailable("connection to " + endpoint_ + " lost while waiting for the reply");
+        }
+        continue;
+      }
       if (!zmq::recv_multipart(*socket_, std::back_inserter(frames), zmq::recv_flags::dontwait)) continue;
     } catch (const zmq::error_t& e) {
       Reconnect();

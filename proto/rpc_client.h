@@ -5,6 +5,11 @@
 // timeout; it never hangs on a dead or stopped peer:
 //   - the socket only queues to connected peers (ZMQ_IMMEDIATE), so a send to
 //     a peer that is down fails with kUnavailable once the timeout passes;
+//   - a call whose connection drops while it waits (the peer's process died,
+//     or its host went silent past the heartbeat timeout: ConfigureSocket)
+//     fails with kUnavailable at once instead of waiting out its timeout, so
+//     a long timeout meant for a slow but live peer costs nothing when the
+//     peer is dead;
 //   - a reply that arrives after its call timed out carries an old request id
 //     and is discarded by the next call.
 //

@@ -1,3 +1,7 @@
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 
@@ -219,6 +223,106 @@ TEST_F(RpcTest, PoolServesConcurrentCallers) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 400);
+}
+
+// A peer in another process that takes one request and never answers it; the
+// test then kills or stops that process while the call waits.
+class SilentPeer {
+ public:
+  SilentPeer() {
+    int to_parent[2];
+    if (::pipe(to_parent) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(to_parent[0]);
+      zmq::context_t ctx;  // never the parent's: its threads did not survive fork()
+      zmq::socket_t router(ctx, zmq::socket_type::router);
+      ConfigureSocket(router);
+      router.bind("tcp://127.0.0.1:0");
+      std::string ep = router.get(zmq::sockopt::last_endpoint);
+      uint16_t port = static_cast<uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1)));
+      (void)!::write(to_parent[1], &port, sizeof port);
+      std::vector<zmq::message_t> frames;
+      (void)zmq::recv_multipart(router, std::back_inserter(frames));
+      (void)!::write(to_parent[1], "r", 1);
+      while (true) ::pause();
+    }
+    ::close(to_parent[1]);
+    fd_ = to_parent[0];
+    uint16_t port = 0;
+    if (::read(fd_, &port, sizeof port) == sizeof port) endpoint_ = "tcp://127.0.0.1:" + std::to_string(port);
+  }
+  ~SilentPeer() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  // Sends `sig` to the peer once it holds a request.
+  std::thread SignalWhenItHoldsARequest(int sig) {
+    return std::thread([this, sig] {
+      char c;
+      if (::read(fd_, &c, 1) == 1) ::kill(pid_, sig);
+    });
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string endpoint_;
+};
+
+// A caller waiting on a peer that dies must not wait out its timeout (meant
+// for a slow but live peer): the mount then tries the next copy at once.
+TEST(RpcDeadPeerTest, APeerKilledMidCallFailsTheCallAtOnce) {
+  SilentPeer peer;
+  ASSERT_FALSE(peer.endpoint().empty());
+  zmq::context_t ctx;
+  RpcClient c(ctx, peer.endpoint());
+  std::thread killer = peer.SignalWhenItHoldsARequest(SIGKILL);
+  const auto start = std::chrono::steady_clock::now();
+  Result<Pong> r = c.Call(Ping{}, 10s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  killer.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_LT(took, 1s);
+}
+
+// A host that vanishes sends no RST; a stopped process stands for it (the
+// kernel keeps its TCP connection, but nothing answers heartbeats).
+TEST(RpcDeadPeerTest, APeerThatFallsSilentFailsTheCallWithinTheHeartbeatTimeout) {
+  SilentPeer peer;
+  ASSERT_FALSE(peer.endpoint().empty());
+  zmq::context_t ctx;
+  RpcClient c(ctx, peer.endpoint());
+  std::thread stopper = peer.SignalWhenItHoldsARequest(SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  Result<Pong> r = c.Call(Ping{}, 10s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  stopper.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_LT(took, std::chrono::milliseconds(kHeartbeatInterval + kHeartbeatTimeout + 700));
+}
+
+// A live peer that takes its time (reading through from a slow origin) keeps
+// its connection: heartbeats are answered by its I/O thread.
+TEST_F(RpcTest, ASlowButLivePeerIsWaitedFor) {
+  server_ = std::make_unique<RpcServer>(RpcServer::Options{
+      .endpoint = "tcp://127.0.0.1:0", .name = "slow", .workers = 1,
+      .logger = spdlog::null_logger_mt("rpc-test-slow"), .context = &ctx_});
+  server_->Handle<Ping>([](const Ping&, const Envelope&, std::string*) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kHeartbeatTimeout * 2));
+    return Result<Pong>(Pong{.role = "test"});
+  });
+  ASSERT_TRUE(server_->Start().ok());
+  RpcClient c(ctx_, server_->bound_endpoint());
+  Result<Pong> r = c.Call(Ping{}, 10s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->role, "test");
 }
 
 }  // namespace
