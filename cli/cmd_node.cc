@@ -1,4 +1,4 @@
-// hoard node drain NODE [--wait] | hoard node undrain NODE
+// hoard node drain NODE [--wait] | hoard node undrain NODE | hoard node remove NODE [--force]
 #include <thread>
 
 #include "cli/commands.h"
@@ -12,6 +12,7 @@ namespace {
 struct NodeArgs {
   std::string name;
   bool wait = false;
+  bool force = false;
   double timeout_s = 0;        // 0 = no limit
   double stall_timeout_s = 60;  // no progress for this long ends the wait
 };
@@ -81,10 +82,18 @@ int RunDrain(Context& ctx, const NodeArgs& a, bool drain) {
   }
 }
 
+int RunRemove(Context& ctx, const NodeArgs& a) {
+  Result<proto::NodeRemoveReply> r = ctx.Call(proto::NodeRemove{.name = a.name, .force = a.force});
+  if (!r.ok()) return ctx.Fail(r.status());
+  return ctx.Done({{"name", a.name}, {"removed", true}, {"epoch", r->epoch}},
+                  "node " + a.name + " removed from the cluster" +
+                      (a.force ? " (forced: its chunks get new owners, refilled from replicas or the origin)" : ""));
+}
+
 }  // namespace
 
 void AddNodeCommands(CLI::App& app, Action* action) {
-  auto* node = app.add_subcommand("node", "Drain a node before taking it out, or take it back");
+  auto* node = app.add_subcommand("node", "Drain a node before taking it out, take it back, or remove it");
   node->require_subcommand(1);
   auto args = std::make_shared<NodeArgs>();
   auto* drain = node->add_subcommand(
@@ -100,6 +109,11 @@ void AddNodeCommands(CLI::App& app, Action* action) {
   auto* undrain = node->add_subcommand("undrain", "Take a drained node back: it owns its share again");
   undrain->add_option("name", args->name, "Node name")->required();
   undrain->callback([action, args] { *action = [args](Context& ctx) { return RunDrain(ctx, *args, false); }; });
+  auto* remove = node->add_subcommand(
+      "remove", "Forget a node that owns nothing (drained, or down); a running agent would join again");
+  remove->add_option("name", args->name, "Node name")->required();
+  remove->add_flag("--force", args->force, "Also remove a node that still owns chunks (they move to new owners)");
+  remove->callback([action, args] { *action = [args](Context& ctx) { return RunRemove(ctx, *args); }; });
 }
 
 }  // namespace hoard::cli

@@ -9,6 +9,13 @@
 namespace hoard::cli {
 namespace {
 
+// A node's share of the placement, as a percentage of all weights.
+std::string Share(double weight, double total) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.1f%%", total > 0 ? 100.0 * weight / total : 0.0);
+  return buf;
+}
+
 std::string Pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
 
 std::string Table(const std::vector<std::vector<std::string>>& rows) {
@@ -36,13 +43,16 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   doc["nodes"] = nlohmann::json::array();
   doc["datasets"] = nlohmann::json::array();
   size_t up = 0;
-  std::vector<std::vector<std::string>> nodes = {{"NODE", "STATE", "USED", "CAPACITY", "CHUNKS", "ENDPOINT"}};
+  std::vector<std::vector<std::string>> nodes = {
+      {"NODE", "STATE", "USED", "CAPACITY", "WEIGHT", "CHUNKS", "ENDPOINT"}};
+  double total_weight = 0;
+  for (const auto& n : st->nodes) total_weight += proto::PlacementWeight(n);
   for (const auto& n : st->nodes) {
     doc["nodes"].push_back(ToJson(n));
     up += n.up ? 1 : 0;
     nodes.push_back({n.name, !n.up ? "DOWN" : n.draining ? "draining" : "up", FormatBytes(double(n.used_bytes)),
                      n.capacity_bytes == 0 ? "unlimited" : FormatBytes(double(n.capacity_bytes)),
-                     Thousands(n.chunks), n.endpoint});
+                     Share(proto::PlacementWeight(n), total_weight), Thousands(n.chunks), n.endpoint});
   }
   std::vector<std::vector<std::string>> datasets = {
       {"DATASET", "FILES", "SIZE", "REPLICAS", "CACHED", "FILES CACHED", "WARM", "SOURCE"}};
@@ -68,6 +78,10 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   if (!dataset.empty() && st->datasets.size() == 1) {
     std::vector<std::vector<std::string>> shares = {{"NODE", "OWNS CHUNKS", "OWNS", "CACHED"}};
     for (const auto& sh : st->datasets[0].shares) {
+      if (!sh.reported) {
+        shares.push_back({sh.node, "-", "-", "(no report on the current placement yet)"});
+        continue;
+      }
       shares.push_back({sh.node, Thousands(sh.owned_chunks), FormatBytes(double(sh.owned_bytes)),
                         FormatBytes(double(sh.cached_bytes))});
     }

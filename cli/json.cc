@@ -10,6 +10,7 @@ nlohmann::json ToJson(const proto::NodeInfo& n) {
           {"used_bytes", n.used_bytes},
           {"chunks", n.chunks},
           {"weight", n.weight},
+          {"placement_weight", proto::PlacementWeight(n)},
           {"draining", n.draining},
           {"last_seen_unix", n.last_seen_unix}};
 }
@@ -50,7 +51,7 @@ nlohmann::json ToJson(const proto::DatasetStatus& s) {
   nlohmann::json shares = nlohmann::json::array();
   for (const auto& share : s.shares) {
     shares.push_back({{"node", share.node}, {"owned_chunks", share.owned_chunks}, {"owned_bytes", share.owned_bytes},
-                      {"cached_bytes", share.cached_bytes}});
+                      {"cached_bytes", share.cached_bytes}, {"reported", share.reported}});
   }
   j["shares"] = shares;
   return j;

@@ -43,9 +43,9 @@ const DatasetView* ClusterView::dataset(uint64_t uid, uint32_t version) const {
 ClusterWatcher::ClusterWatcher(Options options)
     : options_(std::move(options)),
       client_(*options_.context, options_.coordinator),
-      request_client_(*options_.context, options_.coordinator),
       view_(std::make_shared<ClusterView>(proto::ClusterMap{}, std::map<std::string, std::shared_ptr<const DatasetView>>{},
-                                          options_.self)) {
+                                          options_.self)),
+      request_client_(*options_.context, options_.coordinator) {
   // A coordinator that is down should cost a caller (a lookup in the mount)
   // a fraction of a second, not the whole timeout meant for big replies.
   client_.set_connect_timeout(std::min(options_.timeout, std::chrono::milliseconds(500)));

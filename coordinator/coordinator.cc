@@ -6,8 +6,7 @@
 #include <optional>
 #include <random>
 
-#include "striping/assignment.h"
-#include "striping/placement.h"
+#include "proto/ordinals.h"
 
 namespace hoard {
 
@@ -73,7 +72,7 @@ Status Coordinator::Load() {
     if (!m.ok()) {
       return m.status().Annotate("dataset " + d.name + " is in the coordinator state but its manifest is unusable");
     }
-    datasets_.emplace(d.name, DatasetState{d, std::move(*m), nullptr, UINT64_MAX});
+    datasets_.emplace(d.name, DatasetState{d, std::move(*m)});
   }
   options_.logger->info("coordinator state loaded from {}: epoch {}, {} nodes, {} datasets", store_.dir(),
                         epoch_, nodes_.size(), datasets_.size());
@@ -111,12 +110,6 @@ uint64_t Coordinator::epoch() const {
   return epoch_;
 }
 
-std::vector<PlacementMember> Coordinator::MembersLocked() const {
-  std::vector<PlacementMember> members;
-  for (const auto& [name, n] : nodes_) members.push_back({name, proto::PlacementWeight(n.info)});
-  return members;
-}
-
 // ---- membership ------------------------------------------------------------
 
 Result<proto::RegisterNodeReply> Coordinator::RegisterNode(const proto::RegisterNode& req) {
@@ -128,21 +121,29 @@ Result<proto::RegisterNodeReply> Coordinator::RegisterNode(const proto::Register
   std::lock_guard lock(mu_);
   auto [it, inserted] = nodes_.try_emplace(req.name);
   NodeState& n = it->second;
-  const bool changed = inserted || n.info.endpoint != req.endpoint || !n.info.up ||
-                       n.info.capacity_bytes != req.capacity_bytes;
+  const proto::NodeInfo before = n.info;
   n.info.name = req.name;
   n.info.endpoint = req.endpoint;
   n.info.capacity_bytes = req.capacity_bytes;
   n.info.used_bytes = req.used_bytes;
-  if (inserted) n.info.weight = 1;
+  n.info.weight = proto::CapacityWeight(req.capacity_bytes);
   n.info.up = true;
   n.info.last_seen_unix = options_.clock->WallSeconds();
   n.last_heard = options_.clock->Now();
-  if (changed) {
-    options_.logger->info("node {} {} at {}", req.name, inserted ? "joined" : "re-registered", req.endpoint);
-    Status s = CommitLocked(/*placement_changed=*/inserted);
+  n.reports.clear();  // a restarted node reports afresh
+  n.reported = false;
+  const bool placement_changed =
+      inserted || proto::PlacementWeight(before) != proto::PlacementWeight(n.info);
+  if (placement_changed || before.endpoint != n.info.endpoint || before.weight != n.info.weight) {
+    options_.logger->info("node {} {} at {} (weight {})", req.name, inserted ? "joined" : "re-registered",
+                          req.endpoint, n.info.weight);
+    Status s = CommitLocked(placement_changed);
     if (!s.ok()) {
-      if (inserted) nodes_.erase(it);
+      if (inserted) {
+        nodes_.erase(it);
+      } else {
+        n.info = before;
+      }
       return s;
     }
   }
@@ -162,13 +163,15 @@ Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req
   if (req.datasets_included) {
     n.reports.clear();
     for (const auto& r : req.datasets) n.reports[r.uid] = r;
+    n.reported = true;
   }
   if (!n.info.up) {
     n.info.up = true;
     options_.logger->info("node {} is up again", req.name);
-    (void)CommitLocked(/*placement_changed=*/true);  // it owns its share again
+    // It owns its share again (unless draining).
+    (void)CommitLocked(/*placement_changed=*/proto::PlacementWeight(n.info) > 0);
   }
-  return proto::HeartbeatReply{epoch_, true};
+  return proto::HeartbeatReply{epoch_, true, !n.reported, settled_};
 }
 
 Result<proto::NodeDrainReply> Coordinator::SetDraining(const std::string& name, bool drain) {
@@ -179,14 +182,32 @@ Result<proto::NodeDrainReply> Coordinator::SetDraining(const std::string& name, 
   if (info.draining != drain) {
     const proto::NodeInfo before = info;
     info.draining = drain;
-    info.weight = drain ? 0 : 1;
-    if (Status s = CommitLocked(/*placement_changed=*/true); !s.ok()) {
+    if (Status s = CommitLocked(/*placement_changed=*/PlacementWeight(before) != PlacementWeight(info)); !s.ok()) {
       info = before;
       return s;
     }
     options_.logger->info("node {} {}", name, drain ? "is draining: its chunks move to new owners" : "taken back");
   }
   return proto::NodeDrainReply{info, epoch_};
+}
+
+Result<proto::NodeRemoveReply> Coordinator::RemoveNode(const std::string& name, bool force) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::NotFound("no node named '" + name + "'");
+  const bool owns = proto::PlacementWeight(it->second.info) > 0;
+  if (owns && !force) {
+    return Status::InvalidArgument("node " + name + " is up and owns chunks: drain it first (hoard node drain " +
+                                   name + " --wait), stop it, then remove it; or remove it with --force");
+  }
+  NodeState removed = std::move(it->second);
+  nodes_.erase(it);
+  if (Status s = CommitLocked(/*placement_changed=*/owns); !s.ok()) {
+    nodes_.emplace(name, std::move(removed));
+    return s;
+  }
+  options_.logger->info("node {} removed from the cluster{}", name, owns ? " (forced: its chunks move)" : "");
+  return proto::NodeRemoveReply{epoch_};
 }
 
 void Coordinator::CheckLiveness() {
@@ -212,6 +233,26 @@ void Coordinator::CheckLiveness() {
   // A down node's chunks get new owners (PlacementWeight), which refill them
   // from surviving replicas or the origin.
   if (changed) (void)CommitLocked(/*placement_changed=*/true);
+  settled_ = SettledLocked();
+}
+
+std::vector<proto::SettledDataset> Coordinator::SettledLocked() const {
+  std::vector<proto::SettledDataset> settled;
+  for (const auto& [name, d] : datasets_) {
+    bool all = true, any = false;
+    for (const auto& [node, n] : nodes_) {
+      if (proto::PlacementWeight(n.info) <= 0) continue;
+      any = true;
+      auto r = n.reports.find(d.meta.uid);
+      if (r == n.reports.end() || r->second.version != d.meta.version ||
+          r->second.placement_epoch != placement_epoch_ || r->second.cached_chunks != r->second.owned_chunks) {
+        all = false;
+        break;
+      }
+    }
+    if (all && any) settled.push_back({d.meta.uid, d.meta.version, placement_epoch_});
+  }
+  return settled;
 }
 
 proto::ClusterMap Coordinator::GetClusterMap() const {
@@ -319,7 +360,7 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
   HOARD_RETURN_IF_ERROR(store_.SaveManifest(meta, manifest.bytes()));
 
   std::lock_guard lock(mu_);
-  datasets_.emplace(meta.name, DatasetState{meta, std::move(manifest), nullptr, UINT64_MAX});
+  datasets_.emplace(meta.name, DatasetState{meta, std::move(manifest)});
   Status s = CommitLocked(false);
   if (!s.ok()) {
     datasets_.erase(meta.name);
@@ -380,27 +421,26 @@ Result<proto::WarmReply> Coordinator::Warm(const std::string& name) {
 // ---- status ----------------------------------------------------------------
 
 // Progress is computed from a snapshot taken under the lock and then without
-// it: combining bitmaps is proportional to the dataset's chunk count, and
-// heartbeats must not wait for it.
+// it: combining reports is proportional to the chunks the nodes hold, and
+// heartbeats must not wait for it. Nobody's placement is computed here: each
+// node reports which of its owned chunks it holds, by ordinal.
 struct Coordinator::StatusInput {
   proto::DatasetMeta meta;
   Manifest manifest;
-  std::shared_ptr<const std::vector<MemberShare>> assignment;  // null: compute it
-  std::vector<PlacementMember> members;
   uint64_t placement_epoch = 0;
   struct Node {
     std::string name;
     bool up = false;
+    bool eligible = false;  // positive placement weight: owns a share
     std::optional<proto::DatasetReport> report;
   };
   std::vector<Node> nodes;  // in member order
 };
 
 Coordinator::StatusInput Coordinator::StatusInputLocked(const DatasetState& d) const {
-  StatusInput in{d.meta, d.manifest, nullptr, MembersLocked(), placement_epoch_, {}};
-  if (d.assignment_epoch == placement_epoch_) in.assignment = d.assignment;
+  StatusInput in{d.meta, d.manifest, placement_epoch_, {}};
   for (const auto& [name, n] : nodes_) {
-    StatusInput::Node node{name, n.info.up, std::nullopt};
+    StatusInput::Node node{name, n.info.up, proto::PlacementWeight(n.info) > 0, std::nullopt};
     auto rep = n.reports.find(d.meta.uid);
     if (rep != n.reports.end()) node.report = rep->second;
     in.nodes.push_back(std::move(node));
@@ -408,44 +448,39 @@ Coordinator::StatusInput Coordinator::StatusInputLocked(const DatasetState& d) c
   return in;
 }
 
-proto::DatasetStatus Coordinator::ComputeStatus(StatusInput& in) const {
+proto::DatasetStatus Coordinator::ComputeStatus(const StatusInput& in) const {
   proto::DatasetStatus st;
   st.meta = in.meta;
-  const uint64_t effective = std::min<uint64_t>(in.meta.replicas, in.members.size());
+  const uint64_t eligible = std::count_if(in.nodes.begin(), in.nodes.end(), [](const auto& n) { return n.eligible; });
+  const uint64_t effective = std::min<uint64_t>(in.meta.replicas, eligible);
   st.expected_bytes = in.meta.total_bytes * effective;
-  if (in.members.empty()) return st;
-  if (!in.assignment) {
-    in.assignment = std::make_shared<const std::vector<MemberShare>>(
-        AssignAll(in.manifest, Placement(in.members), static_cast<int>(in.meta.replicas)));
-    std::lock_guard lock(mu_);
-    auto it = datasets_.find(in.meta.name);
-    if (it != datasets_.end() && it->second.meta.uid == in.meta.uid && placement_epoch_ == in.placement_epoch) {
-      it->second.assignment = in.assignment;
-      it->second.assignment_epoch = in.placement_epoch;
-    }
-  }
   // copies[ordinal] = how many owners report the chunk cached.
   std::vector<uint8_t> copies(in.meta.total_chunks, 0);
-  bool all_reported = true;
-  for (size_t m = 0; m < in.nodes.size(); ++m) {
-    const MemberShare& share = (*in.assignment)[m];
-    const std::vector<uint64_t>& owned = share.ordinals;
-    const StatusInput::Node& n = in.nodes[m];
-    st.shares.push_back({n.name, owned.size(), share.bytes, 0});
-    const bool usable = n.up && n.report && n.report->version == in.meta.version &&
-                        n.report->placement_epoch == in.placement_epoch &&
-                        n.report->cached_bitmap.size() == (owned.size() + 7) / 8;
-    if (!usable) {
-      if (!owned.empty()) all_reported = false;
+  std::vector<uint64_t> ordinals;
+  bool all_reported = eligible > 0;
+  for (const StatusInput::Node& n : in.nodes) {
+    st.shares.push_back({n.name, 0, 0, 0, false});
+    const bool current = n.up && n.report && n.report->version == in.meta.version &&
+                         n.report->placement_epoch == in.placement_epoch;
+    ordinals.clear();
+    Status decoded = current ? proto::DecodeOrdinals(n.report->cached_ordinals, in.meta.total_chunks,
+                                                     n.report->cached_chunks,
+                                                     [&](uint64_t o) { ordinals.push_back(o); })
+                             : Status::NotFound("");
+    if (current && !decoded.ok()) {
+      options_.logger->warn("node {}: unusable report on dataset {}: {}", n.name, in.meta.name, decoded.ToString());
+    }
+    if (!decoded.ok()) {
+      if (n.eligible) all_reported = false;
       continue;
     }
     const proto::DatasetReport& r = *n.report;
-    st.shares.back().cached_bytes = r.cached_bytes;
+    st.shares.back() = {n.name, r.owned_chunks, r.owned_bytes, r.cached_bytes, true};
     ++st.nodes_reporting;
     st.cached_bytes += r.cached_bytes;
     st.cached_chunks += r.cached_chunks;
-    for (size_t i = 0; i < owned.size(); ++i) {
-      if ((r.cached_bitmap[i / 8] & (1 << (i % 8))) && copies[owned[i]] < 255) ++copies[owned[i]];
+    for (uint64_t o : ordinals) {
+      if (copies[o] < 255) ++copies[o];
     }
     for (const auto& f : r.failures) {
       if (st.failures.size() < 100) st.failures.push_back(f);
@@ -480,7 +515,7 @@ Result<proto::ClusterStatusReply> Coordinator::GetStatus(const std::string& data
       for (const auto& [name, d] : datasets_) inputs.push_back(StatusInputLocked(d));
     }
   }
-  for (StatusInput& in : inputs) r.datasets.push_back(ComputeStatus(in));
+  for (const StatusInput& in : inputs) r.datasets.push_back(ComputeStatus(in));
   return r;
 }
 

@@ -6,10 +6,11 @@
 //     each is up (heard from within `down_after`) or down;
 //   - the datasets: name, source, manifest version, replicas, warm flag;
 //   - what each node reports it holds, to answer "how much is cached".
-// It never moves data itself. Nodes and mounts fetch the cluster map and the
-// manifests and compute the stripe assignment themselves
-// (striping/assignment.h); the coordinator computes the same assignment only
-// to turn node reports into progress.
+// It never moves data itself, and never computes anyone's placement: nodes and
+// mounts fetch the cluster map and the manifests and compute the stripe
+// assignment themselves (striping/assignment.h), and each node reports which
+// of its owned chunks it holds, by ordinal; the coordinator only adds those up
+// into progress, so its work grows with chunks held, not members x chunks.
 //
 // Epochs: `epoch` bumps on every change of the cluster map (so fetching the
 // map is needed only when a heartbeat reply shows a newer one);
@@ -32,6 +33,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -41,8 +43,6 @@
 #include "origin/origin.h"
 #include "proto/messages.h"
 #include "striping/manifest.h"
-#include "striping/assignment.h"
-#include "striping/placement.h"
 
 namespace hoard {
 
@@ -86,10 +86,16 @@ class Coordinator {
   // them from it while it keeps serving) or takes it back. kNotFound for an
   // unknown node. Idempotent.
   Result<proto::NodeDrainReply> SetDraining(const std::string& name, bool drain);
+  // Forgets a node. kInvalidArgument if it still owns chunks (up and not
+  // draining) unless `force`; kNotFound for an unknown node.
+  Result<proto::NodeRemoveReply> RemoveNode(const std::string& name, bool force);
   // Nodes and datasets with cached amounts; `dataset` narrows to one.
   Result<proto::ClusterStatusReply> GetStatus(const std::string& dataset) const;
 
-  // Marks nodes silent for longer than down_after as down. The service calls
+  // Marks nodes silent for longer than down_after as down, and recomputes
+  // which datasets are settled (every chunk on all its owners at the current
+  // placement; heartbeat replies tell nodes, which then drop copies they no
+  // longer own). The service calls
   // this periodically; tests call it after advancing a FakeClock. If this
   // check itself ran late (the coordinator was stalled: swapped out, stopped,
   // a slow disk), the silence is ours, not the nodes': they get a fresh
@@ -107,14 +113,11 @@ class Coordinator {
     proto::NodeInfo info;
     std::chrono::steady_clock::time_point last_heard;
     std::map<uint64_t, proto::DatasetReport> reports;  // by dataset uid
+    bool reported = false;  // a heartbeat with reports arrived since we started
   };
   struct DatasetState {
     proto::DatasetMeta meta;
     Manifest manifest;
-    // Per member (nodes_ order), the owned chunks, computed for progress
-    // reports on demand and kept while the placement does not change.
-    std::shared_ptr<const std::vector<MemberShare>> assignment;
-    uint64_t assignment_epoch = UINT64_MAX;
   };
   struct StatusInput;
 
@@ -124,8 +127,8 @@ class Coordinator {
   Status CommitLocked(bool placement_changed);
   CoordinatorState SnapshotLocked() const;
   StatusInput StatusInputLocked(const DatasetState& d) const;
-  proto::DatasetStatus ComputeStatus(StatusInput& in) const;
-  std::vector<PlacementMember> MembersLocked() const;
+  proto::DatasetStatus ComputeStatus(const StatusInput& in) const;
+  std::vector<proto::SettledDataset> SettledLocked() const;
 
   Options options_;
   StateStore store_;
@@ -135,6 +138,7 @@ class Coordinator {
   std::map<std::string, NodeState> nodes_;        // guarded by mu_; by name
   mutable std::map<std::string, DatasetState> datasets_;  // guarded by mu_; by name
   std::set<std::string> adding_;                  // guarded by mu_; names being added
+  std::vector<proto::SettledDataset> settled_;     // guarded by mu_; as of the last CheckLiveness
   std::chrono::steady_clock::time_point last_liveness_check_;  // guarded by mu_
   std::atomic<bool> shutting_down_{false};
 };

@@ -12,6 +12,7 @@
 #include "common/testing.h"
 #include "origin/forwarding_origin.h"
 #include "origin/mem_origin.h"
+#include "proto/ordinals.h"
 #include "striping/assignment.h"
 
 namespace hoard {
@@ -248,8 +249,8 @@ TEST_F(CoordinatorTest, HeartbeatFromAnUnknownNodeAsksItToRegister) {
   EXPECT_EQ(coord_->RegisterNode({.name = "n", .endpoint = "http://x"}).status().code(), Code::kInvalidArgument);
 }
 
-// Nodes report bitmaps over their owned chunks; the coordinator turns them
-// into bytes, files and completeness.
+// Nodes report the ordinals of the owned chunks they hold; the coordinator
+// turns them into bytes, files and completeness.
 TEST_F(CoordinatorTest, StatusCountsWholeFilesFromNodeReports) {
   // Enough chunks that each node surely owns several (the uid, and so the
   // placement, is random).
@@ -267,16 +268,17 @@ TEST_F(CoordinatorTest, StatusCountsWholeFilesFromNodeReports) {
     std::vector<ChunkRef> owned = OwnedChunks(m, placement, 1, member);
     proto::DatasetReport r{.uid = meta.uid, .version = 1, .placement_epoch = map.placement_epoch};
     r.owned_chunks = owned.size();
-    r.cached_bitmap.assign((owned.size() + 7) / 8, 0);
+    proto::OrdinalEncoder cached;
     EXPECT_GE(owned.size(), 2u);
     for (size_t i = 0; i < owned.size(); ++i) {
       r.owned_bytes += owned[i].length;
       if (all || i + 1 < owned.size()) {  // partial: all but the last
-        r.cached_bitmap[i / 8] |= char(1 << (i % 8));
+        cached.Add(owned[i].ordinal);
         ++r.cached_chunks;
         r.cached_bytes += owned[i].length;
       }
     }
+    r.cached_ordinals = cached.Finish();
     return r;
   };
   auto status = [&] { return coord_->GetStatus("imagenet")->datasets.at(0); };
@@ -294,12 +296,118 @@ TEST_F(CoordinatorTest, StatusCountsWholeFilesFromNodeReports) {
   EXPECT_TRUE(full.complete);
   EXPECT_EQ(full.cached_bytes, meta.total_bytes);
   EXPECT_EQ(full.files_cached, meta.file_count);
+  ASSERT_EQ(full.shares.size(), 2u);
+  EXPECT_TRUE(full.shares[0].reported);
+  EXPECT_EQ(full.shares[0].owned_chunks + full.shares[1].owned_chunks, meta.total_chunks);
 
-  // A node that goes down takes its chunks out of "cached".
+  // Every chunk is on its owner: heartbeat replies say so, and nodes may then
+  // drop copies they no longer own.
+  coord_->CheckLiveness();
+  auto hb = coord_->Heartbeat({.name = "node1"});
+  ASSERT_TRUE(hb.ok());
+  ASSERT_EQ(hb->settled.size(), 1u);
+  EXPECT_EQ(hb->settled[0].uid, meta.uid);
+  EXPECT_EQ(hb->settled[0].placement_epoch, map.placement_epoch);
+
+  // A report whose ordinals do not decode (a bug, or garbage) is not believed.
+  proto::DatasetReport bad = report(1, true);
+  bad.cached_ordinals.push_back(char(0x80));
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node2", .datasets = {bad}, .datasets_included = true}).ok());
+  EXPECT_FALSE(status().complete);
+  EXPECT_FALSE(status().shares[1].reported);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node2", .datasets = {report(1, true)}, .datasets_included = true}).ok());
+  EXPECT_TRUE(status().complete);
+
+  // A node that goes down takes its chunks out of "cached", and the dataset
+  // is no longer settled: node1 now owns everything and has not reported on
+  // the new placement.
   Elapse(6s);
-  ASSERT_TRUE(coord_->Heartbeat({.name = "node1"}).ok());
+  hb = coord_->Heartbeat({.name = "node1"});
   EXPECT_FALSE(status().complete);
   EXPECT_LT(status().cached_bytes, meta.total_bytes);
+  EXPECT_TRUE(hb->settled.empty());
+}
+
+TEST_F(CoordinatorTest, ANodeIsAskedForItsReportsUntilItSendsThem) {
+  Register("node1");
+  EXPECT_TRUE(coord_->Heartbeat({.name = "node1"})->need_reports);
+  EXPECT_FALSE(coord_->Heartbeat({.name = "node1", .datasets_included = true})->need_reports);
+  EXPECT_FALSE(coord_->Heartbeat({.name = "node1"})->need_reports);
+  Reopen();  // reports are not state: a restarted coordinator asks again
+  EXPECT_TRUE(coord_->Heartbeat({.name = "node1"})->need_reports);
+}
+
+// Placement weights follow the capacity a node registers with; they change
+// only by a registration (a committed change), never by a heartbeat.
+TEST_F(CoordinatorTest, PlacementWeightsFollowRegisteredCapacity) {
+  ASSERT_TRUE(coord_->RegisterNode({.name = "small", .endpoint = "tcp://h:1", .capacity_bytes = 1ull << 30}).ok());
+  ASSERT_TRUE(coord_->RegisterNode({.name = "large", .endpoint = "tcp://h:2", .capacity_bytes = 3ull << 30}).ok());
+  proto::ClusterMap map = coord_->GetClusterMap();
+  EXPECT_EQ(map.nodes[0].name, "large");
+  EXPECT_EQ(map.nodes[0].weight, 3072);
+  EXPECT_EQ(map.nodes[1].weight, 1024);
+  const uint64_t pe = map.placement_epoch;
+  ASSERT_TRUE(coord_->RegisterNode({.name = "small", .endpoint = "tcp://h:1", .capacity_bytes = 1ull << 30}).ok());
+  EXPECT_EQ(coord_->GetClusterMap().placement_epoch, pe) << "a restart with the same disk moves nothing";
+  ASSERT_TRUE(coord_->Heartbeat({.name = "small", .capacity_bytes = 9ull << 30}).ok());
+  EXPECT_EQ(coord_->GetClusterMap().nodes[1].weight, 1024);
+  EXPECT_EQ(coord_->GetClusterMap().placement_epoch, pe);
+  ASSERT_TRUE(coord_->RegisterNode({.name = "small", .endpoint = "tcp://h:1", .capacity_bytes = 2ull << 30}).ok());
+  EXPECT_EQ(coord_->GetClusterMap().nodes[1].weight, 2048);
+  EXPECT_GT(coord_->GetClusterMap().placement_epoch, pe);
+}
+
+TEST_F(CoordinatorTest, DrainKeepsTheWeightAndTakesTheShareAway) {
+  Register("node1");
+  Register("node2");
+  const uint64_t pe = coord_->GetClusterMap().placement_epoch;
+  auto r = coord_->SetDraining("node2", true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->node.draining);
+  proto::ClusterMap map = coord_->GetClusterMap();
+  EXPECT_EQ(map.placement_epoch, pe + 1);
+  EXPECT_EQ(proto::PlacementWeight(map.nodes[1]), 0);
+  EXPECT_EQ(map.nodes[1].weight, 1);
+  ASSERT_TRUE(coord_->SetDraining("node2", true).ok());  // idempotent
+  EXPECT_EQ(coord_->GetClusterMap().placement_epoch, pe + 1);
+  Reopen();
+  EXPECT_TRUE(coord_->GetClusterMap().nodes[1].draining) << "a drain is state";
+  ASSERT_TRUE(coord_->SetDraining("node2", false).ok());
+  EXPECT_EQ(proto::PlacementWeight(coord_->GetClusterMap().nodes[1]), 1);
+  EXPECT_EQ(coord_->SetDraining("nobody", true).status().code(), Code::kNotFound);
+}
+
+TEST_F(CoordinatorTest, OnlyANodeThatOwnsNothingIsRemovedWithoutForce) {
+  Register("node1");
+  Register("node2");
+  Register("node3");
+  EXPECT_EQ(coord_->RemoveNode("node2", false).status().code(), Code::kInvalidArgument);
+  ASSERT_TRUE(coord_->SetDraining("node2", true).ok());
+  const uint64_t pe = coord_->GetClusterMap().placement_epoch;
+  ASSERT_TRUE(coord_->RemoveNode("node2", false).ok());
+  EXPECT_EQ(coord_->GetClusterMap().nodes.size(), 2u);
+  EXPECT_EQ(coord_->GetClusterMap().placement_epoch, pe) << "a drained node owned nothing: nothing moves";
+  ASSERT_TRUE(coord_->RemoveNode("node3", true).ok());
+  EXPECT_GT(coord_->GetClusterMap().placement_epoch, pe);
+  EXPECT_EQ(coord_->RemoveNode("node3", false).status().code(), Code::kNotFound);
+  Reopen();
+  ASSERT_EQ(coord_->GetClusterMap().nodes.size(), 1u);
+  // A removed node whose agent still runs is a stranger: it registers again.
+  EXPECT_FALSE(coord_->Heartbeat({.name = "node2"})->registered);
+}
+
+// A down node that registers again (it restarted) owns its share again: that
+// is a placement change, which parties must see as a new placement epoch.
+TEST_F(CoordinatorTest, ANodeBackFromDownChangesThePlacementEpoch) {
+  Register("node1");
+  Register("node2");
+  Elapse(6s);
+  proto::ClusterMap down = coord_->GetClusterMap();
+  ASSERT_FALSE(down.nodes[0].up);
+  Register("node1");
+  proto::ClusterMap back = coord_->GetClusterMap();
+  EXPECT_TRUE(back.nodes[0].up);
+  EXPECT_GT(back.placement_epoch, down.placement_epoch);
 }
 
 TEST_F(CoordinatorTest, StaleReportsDoNotCount) {

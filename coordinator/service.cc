@@ -46,6 +46,9 @@ void CoordinatorService::RegisterHandlers() {
   server_.Handle<proto::NodeDrain>([c](const proto::NodeDrain& r, const Envelope&, std::string*) {
     return c->SetDraining(r.name, r.drain);
   });
+  server_.Handle<proto::NodeRemove>([c](const proto::NodeRemove& r, const Envelope&, std::string*) {
+    return c->RemoveNode(r.name, r.force);
+  });
   server_.Handle<proto::Warm>([c](const proto::Warm& r, const Envelope&, std::string*) { return c->Warm(r.name); });
 }
 

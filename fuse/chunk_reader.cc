@@ -139,7 +139,7 @@ Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, 
   for (uint32_t o : owners) {
     const proto::NodeInfo& node = view->node(o);
     if (!node.up || Suspect(node.endpoint)) continue;
-    Result<Bytes> r = FetchFromPeer(node, ds, entry, index, chunk_len);
+    Result<Bytes> r = FetchFromPeer(node, view->map().placement_epoch, ds, entry, index, chunk_len);
     if (r.ok()) {
       counters_.peer_bytes.fetch_add(chunk_len);
       return r;
@@ -158,8 +158,9 @@ Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, 
   return f->bytes;
 }
 
-Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& node, const MountedDataset& ds,
-                                                      uint32_t entry, uint32_t index, uint64_t chunk_len) {
+Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& node, uint64_t placement_epoch,
+                                                      const MountedDataset& ds, uint32_t entry, uint32_t index,
+                                                      uint64_t chunk_len) {
   const ChunkKey key = ds.manifest().chunk_key(entry, index);
   proto::GetChunk req{.dataset = ds.name,
                       .uid = ds.view->meta.uid,
@@ -170,11 +171,13 @@ Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& nod
                       .key_hi = key.file.hi,
                       .offset = 0,
                       .length = 0,
-                      .fill = true};
+                      .fill = true,
+                      .placement_epoch = placement_epoch};
   zmq::message_t payload;
   auto lease = peers_.Acquire(node.endpoint);
   Result<proto::ChunkData> r = lease->Call(req, options_.peer_timeout, &payload);
   if (!r.ok()) return r.status();
+  if (r->placement_epoch > placement_epoch && options_.on_newer_placement) options_.on_newer_placement();
   if (r->chunk_length != chunk_len || payload.size() != chunk_len) {
     return Status::Corruption("peer " + node.name + " sent " + std::to_string(payload.size()) + " bytes of a " +
                               std::to_string(chunk_len) + "-byte chunk");

@@ -8,6 +8,10 @@
 //   2. the chunk's owners over ZeroMQ, up ones first in placement rank order;
 //      an owner that misses reads through from the origin and caches;
 //   3. the origin itself, when no owner answers within the peer timeout.
+// An owner that dies while it is asked costs no timeout: the call fails as
+// soon as its connection drops (proto/rpc_client.h), and the next source is
+// tried. Requests carry the view's placement epoch; a reply from a node with
+// a newer one makes the mount refresh its map (on_newer_placement).
 // Chunks fetched over the network are kept in a small in-memory LRU, since
 // the kernel asks for a chunk in many reads (128 KiB to 1 MiB each), and a
 // fetch is single-flight: concurrent readers of a chunk share one transfer.
@@ -54,6 +58,9 @@ class ChunkReader {
     zmq::context_t* context = nullptr;
     OriginOptions origin;
     OriginPool::Opener open_origin;  // tests substitute an in-memory origin
+    // Called (from a reading thread; keep it cheap) when a peer's reply
+    // shows a placement epoch newer than the current view's.
+    std::function<void()> on_newer_placement;
   };
 
   struct Counters {
@@ -96,8 +103,8 @@ class ChunkReader {
   // create the store after the mount starts); -1 while it does not exist.
   int ChunksDir();
   Result<Bytes> FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index);
-  Result<Bytes> FetchFromPeer(const proto::NodeInfo& node, const MountedDataset& ds, uint32_t entry,
-                              uint32_t index, uint64_t chunk_len);
+  Result<Bytes> FetchFromPeer(const proto::NodeInfo& node, uint64_t placement_epoch, const MountedDataset& ds,
+                              uint32_t entry, uint32_t index, uint64_t chunk_len);
   void Remember(const ChunkKey& key, Bytes bytes);
   // A peer that could not be reached is skipped for `suspect_for`, so one
   // dead node costs one connect timeout, not one per chunk. The coordinator

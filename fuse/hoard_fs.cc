@@ -55,7 +55,15 @@ HoardFs::HoardFs(Options options)
                                    .peer_connect_timeout = options_.peer_connect_timeout,
                                    .logger = options_.logger,
                                    .context = options_.context,
-                                   .open_origin = options_.open_origin},
+                                   .open_origin = options_.open_origin,
+                                   .on_newer_placement =
+                                       [this] {
+                                         {
+                                           std::lock_guard lock(mu_);
+                                           poll_now_ = true;
+                                         }
+                                         cv_.notify_all();
+                                       }},
               [this] { return watcher_.Current(); }),
       start_time_(static_cast<int64_t>(::time(nullptr))) {}
 
@@ -87,10 +95,12 @@ void HoardFs::WatchLoop() {
   std::unique_lock lock(mu_);
   auto next_poll = std::chrono::steady_clock::now() + options_.poll_interval;
   while (!stopping_) {
-    cv_.wait_until(lock, next_poll, [this] { return stopping_ || !pending_inval_.empty(); });
+    cv_.wait_until(lock, next_poll, [this] { return stopping_ || poll_now_ || !pending_inval_.empty(); });
     if (stopping_) break;
     std::vector<std::string> names = std::move(pending_inval_);
     pending_inval_.clear();
+    if (poll_now_) next_poll = std::chrono::steady_clock::now();
+    poll_now_ = false;
     lock.unlock();
     fuse_session* se = session_.load();
     for (const std::string& name : names) {

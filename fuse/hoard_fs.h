@@ -145,6 +145,9 @@ class HoardFs {
   // a notification sent from inside a request handler (a lookup that caused
   // a refresh) deadlocks on the directory lock the kernel holds for it.
   std::vector<std::string> pending_inval_;  // guarded by mu_
+  // A peer's reply showed a newer placement than our map: poll now rather
+  // than at the next interval.
+  bool poll_now_ = false;  // guarded by mu_
 };
 
 }  // namespace hoard::fuse

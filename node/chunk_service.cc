@@ -16,6 +16,10 @@ ChunkService::ChunkService(ChunkStore* store, ChunkFiller* filler,
 Result<proto::ChunkData> ChunkService::GetChunk(const proto::GetChunk& req, std::string* payload) {
   counters_.requests.fetch_add(1);
   std::shared_ptr<const ClusterView> view = current_view_();
+  if (req.placement_epoch > view->map().placement_epoch) {
+    (void)refresh_view_();
+    view = current_view_();
+  }
   const DatasetView* ds = view->dataset(req.uid, req.version);
   if (ds == nullptr) {
     (void)refresh_view_();
@@ -49,7 +53,7 @@ Result<proto::ChunkData> ChunkService::GetChunk(const proto::GetChunk& req, std:
   if (n.ok() && *n == len) {
     counters_.cache_hits.fetch_add(1);
     counters_.cache_bytes.fetch_add(len);
-    return proto::ChunkData{chunk_len, req.offset, "cache"};
+    return proto::ChunkData{chunk_len, req.offset, "cache", view->map().placement_epoch};
   }
   if (!n.ok() && n.status().code() != Code::kNotFound && n.status().code() != Code::kCorruption) {
     logger_->warn("chunk store read of {}: {}", key.Name(), n.status().ToString());
@@ -74,7 +78,7 @@ Result<proto::ChunkData> ChunkService::GetChunk(const proto::GetChunk& req, std:
   }
   payload->assign(*fill->bytes, req.offset, len);
   counters_.origin_bytes.fetch_add(len);
-  return proto::ChunkData{chunk_len, req.offset, "origin"};
+  return proto::ChunkData{chunk_len, req.offset, "origin", view->map().placement_epoch};
 }
 
 }  // namespace hoard

@@ -10,6 +10,14 @@
 // refresh (the dataset may have just been added); a key that does not match
 // the manifest is kStale (the requester acts on another version).
 //
+// Placement epochs: a request carries the requester's placement epoch and the
+// reply this node's. A requester that is ahead means this node's map is
+// stale: it refreshes it (the same rate-limited refresh) before deciding
+// whether it owns a chunk it reads through, so a new owner caches what it now
+// owns. A requester that is behind is still served: the bytes of a chunk do
+// not depend on the placement (its key is checked), and the reply's epoch
+// tells it to catch up.
+//
 // Thread-safety: GetChunk may be called from any number of threads.
 #pragma once
 

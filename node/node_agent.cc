@@ -1,8 +1,12 @@
 #include "node/node_agent.h"
 
+#include <sys/statvfs.h>
+
 #include <set>
+#include <unordered_set>
 
 #include "common/file_util.h"
+#include "proto/ordinals.h"
 
 namespace hoard {
 
@@ -67,6 +71,7 @@ Status NodeAgent::Init() {
     return Result<proto::NodeStatusReply>(std::move(r));
   });
   HOARD_RETURN_IF_ERROR(server_->Start());
+  capacity_ = Capacity();
   coordinator_ = std::make_unique<proto::RpcClient>(*options_.context, options_.coordinator);
 
   // Serve with the last map we saw until the coordinator answers.
@@ -105,10 +110,18 @@ void NodeAgent::ControlLoop() {
   }
 }
 
+uint64_t NodeAgent::Capacity() const {
+  if (options_.capacity_bytes != 0) return options_.capacity_bytes;
+  // Unlimited: the store may fill its disk, so the disk's size is its share.
+  struct statvfs st;
+  if (::statvfs(store_->dir().c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+}
+
 Status NodeAgent::RegisterSelf() {
   ChunkStore::Usage u = store_->usage();
   Result<proto::RegisterNodeReply> r = coordinator_->Call(
-      proto::RegisterNode{.name = options_.name, .endpoint = Advertised(), .capacity_bytes = u.capacity_bytes,
+      proto::RegisterNode{.name = options_.name, .endpoint = Advertised(), .capacity_bytes = capacity_,
                           .used_bytes = u.used_bytes},
       options_.coordinator_timeout);
   if (!r.ok()) return r.status().Annotate("register with " + options_.coordinator);
@@ -123,17 +136,17 @@ Status NodeAgent::Tick() {
   ChunkStore::Usage u = store_->usage();
   proto::Heartbeat hb{.name = options_.name,
                       .epoch = watcher_->Current()->epoch(),
-                      .capacity_bytes = u.capacity_bytes,
+                      .capacity_bytes = capacity_,
                       .used_bytes = u.used_bytes,
                       .chunks = u.chunks};
   // Reports cost a pass over the owned chunks: send them when what they say
-  // may have changed (chunks stored or dropped, a new map, a new failure), and
-  // every 10 s in case the coordinator restarted and lost them.
+  // may have changed (chunks stored or dropped, a new map, a new failure),
+  // when the coordinator asks (it restarted), and every 30 s regardless.
   const uint64_t view_epoch = watcher_->Current()->epoch();
   const uint64_t failures = warmer_->failure_generation();
   const auto now = std::chrono::steady_clock::now();
   if (u.chunks != last_report_chunks_ || view_epoch != last_report_epoch_ ||
-      failures != last_report_failures_ || now - last_full_report_ > std::chrono::seconds(10)) {
+      failures != last_report_failures_ || now - last_full_report_ > std::chrono::seconds(30)) {
     hb.datasets = BuildReports();
     hb.datasets_included = true;
     last_report_chunks_ = u.chunks;
@@ -152,8 +165,51 @@ Status NodeAgent::Tick() {
     registered_ = false;
     return RegisterSelf();
   }
-  if (r->epoch != watcher_->Current()->epoch()) return watcher_->Sync(r->epoch);
-  return Status::Ok();
+  if (r->need_reports) last_report_chunks_ = UINT64_MAX;
+  Status synced = r->epoch != watcher_->Current()->epoch() ? watcher_->Sync(r->epoch) : Status::Ok();
+  DropUnownedCopies(r->settled);
+  return synced;
+}
+
+void NodeAgent::DropUnownedCopies(const std::vector<proto::SettledDataset>& settled) {
+  for (const proto::SettledDataset& d : settled) {
+    std::shared_ptr<const std::vector<ChunkRef>> chunks;
+    std::shared_ptr<const DatasetView> dataset;
+    {
+      std::lock_guard lock(mu_);
+      auto it = owned_.find(d.uid);
+      // Only on the placement the coordinator judged: under any other, what
+      // we own (and what the owners hold) may differ.
+      if (it == owned_.end() || placement_epoch_ != d.placement_epoch ||
+          it->second.dataset->meta.version != d.version) {
+        continue;
+      }
+      auto done = dropped_at_.find(d.uid);
+      if (done != dropped_at_.end() && done->second == d.placement_epoch) continue;
+      dropped_at_[d.uid] = d.placement_epoch;
+      chunks = it->second.chunks;
+      dataset = it->second.dataset;
+    }
+    std::unordered_set<ChunkKey, ChunkKeyHash> keep;
+    keep.reserve(chunks->size());
+    for (const ChunkRef& c : *chunks) keep.insert(dataset->manifest.chunk_key(c.entry, c.index));
+    std::vector<ChunkKey> drop;
+    store_->ForEach([&](const ChunkKey& key, uint64_t uid, uint64_t) {
+      if (uid == d.uid && !keep.count(key)) drop.push_back(key);
+    });
+    uint64_t dropped = 0;
+    for (const ChunkKey& key : drop) {
+      if (Status s = store_->Remove(key); s.ok()) {
+        ++dropped;
+      } else {
+        options_.logger->warn("cannot drop chunk {}: {}", key.Name(), s.ToString());
+      }
+    }
+    if (dropped > 0) {
+      options_.logger->info("dataset {}: dropped {} chunks this node no longer owns (every chunk is on its owners)",
+                            dataset->meta.name, dropped);
+    }
+  }
 }
 
 void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
@@ -216,16 +272,16 @@ std::vector<proto::DatasetReport> NodeAgent::BuildReports() {
     r.placement_epoch = placement_epoch;
     r.owned_chunks = o.chunks->size();
     r.owned_bytes = o.bytes;
-    r.cached_bitmap.assign((o.chunks->size() + 7) / 8, 0);
+    proto::OrdinalEncoder cached;
     const Manifest& m = o.dataset->manifest;
-    for (size_t i = 0; i < o.chunks->size(); ++i) {
-      const ChunkRef& c = (*o.chunks)[i];
+    for (const ChunkRef& c : *o.chunks) {  // in ordinal order
       if (store_->Contains(m.chunk_key(c.entry, c.index))) {
-        r.cached_bitmap[i / 8] |= static_cast<char>(1 << (i % 8));
-        ++r.cached_chunks;
+        cached.Add(c.ordinal);
         r.cached_bytes += c.length;
       }
     }
+    r.cached_chunks = cached.count();
+    r.cached_ordinals = cached.Finish();
     r.failures = warmer_->Failures(uid);
     reports.push_back(std::move(r));
   }

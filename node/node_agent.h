@@ -10,7 +10,11 @@
 //     through from the origin on a miss;
 //   - reports, per dataset, which of its owned chunks are cached, so the
 //     coordinator can show exact progress;
-//   - removes the chunks of datasets that were removed.
+//   - removes the chunks of datasets that were removed, and the copies it
+//     holds but no longer owns once the coordinator says every chunk of the
+//     dataset is on its owners (after a join, a drain, or a node's return);
+//   - registers with a placement weight from its capacity (--capacity, or
+//     the size of the store's disk when unlimited).
 //
 // Threads: the RpcServer's I/O and worker threads, the Warmer's workers, and
 // one control thread that heartbeats and syncs the map. Everything shared
@@ -51,7 +55,7 @@ class NodeAgent {
     std::string advertise;    // endpoint peers should dial; default: the bound one
     std::string coordinator;  // coordinator endpoint
     std::string store_dir;    // the chunk store (stands for the NVMe disk)
-    uint64_t capacity_bytes = 0;  // 0 = unlimited
+    uint64_t capacity_bytes = 0;  // 0 = unlimited (up to the disk's size)
     int fetch_threads = 4;    // warm-up workers (origin connections in flight)
     int serve_threads = 4;    // GetChunk workers
     std::chrono::milliseconds heartbeat_interval{1000};
@@ -94,6 +98,11 @@ class NodeAgent {
   // Recomputes owned chunks, warm targets and garbage after a map change.
   void OnViewChange(const std::shared_ptr<const ClusterView>& view);
   std::vector<proto::DatasetReport> BuildReports();
+  // Removes stored chunks of `settled` datasets that this node does not own,
+  // once per dataset and placement epoch.
+  void DropUnownedCopies(const std::vector<proto::SettledDataset>& settled);
+  // The capacity this node registers with (its placement weight).
+  uint64_t Capacity() const;
   // The endpoint peers dial: --advertise, else the one the server bound.
   std::string Advertised() const {
     return options_.advertise.empty() ? server_->bound_endpoint() : options_.advertise;
@@ -116,6 +125,8 @@ class NodeAgent {
   bool stopping_ = false;                  // guarded by mu_
   std::map<uint64_t, Owned> owned_;        // guarded by mu_; by dataset uid
   uint64_t placement_epoch_ = 0;           // guarded by mu_; of owned_
+  std::map<uint64_t, uint64_t> dropped_at_;  // guarded by mu_; uid -> placement epoch of the last drop
+  uint64_t capacity_ = 0;                  // set once by Init
 
   // Control thread only.
   bool registered_ = false;

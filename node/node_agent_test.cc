@@ -120,6 +120,52 @@ TEST_F(NodeAgentTest, AJoiningNodeCopiesItsShareFromPeersNotTheOrigin) {
   uint64_t held = 0;
   d->store()->ForEach([&](const ChunkKey&, uint64_t, uint64_t length) { held += length; });
   EXPECT_EQ(d->Counters().at("peer_fill_bytes"), held) << "every byte the newcomer holds came from a peer";
+  // Once the newcomer holds its share, the old owners drop the chunks they
+  // gave up: one copy of each chunk in the cluster again, none lost.
+  auto total = [&] {
+    uint64_t n = 0;
+    for (const char* name : {"node1", "node2", "node3", "node4"}) n += cluster_->agent(name)->store()->usage().chunks;
+    return n;
+  };
+  EXPECT_TRUE(Eventually([&] { return total() == meta.total_chunks; })) << total();
+  EXPECT_TRUE(Status().complete);
+}
+
+// A node whose map is behind the requester's (its heartbeat has not brought
+// the change yet) refreshes it before it decides what it owns; a requester
+// that is behind is served, and learns the newer epoch from the reply.
+TEST_F(NodeAgentTest, PlacementEpochsInRequestsBringStalePartiesUpToDate) {
+  proto::DatasetMeta meta = AddDataset();
+  Result<NodeAgent*> slow = cluster_->StartAgent("node1", 0, 30s, /*heartbeat_interval=*/1h);
+  ASSERT_TRUE(slow.ok());
+  ASSERT_TRUE(Eventually([&] { return (*slow)->view()->dataset("ds") != nullptr; }));
+  const uint64_t old_epoch = (*slow)->view()->map().placement_epoch;
+  StartAgent("node2");
+  ASSERT_TRUE(Eventually([&] { return coord().GetClusterMap().nodes.size() == 2; }));
+  const proto::ClusterMap now = coord().GetClusterMap();
+  ASSERT_LT(old_epoch, now.placement_epoch);
+
+  const std::shared_ptr<const ClusterView> view = (*slow)->view();
+  auto ask = [&](uint64_t placement_epoch) {
+    const DatasetView* ds = view->dataset("ds");
+    const uint32_t entry = *ds->manifest.Resolve("big.bin");
+    const ChunkKey key = ds->manifest.chunk_key(entry, 0);
+    proto::RpcClient client(cluster_->zmq(), (*slow)->endpoint());
+    zmq::message_t payload;
+    return client.Call(proto::GetChunk{.dataset = "ds", .uid = meta.uid, .version = meta.version, .entry = entry,
+                                       .index = 0, .key_lo = key.file.lo, .key_hi = key.file.hi,
+                                       .placement_epoch = placement_epoch},
+                       5s, &payload);
+  };
+  Result<proto::ChunkData> behind = ask(1);
+  ASSERT_TRUE(behind.ok()) << behind.status().ToString();
+  EXPECT_EQ(behind->placement_epoch, old_epoch) << "an older requester is no reason to refresh";
+  EXPECT_EQ((*slow)->view()->map().placement_epoch, old_epoch);
+  Result<proto::ChunkData> ahead = ask(now.placement_epoch);
+  ASSERT_TRUE(ahead.ok()) << ahead.status().ToString();
+  EXPECT_EQ(ahead->placement_epoch, now.placement_epoch);
+  EXPECT_EQ((*slow)->view()->map().placement_epoch, now.placement_epoch);
+  EXPECT_EQ((*slow)->view()->map().nodes.size(), 2u);
 }
 
 // Draining a node moves its chunks to their new owners, copied from it; then
@@ -138,10 +184,12 @@ TEST_F(NodeAgentTest, ADrainedNodeHandsItsChunksToPeersAndCanLeave) {
   Result<proto::NodeDrainReply> d = coord().SetDraining("node2", true);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_TRUE(d->node.draining);
-  EXPECT_EQ(d->node.weight, 0);
+  EXPECT_EQ(proto::PlacementWeight(d->node), 0);
   ASSERT_TRUE(Eventually([&] { return Status().complete; }, 20s)) << Status().cached_bytes;
   EXPECT_EQ(origin().TotalBytesRead(), read_before) << "the drain re-read the origin";
   EXPECT_GE(a->store()->usage().chunks + c->store()->usage().chunks, meta.total_chunks);
+  // Every chunk is on its new owner: the drained node drops its copies.
+  EXPECT_TRUE(Eventually([&] { return cluster_->agent("node2")->store()->usage().chunks == 0; }));
 
   // Gone for good: every chunk is still there, on its owner.
   cluster_->StopAgent("node2");
@@ -162,7 +210,7 @@ TEST_F(NodeAgentTest, ADrainedNodeHandsItsChunksToPeersAndCanLeave) {
   Result<proto::NodeDrainReply> back = coord().SetDraining("node2", false);
   ASSERT_TRUE(back.ok());
   EXPECT_FALSE(back->node.draining);
-  EXPECT_EQ(back->node.weight, 1);
+  EXPECT_GT(proto::PlacementWeight(back->node), 0);
 }
 
 // A node that dies is marked down after the timeout; its chunks get new

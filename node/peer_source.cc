@@ -55,7 +55,8 @@ Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const C
                       .key_hi = key.file.hi,
                       .offset = 0,
                       .length = 0,
-                      .fill = false};
+                      .fill = false,
+                      .placement_epoch = current->map().placement_epoch};
   for (const std::string& name : names) {
     // Where the node is now, and whether it is up, per the current map.
     const proto::NodeInfo* node = nullptr;

@@ -54,7 +54,8 @@ class TestCluster {
 
   // Starts (or restarts) a node agent with its store in DIR/NAME.
   Result<NodeAgent*> StartAgent(const std::string& name, uint64_t capacity = 0,
-                                std::chrono::milliseconds warm_retry_after = std::chrono::seconds(30)) {
+                                std::chrono::milliseconds warm_retry_after = std::chrono::seconds(30),
+                                std::chrono::milliseconds heartbeat_interval = std::chrono::milliseconds(100)) {
     agents_.erase(name);
     HOARD_ASSIGN_OR_RETURN(std::unique_ptr<NodeAgent> a,
                            NodeAgent::Start({.name = name,
@@ -63,7 +64,7 @@ class TestCluster {
                                              .store_dir = JoinPath(dir_, name),
                                              .capacity_bytes = capacity,
                                              .fetch_threads = 2,
-                                             .heartbeat_interval = std::chrono::milliseconds(100),
+                                             .heartbeat_interval = heartbeat_interval,
                                              .warm_retry_after = warm_retry_after,
                                              .logger = log_,
                                              .context = &zmq_,

@@ -38,6 +38,8 @@ bool IsKnownType(uint16_t t) {
     case MsgType::kWarmReply:
     case MsgType::kNodeDrain:
     case MsgType::kNodeDrainReply:
+    case MsgType::kNodeRemove:
+    case MsgType::kNodeRemoveReply:
     case MsgType::kGetChunk:
     case MsgType::kChunkData:
     case MsgType::kNodeStatus:
@@ -72,6 +74,8 @@ const char* TypeName(MsgType t) {
     case MsgType::kWarmReply: return "WarmReply";
     case MsgType::kNodeDrain: return "NodeDrain";
     case MsgType::kNodeDrainReply: return "NodeDrainReply";
+    case MsgType::kNodeRemove: return "NodeRemove";
+    case MsgType::kNodeRemoveReply: return "NodeRemoveReply";
     case MsgType::kGetChunk: return "GetChunk";
     case MsgType::kChunkData: return "ChunkData";
     case MsgType::kNodeStatus: return "NodeStatus";

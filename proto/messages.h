@@ -75,6 +75,8 @@ enum class MsgType : uint16_t {
   kWarmReply = 37,
   kNodeDrain = 38,
   kNodeDrainReply = 39,
+  kNodeRemove = 40,
+  kNodeRemoveReply = 41,
   // Mount or peer -> node agent.
   kGetChunk = 50,
   kChunkData = 51,
@@ -96,22 +98,32 @@ struct ErrorBody {
 struct NodeInfo {
   std::string name;
   std::string endpoint;         // tcp://host:port of its peer service
-  uint64_t capacity_bytes = 0;  // chunk store capacity; 0 = unlimited
+  uint64_t capacity_bytes = 0;  // chunk store capacity, as last reported
   uint64_t used_bytes = 0;
   uint64_t chunks = 0;
-  double weight = 1;            // placement weight
+  // Placement weight: the capacity the node registered with, in MiB
+  // (CapacityWeight). Changed only by a committed map change, never by a
+  // heartbeat, so every party that holds a map of one epoch places alike.
+  double weight = 1;
   bool up = true;               // heard from within the down timeout
   int64_t last_seen_unix = 0;
-  // Being drained: weight 0 (owns nothing), still serving what it holds so
-  // the new owners can copy it.
+  // Being drained: placement weight 0 (owns nothing), still serving what it
+  // holds so the new owners can copy it.
   bool draining = false;
   MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, chunks, weight, up, last_seen_unix, draining);
 };
 
+// The weight a node of `capacity_bytes` registers with: its capacity in MiB
+// (at least 1), so a node with twice the disk owns twice the chunks.
+inline double CapacityWeight(uint64_t capacity_bytes) {
+  const uint64_t mib = capacity_bytes >> 20;
+  return mib == 0 ? 1.0 : static_cast<double>(mib);
+}
+
 // A member's weight in the placement every party (coordinator, nodes, mounts)
-// computes from the map: its weight (0 while draining) when up, 0 when down,
-// so a down node's chunks have new owners until it comes back.
-inline double PlacementWeight(const NodeInfo& n) { return n.up ? n.weight : 0; }
+// computes from the map: 0 when down or draining, so their chunks have new
+// owners (until the node is back or taken back), else its weight.
+inline double PlacementWeight(const NodeInfo& n) { return n.up && !n.draining ? n.weight : 0; }
 
 struct DatasetMeta {
   std::string name;
@@ -146,12 +158,13 @@ struct DatasetReport {
   uint64_t owned_bytes = 0;
   uint64_t cached_chunks = 0;  // of the owned ones
   uint64_t cached_bytes = 0;
-  // Bit i (LSB first within each byte) is set when the i-th owned chunk, in
-  // chunk-ordinal order, is cached. Lets the coordinator count whole files.
-  std::vector<char> cached_bitmap;
+  // The ordinals of the owned chunks that are cached (cached_chunks of them),
+  // encoded by proto/ordinals.h. Lets the coordinator count copies per chunk
+  // and whole files without computing anyone's placement.
+  std::vector<char> cached_ordinals;
   std::vector<FileFailure> failures;  // most recent, at most 100
   MSGPACK_DEFINE_MAP(uid, version, placement_epoch, owned_chunks, owned_bytes, cached_chunks, cached_bytes,
-                     cached_bitmap, failures);
+                     cached_ordinals, failures);
 };
 
 // ---- requests and replies --------------------------------------------------
@@ -183,10 +196,22 @@ struct RegisterNode {
   MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes);
 };
 
+// A dataset version every chunk of which is on all its owners at a
+// placement: nodes may then drop the copies they hold but no longer own.
+struct SettledDataset {
+  uint64_t uid = 0;
+  uint32_t version = 0;
+  uint64_t placement_epoch = 0;
+  MSGPACK_DEFINE_MAP(uid, version, placement_epoch);
+};
+
 struct HeartbeatReply {
   uint64_t epoch = 0;      // fetch the cluster map when this is newer
   bool registered = true;  // false: the coordinator forgot us; register again
-  MSGPACK_DEFINE_MAP(epoch, registered);
+  // The coordinator has no reports from this node (it restarted): send them.
+  bool need_reports = false;
+  std::vector<SettledDataset> settled;
+  MSGPACK_DEFINE_MAP(epoch, registered, need_reports, settled);
 };
 struct Heartbeat {
   static constexpr MsgType kType = MsgType::kHeartbeat;
@@ -239,10 +264,13 @@ struct GetManifest {
 // One node's part of a dataset: the stripe assignment, and what it reports.
 struct NodeShare {
   std::string node;
+  // As last reported on the current placement; all 0 and reported = false
+  // until the node reports (a member that owns nothing reports zeros).
   uint64_t owned_chunks = 0;
   uint64_t owned_bytes = 0;
-  uint64_t cached_bytes = 0;  // as last reported; 0 if not reported on the current placement
-  MSGPACK_DEFINE_MAP(node, owned_chunks, owned_bytes, cached_bytes);
+  uint64_t cached_bytes = 0;
+  bool reported = false;
+  MSGPACK_DEFINE_MAP(node, owned_chunks, owned_bytes, cached_bytes, reported);
 };
 
 struct DatasetStatus {
@@ -322,8 +350,8 @@ struct NodeDrainReply {
   uint64_t epoch = 0;  // the map epoch that carries the change
   MSGPACK_DEFINE_MAP(node, epoch);
 };
-// Drain (drain = true) or take back (false) a node. Draining sets its
-// placement weight to 0: its chunks get new owners, which copy them from it.
+// Drain (drain = true) or take back (false) a node. Draining makes its
+// placement weight 0: its chunks get new owners, which copy them from it.
 struct NodeDrain {
   static constexpr MsgType kType = MsgType::kNodeDrain;
   using Reply = NodeDrainReply;
@@ -332,12 +360,30 @@ struct NodeDrain {
   MSGPACK_DEFINE_MAP(name, drain);
 };
 
+// Drops a node from the membership. Only a node that owns nothing (down, or
+// drained) unless `force`; a node agent still running joins again at its
+// next heartbeat.
+struct NodeRemoveReply {
+  uint64_t epoch = 0;
+  MSGPACK_DEFINE_MAP(epoch);
+};
+struct NodeRemove {
+  static constexpr MsgType kType = MsgType::kNodeRemove;
+  using Reply = NodeRemoveReply;
+  std::string name;
+  bool force = false;
+  MSGPACK_DEFINE_MAP(name, force);
+};
+
 // Reply payload: chunk bytes [offset, offset + returned length).
 struct ChunkData {
   uint64_t chunk_length = 0;
   uint64_t offset = 0;
   std::string source;  // "cache" or "origin": where the node got the bytes
-  MSGPACK_DEFINE_MAP(chunk_length, offset, source);
+  // The placement epoch of the node's map: a requester that is behind learns
+  // it should refresh its own.
+  uint64_t placement_epoch = 0;
+  MSGPACK_DEFINE_MAP(chunk_length, offset, source, placement_epoch);
 };
 struct GetChunk {
   static constexpr MsgType kType = MsgType::kGetChunk;
@@ -352,7 +398,10 @@ struct GetChunk {
   uint64_t offset = 0;      // within the chunk
   uint64_t length = 0;      // 0 = to the end of the chunk
   bool fill = true;         // on a miss, fetch from the origin, cache and serve
-  MSGPACK_DEFINE_MAP(dataset, uid, version, entry, index, key_lo, key_hi, offset, length, fill);
+  // The placement epoch of the requester's map (0: unknown). A node whose own
+  // map is older refreshes it before deciding whether it owns the chunk.
+  uint64_t placement_epoch = 0;
+  MSGPACK_DEFINE_MAP(dataset, uid, version, entry, index, key_lo, key_hi, offset, length, fill, placement_epoch);
 };
 
 struct NodeStatusReply {
@@ -382,6 +431,7 @@ HOARD_REPLY_TYPE(DatasetListReply, kDatasetListReply);
 HOARD_REPLY_TYPE(DatasetRemoveReply, kDatasetRemoveReply);
 HOARD_REPLY_TYPE(WarmReply, kWarmReply);
 HOARD_REPLY_TYPE(NodeDrainReply, kNodeDrainReply);
+HOARD_REPLY_TYPE(NodeRemoveReply, kNodeRemoveReply);
 HOARD_REPLY_TYPE(ChunkData, kChunkData);
 HOARD_REPLY_TYPE(NodeStatusReply, kNodeStatusReply);
 #undef HOARD_REPLY_TYPE

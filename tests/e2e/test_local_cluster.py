@@ -169,7 +169,7 @@ class LocalClusterTest(unittest.TestCase):
         r = c.cli_json("node", "drain", "node2", "--wait", "--timeout", "120", timeout=200)
         self.assertTrue(r["drained"], r)
         self.assertTrue(r["draining"])
-        self.assertEqual(r["weight"], 0)
+        self.assertEqual(r["placement_weight"], 0)
         st = c.cli_json("status", "ds")
         self.assertTrue(st["datasets"][0]["complete"])
         self.assertTrue({n["name"]: n["draining"] for n in st["nodes"]}["node2"])
@@ -181,6 +181,16 @@ class LocalClusterTest(unittest.TestCase):
         self.assertIn("no node named", bad.stderr)
         back = c.cli_json("node", "undrain", "node2")
         self.assertFalse(back["draining"])
+        c.cli_json("node", "drain", "node2")
+        # A node that owns chunks is not forgotten by accident; a drained one is.
+        owning = c.cli("node", "remove", "node1", check=False)
+        self.assertEqual(owning.returncode, 2, owning.stderr)
+        self.assertIn("drain it first", owning.stderr)
+        self.assertTrue(c.cli_json("node", "remove", "node2")["removed"])
+        st = c.cli_json("status", "ds")
+        self.assertEqual(sorted(n["name"] for n in st["nodes"]), ["node1", "node3"])
+        harness.drop_caches()
+        self.assertEqual(harness.file_digests(os.path.join(c.mnt, "datasets", "ds")), self.want)
 
     def test_cli_contract(self):
         c = self.start(nodes=1)
