@@ -3,15 +3,20 @@
 // Simulated nodes, real code: builds the manifest of a --files dataset
 // (ImageNet-like: one chunk per file, 1,000 files per directory), places it
 // on --nodes members, and measures
-//   - memory per file: the manifest's bytes, plus the per-node assignment
-//     (owned chunk ordinals) the coordinator keeps for progress;
-//   - the time to compute a placement: every chunk's owners (AssignAll), and
-//     the cost of one Owners() call;
-//   - chunks moved by one join and one leave, against the ideal 1/N;
-//   - heartbeat load: a real coordinator service (in this process, state in
-//     a temp directory, RPC over loopback ZeroMQ) with --nodes registered
-//     members, fed heartbeats by 8 client threads as fast as it answers;
-//     compared with what --nodes nodes send at 1/s.
+//   - the time to compute a placement where it is computed: a node's own
+//     share (OwnedChunks over every chunk: what each node agent does after a
+//     membership change), one Owners() call (what a mount does per chunk it
+//     reads remotely), and, for reference, every chunk's owners (AssignAll),
+//     which no daemon computes;
+//   - chunks moved by one join and one leave, against the ideal K/N: exactly
+//     (the newcomer's share over all chunks) and by comparing owner sets on a
+//     sample;
+//   - the coordinator: memory per file (the manifest plus every node's report
+//     of the chunks it holds) and the time to turn --nodes reports into
+//     progress, on a real coordinator service (state in a temp directory,
+//     RPC over loopback ZeroMQ) with --nodes registered members;
+//   - heartbeat load: that service fed heartbeats by 8 client threads as fast
+//     as it answers, compared with what --nodes nodes send at 1/s.
 // Prints a table and one JSON line.
 #include <unistd.h>
 
@@ -30,6 +35,7 @@
 
 #include "coordinator/coordinator.h"
 #include "coordinator/service.h"
+#include "proto/ordinals.h"
 #include "proto/rpc_client.h"
 #include "striping/assignment.h"
 #include "striping/manifest.h"
@@ -49,14 +55,6 @@ uint64_t Rss() {
     std::fclose(f);
   }
   return static_cast<uint64_t>(resident) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-}
-
-std::vector<hoard::PlacementMember> Members(int n, int skip = -1) {
-  std::vector<hoard::PlacementMember> m;
-  for (int i = 0; i < n; ++i) {
-    if (i != skip) m.push_back({"gpu" + std::to_string(i), 1.0});
-  }
-  return m;
 }
 
 // Fraction of sampled chunks whose owner set differs between a and b.
@@ -82,6 +80,44 @@ double MovedFraction(const hoard::Manifest& m, const hoard::Placement& a, const 
   return seen ? double(moved) / double(seen) : 0;
 }
 
+// The tree of an ImageNet-like dataset, generated: `files` files of about
+// 100 KiB (one chunk each), 1,000 per directory. Only Walk and Stat of the
+// root are needed: the coordinator walks it once at `dataset add`.
+class SyntheticOrigin : public hoard::Origin {
+ public:
+  explicit SyntheticOrigin(uint64_t files) : files_(files) {}
+  const std::string& source() const override { return source_; }
+  hoard::Status Walk(const std::function<hoard::Status(const hoard::OriginEntry&)>& visit) override {
+    const uint64_t dirs = (files_ + 999) / 1000;
+    hoard::OriginEntry e;
+    for (uint64_t d = 0; d < dirs; ++d) {
+      char dir[32];
+      std::snprintf(dir, sizeof dir, "n%08llu", static_cast<unsigned long long>(d));
+      e = {.path = dir, .type = hoard::EntryType::kDir, .mode = 040755};
+      HOARD_RETURN_IF_ERROR(visit(e));
+      for (uint64_t f = d * 1000; f < std::min(files_, (d + 1) * 1000); ++f) {
+        char name[64];
+        std::snprintf(name, sizeof name, "%s/img_%010llu.JPEG", dir, static_cast<unsigned long long>(f));
+        e = {.path = name, .type = hoard::EntryType::kFile, .mode = 0100644, .size = 100 * 1024 + f % 30000,
+             .mtime_ns = 1'700'000'000'000'000'000};
+        HOARD_RETURN_IF_ERROR(visit(e));
+      }
+    }
+    return hoard::Status::Ok();
+  }
+  hoard::Result<hoard::OriginEntry> Stat(std::string_view path) override {
+    if (!path.empty()) return hoard::Status::NotFound("synthetic origin: only the root");
+    return hoard::OriginEntry{.type = hoard::EntryType::kDir, .mode = 040755};
+  }
+  hoard::Result<std::unique_ptr<hoard::OriginFile>> Open(std::string_view) override {
+    return hoard::Status::NotFound("synthetic origin has no bytes");
+  }
+
+ private:
+  uint64_t files_;
+  std::string source_ = "synthetic://imagenet";
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,46 +127,70 @@ int main(int argc, char** argv) {
   app.add_option("--nodes", nodes, "Simulated nodes")->capture_default_str()->check(CLI::Range(2, 100000));
   app.add_option("--files", files, "Files in the dataset (one chunk each)")->capture_default_str();
   app.add_option("--replicas", replicas, "Owners per chunk")->capture_default_str()->check(CLI::Range(1, 8));
-  app.add_option("--sample", sample, "Chunks sampled for the join/leave movement")->capture_default_str();
+  app.add_option("--sample", sample, "Chunks sampled for the join/leave owner-set comparison")
+      ->capture_default_str();
   app.add_option("--heartbeat-seconds", heartbeat_seconds, "How long to feed heartbeats")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   nlohmann::json out = {{"nodes", nodes}, {"files", files}, {"replicas", replicas}};
+  auto fail = [](const char* what, const hoard::Status& s) {
+    std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
+    return 1;
+  };
 
-  // 1. The manifest.
+  const std::string dir = "/tmp/hoard-scale-bench-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{dir};
+  auto log = std::make_shared<spdlog::logger>("bench", std::make_shared<spdlog::sinks::null_sink_mt>());
+  auto coord = hoard::Coordinator::Open(
+      {.data_dir = dir, .down_after = std::chrono::hours(1), .logger = log,
+       .open_origin = [files](const std::string&) -> hoard::Result<std::unique_ptr<hoard::Origin>> {
+         return std::unique_ptr<hoard::Origin>(new SyntheticOrigin(files));
+       }});
+  if (!coord.ok()) return fail("coordinator", coord.status());
+  zmq::context_t zmq_ctx;
+  hoard::CoordinatorService service(coord->get(), {.endpoint = "tcp://127.0.0.1:*", .logger = log,
+                                                  .context = &zmq_ctx});
+  if (hoard::Status s = service.Start(); !s.ok()) return fail("service", s);
+  hoard::proto::RpcClient client(zmq_ctx, service.endpoint());
+
+  // 1. Members, and the dataset: `dataset add` walks the tree and builds the
+  // manifest, which every party then fetches.
   auto t = Clock::now();
-  std::string bytes;
-  {
-    hoard::ManifestBuilder b(42, 1, 4 << 20);
-    b.SetRoot(040755, 0, 0, 0);
-    const uint64_t dirs = (files + 999) / 1000;
-    for (uint64_t d = 0; d < dirs; ++d) {
-      char dir[32];
-      std::snprintf(dir, sizeof dir, "n%08llu", static_cast<unsigned long long>(d));
-      b.Add(dir, 040755, 0, 0, 0, 0);
-      for (uint64_t f = d * 1000; f < std::min(files, (d + 1) * 1000); ++f) {
-        char name[64];
-        std::snprintf(name, sizeof name, "%s/img_%010llu.JPEG", dir, static_cast<unsigned long long>(f));
-        b.Add(name, 0100644, 0, 0, 100 * 1024 + f % 30000, 1'700'000'000'000'000'000);
-      }
-    }
-    hoard::Result<std::string> r = b.Finish(0);
-    if (!r.ok()) {
-      std::fprintf(stderr, "manifest: %s\n", r.status().ToString().c_str());
-      return 1;
-    }
-    bytes = std::move(*r);
+  for (int i = 0; i < nodes; ++i) {
+    auto r = client.Call(hoard::proto::RegisterNode{.name = "gpu" + std::to_string(i),
+                                                    .endpoint = "tcp://10.0.0.1:7101",
+                                                    .capacity_bytes = 1ull << 40},
+                         std::chrono::seconds(10));
+    if (!r.ok()) return fail("register", r.status());
   }
-  out["manifest_build_s"] = Seconds(t);
+  out["register_all_s"] = Seconds(t);
+  t = Clock::now();
+  auto added = client.Call(hoard::proto::DatasetAdd{.name = "imagenet", .source = "synthetic://imagenet",
+                                                    .replicas = static_cast<uint32_t>(replicas)},
+                           std::chrono::hours(1));
+  if (!added.ok()) return fail("dataset add", added.status());
+  out["dataset_add_s"] = Seconds(t);
+  const hoard::proto::DatasetMeta meta = added->meta;
+  std::string bytes;
+  while (bytes.size() < meta.manifest_bytes) {
+    std::string part;
+    auto r = (*coord)->GetManifest({.name = "imagenet", .version = meta.version, .offset = bytes.size()}, &part);
+    if (!r.ok()) return fail("manifest", r.status());
+    bytes += part;
+  }
   out["manifest_bytes_per_file"] = double(bytes.size()) / double(files);
   hoard::Result<hoard::Manifest> parsed = hoard::Manifest::Parse(std::move(bytes));
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "manifest: %s\n", parsed.status().ToString().c_str());
-    return 1;
-  }
+  if (!parsed.ok()) return fail("manifest", parsed.status());
   const hoard::Manifest& m = *parsed;
+  const hoard::proto::ClusterMap map = (*coord)->GetClusterMap();
+  std::vector<hoard::PlacementMember> members;
+  for (const auto& n : map.nodes) members.push_back({n.name, hoard::proto::PlacementWeight(n)});
 
-  // 2. Placement: one Owners() call, then every chunk.
-  hoard::Placement p(Members(nodes));
+  // 2. Placement where it is computed: a node's share, a mount's lookup.
+  hoard::Placement p(members);
   std::vector<uint32_t> owners;
   t = Clock::now();
   const int calls = 200'000;
@@ -141,8 +201,15 @@ int main(int argc, char** argv) {
   }
   out["owners_call_us"] = Seconds(t) / calls * 1e6;
   t = Clock::now();
+  const uint64_t own_share = hoard::OwnedChunks(m, p, replicas, static_cast<uint32_t>(nodes / 3)).size();
+  out["node_share_s"] = Seconds(t);
+  t = Clock::now();
   std::vector<hoard::MemberShare> shares = hoard::AssignAll(m, p, replicas);
   out["assign_all_s"] = Seconds(t);
+  if (shares[nodes / 3].ordinals.size() != own_share) {
+    std::fprintf(stderr, "OwnedChunks and AssignAll disagree\n");
+    return 1;
+  }
   uint64_t most = 0, least = UINT64_MAX, total = 0;
   for (const auto& s : shares) {
     most = std::max<uint64_t>(most, s.ordinals.size());
@@ -151,50 +218,66 @@ int main(int argc, char** argv) {
   }
   out["share_max_over_mean"] = double(most) * nodes / double(total);
   out["share_min_over_mean"] = double(least) * nodes / double(total);
-  // What the coordinator keeps per dataset: the manifest, and each member's
-  // list of owned chunk ordinals (for progress), computed once per epoch.
-  uint64_t assignment_bytes = 0;
-  for (const auto& s : shares) assignment_bytes += s.ordinals.capacity() * sizeof(uint64_t);
-  out["coordinator_bytes_per_file"] = double(m.bytes().size() + assignment_bytes) / double(files);
+
+  // 3. One join, one leave. Rendezvous hashing moves exactly the chunks the
+  // newcomer wins (or the leaver held): counted over every chunk, and checked
+  // by comparing owner sets on a sample.
+  {
+    std::vector<hoard::PlacementMember> plus = members, minus = members;
+    plus.push_back({"gpu-new", members[0].weight});
+    minus.erase(minus.begin() + nodes / 2);
+    hoard::Placement joined(plus), left(minus);
+    t = Clock::now();
+    const uint64_t won = hoard::OwnedChunks(m, joined, replicas, static_cast<uint32_t>(nodes)).size();
+    out["joiner_share_s"] = Seconds(t);
+    out["join_moved_exact"] = double(won) / double(m.total_chunks());
+    out["join_moved"] = MovedFraction(m, p, joined, replicas, sample);
+    out["join_ideal"] = double(replicas) / double(nodes + 1);
+    out["leave_moved_exact"] = double(shares[nodes / 2].ordinals.size()) / double(m.total_chunks());
+    out["leave_moved"] = MovedFraction(m, p, left, replicas, sample);
+    out["leave_ideal"] = double(replicas) / double(nodes);
+  }
+
+  // 4. Progress: every node reports the chunks it holds (all of its share),
+  // through the service; the coordinator adds the reports up.
+  uint64_t report_bytes = 0;
+  const uint64_t rss_before = Rss();
+  t = Clock::now();
+  for (int i = 0; i < nodes; ++i) {
+    hoard::proto::OrdinalEncoder enc;
+    for (uint64_t o : shares[i].ordinals) enc.Add(o);
+    hoard::proto::Heartbeat hb{.name = members[i].name, .epoch = map.epoch, .capacity_bytes = 1ull << 40};
+    hb.datasets.push_back({.uid = meta.uid, .version = meta.version, .placement_epoch = map.placement_epoch,
+                           .owned_chunks = enc.count(), .owned_bytes = shares[i].bytes,
+                           .cached_chunks = enc.count(), .cached_bytes = shares[i].bytes,
+                           .cached_ordinals = enc.Finish()});
+    hb.datasets_included = true;
+    report_bytes += hb.datasets[0].cached_ordinals.size();
+    auto r = client.Call(hb, std::chrono::seconds(10));
+    if (!r.ok()) return fail("heartbeat with report", r.status());
+  }
+  out["reports_in_s"] = Seconds(t);
+  out["report_bytes_per_node"] = double(report_bytes) / nodes;
+  out["coordinator_bytes_per_file"] = double(m.bytes().size() + report_bytes) / double(files);
+  out["reports_rss_growth_mib"] = (double(Rss()) - double(rss_before)) / (1 << 20);
+  shares.clear();
+  shares.shrink_to_fit();
+  t = Clock::now();
+  auto st = client.Call(hoard::proto::ClusterStatus{.dataset = "imagenet"}, std::chrono::minutes(5));
+  if (!st.ok()) return fail("status", st.status());
+  out["status_s"] = Seconds(t);
+  if (!st->datasets.at(0).complete || st->datasets[0].files_cached != meta.file_count) {
+    std::fprintf(stderr, "status: the dataset should be complete from the reports\n");
+    return 1;
+  }
   out["rss_mib"] = double(Rss()) / (1 << 20);
 
-  // 3. One join, one leave.
-  hoard::Placement joined(Members(nodes + 1));
-  hoard::Placement left(Members(nodes, nodes / 2));
-  out["join_moved"] = MovedFraction(m, p, joined, replicas, sample);
-  out["join_ideal"] = double(replicas) / double(nodes + 1);
-  out["leave_moved"] = MovedFraction(m, p, left, replicas, sample);
-  out["leave_ideal"] = double(replicas) / double(nodes);
-
-  // 4. Heartbeats into a real coordinator.
-  const std::string dir = "/tmp/hoard-scale-bench-" + std::to_string(::getpid());
-  std::filesystem::create_directories(dir);
+  // 5. Heartbeats as fast as the coordinator answers: kSenders client
+  // threads, each a DEALER socket, sending the heartbeats of their part of
+  // the nodes in a loop (without reports: they are sent only when changed).
   {
-    auto log = std::make_shared<spdlog::logger>("bench", std::make_shared<spdlog::sinks::null_sink_mt>());
-    auto coord = hoard::Coordinator::Open({.data_dir = dir, .down_after = std::chrono::hours(1), .logger = log});
-    if (!coord.ok()) {
-      std::fprintf(stderr, "coordinator: %s\n", coord.status().ToString().c_str());
-      return 1;
-    }
-    t = Clock::now();
-    for (int i = 0; i < nodes; ++i) {
-      (void)(*coord)->RegisterNode(
-          {.name = "gpu" + std::to_string(i), .endpoint = "tcp://10.0.0.1:7101", .capacity_bytes = 1ull << 40});
-    }
-    out["register_all_s"] = Seconds(t);
-    // Through the real service on loopback: kSenders client threads, each a DEALER
-    // socket, sending the heartbeats of their quarter of the nodes in a loop.
-    zmq::context_t zmq_ctx;
-    hoard::CoordinatorService service(coord->get(), {.endpoint = "tcp://127.0.0.1:*",
-                                                    .logger = log,
-                                                    .context = &zmq_ctx});
-    if (hoard::Status s = service.Start(); !s.ok()) {
-      std::fprintf(stderr, "service: %s\n", s.ToString().c_str());
-      return 1;
-    }
     constexpr int kSenders = 8;
     std::atomic<uint64_t> beats{0}, failures{0};
-    const uint64_t epoch = (*coord)->epoch();
     t = Clock::now();
     std::vector<std::thread> senders;
     for (int c = 0; c < kSenders; ++c) {
@@ -202,7 +285,7 @@ int main(int argc, char** argv) {
         hoard::proto::RpcClient client(zmq_ctx, service.endpoint());
         while (Seconds(t) < heartbeat_seconds) {
           for (int i = c; i < nodes; i += kSenders) {
-            hoard::proto::Heartbeat hb{.name = "gpu" + std::to_string(i), .epoch = epoch,
+            hoard::proto::Heartbeat hb{.name = members[i].name, .epoch = map.epoch,
                                        .capacity_bytes = 1ull << 40, .used_bytes = 1ull << 39, .chunks = 1000};
             auto r = client.Call(hb, std::chrono::seconds(5));
             if (r.ok() && r->registered) beats.fetch_add(1);
@@ -215,25 +298,30 @@ int main(int argc, char** argv) {
     out["heartbeats_per_s"] = double(beats.load()) / Seconds(t);
     out["heartbeat_failures"] = failures.load();
     out["heartbeats_needed_per_s"] = nodes;  // every node once a second
-    service.Stop();
   }
-  std::filesystem::remove_all(dir);
+  service.Stop();
   out["sink"] = sink;
 
+  auto d = [&](const char* k) { return out[k].get<double>(); };
   std::printf("hoard-scale-bench: %d nodes, %llu files, replicas %d\n", nodes,
               static_cast<unsigned long long>(files), replicas);
-  std::printf("  manifest: built in %.1f s, %.1f bytes/file; coordinator %.1f bytes/file (manifest + assignment)\n",
-              out["manifest_build_s"].get<double>(), out["manifest_bytes_per_file"].get<double>(),
-              out["coordinator_bytes_per_file"].get<double>());
-  std::printf("  placement: Owners() %.2f us; every chunk's owners (AssignAll) %.1f s; shares %.3f..%.3f of mean\n",
-              out["owners_call_us"].get<double>(), out["assign_all_s"].get<double>(),
-              out["share_min_over_mean"].get<double>(), out["share_max_over_mean"].get<double>());
-  std::printf("  join: %.4f%% of chunks moved (ideal %.4f%%); leave: %.4f%% (ideal %.4f%%)\n",
-              100 * out["join_moved"].get<double>(), 100 * out["join_ideal"].get<double>(),
-              100 * out["leave_moved"].get<double>(), 100 * out["leave_ideal"].get<double>());
-  std::printf("  heartbeats: %.0f/s handled (needed %d/s at 1 s intervals): %.1fx headroom; %d registrations in %.2f s\n",
-              out["heartbeats_per_s"].get<double>(), nodes, out["heartbeats_per_s"].get<double>() / nodes, nodes,
-              out["register_all_s"].get<double>());
+  std::printf("  dataset add (walk + manifest) %.1f s; manifest %.1f bytes/file; coordinator %.1f bytes/file "
+              "(manifest + reports of %.0f bytes/node)\n",
+              d("dataset_add_s"), d("manifest_bytes_per_file"), d("coordinator_bytes_per_file"),
+              d("report_bytes_per_node"));
+  std::printf("  placement: a node's share %.2f s (a joiner's %.2f s); Owners() %.2f us; every chunk's owners "
+              "(AssignAll, reference) %.1f s; shares %.3f..%.3f of mean\n",
+              d("node_share_s"), d("joiner_share_s"), d("owners_call_us"), d("assign_all_s"),
+              d("share_min_over_mean"), d("share_max_over_mean"));
+  std::printf("  join: %.4f%% of chunks moved (sample %.4f%%; ideal %.4f%%); leave: %.4f%% (sample %.4f%%; ideal "
+              "%.4f%%)\n",
+              100 * d("join_moved_exact"), 100 * d("join_moved"), 100 * d("join_ideal"), 100 * d("leave_moved_exact"),
+              100 * d("leave_moved"), 100 * d("leave_ideal"));
+  std::printf("  progress: %d reports in %.2f s; status of the dataset %.2f s\n", nodes, d("reports_in_s"),
+              d("status_s"));
+  std::printf("  heartbeats: %.0f/s handled (needed %d/s at 1 s intervals): %.1fx headroom; %d registrations in "
+              "%.2f s\n",
+              d("heartbeats_per_s"), nodes, d("heartbeats_per_s") / nodes, nodes, d("register_all_s"));
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -331,6 +332,75 @@ TEST_F(NodeAgentTest, FullStoreReportsAClearFailureAndStillServes) {
     Result<std::string> got = Get(a, meta, "big.bin", i);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_EQ(*got, files_["big.bin"].substr(i * 65536, 65536));
+  }
+}
+
+// A node with three times the disk owns about three times the chunks.
+TEST_F(NodeAgentTest, PlacementFollowsCapacity) {
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(origin().AddFile("c/" + std::to_string(i), Pattern(100, i)).ok());
+  NodeAgent* small = StartAgent("small", 8 << 20);
+  NodeAgent* large = StartAgent("large", 24 << 20);
+  ASSERT_TRUE(Eventually([&] { return coord().GetClusterMap().nodes.size() == 2; }));
+  AddDataset();
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] { return Status().complete; }, 20s));
+  const double ratio = double(large->store()->usage().chunks) / double(small->store()->usage().chunks);
+  EXPECT_GT(ratio, 2.2) << large->store()->usage().chunks << " vs " << small->store()->usage().chunks;
+  EXPECT_LT(ratio, 4.2) << large->store()->usage().chunks << " vs " << small->store()->usage().chunks;
+}
+
+// A dataset larger than the whole cache: what fits stays cached, the rest is
+// read through from the origin on every pass, and nothing is evicted to make
+// room (an LRU would evict and refetch every chunk of every pass).
+TEST_F(NodeAgentTest, ADatasetLargerThanTheCacheKeepsAStableSubsetWithoutThrashing) {
+  for (int i = 0; i < 40; ++i) {
+    const std::string path = "more/" + std::to_string(i);
+    files_[path] = Pattern(40000 + i, 700 + i);
+    ASSERT_TRUE(origin().AddFile(path, files_[path]).ok());
+  }
+  NodeAgent* a = StartAgent("node1", 400 * 1024);
+  NodeAgent* b = StartAgent("node2", 400 * 1024);
+  ASSERT_TRUE(Eventually([&] { return coord().GetClusterMap().nodes.size() == 2; }));
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_GT(meta.total_bytes, 3 * 800u * 1024);
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  // Warm-up fills what fits and stops with a clear failure for the rest.
+  ASSERT_TRUE(Eventually([&] { return !Status().failures.empty(); }, 20s));
+  auto cached = [&] {
+    std::set<std::string> keys;
+    for (NodeAgent* n : {a, b}) n->store()->ForEach([&](const ChunkKey& k, uint64_t, uint64_t) { keys.insert(k.Name()); });
+    return keys;
+  };
+  std::set<std::string> before = cached();
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(cached(), before) << "the warm-up has not settled";
+  ASSERT_GT(before.size(), 4u);
+
+  auto view = a->view();
+  const DatasetView* ds = view->dataset("ds");
+  uint64_t uncached_bytes = 0;
+  for (const auto& [path, bytes] : files_) {
+    const uint32_t entry = *ds->manifest.Resolve(path);
+    for (uint32_t i = 0; i < ds->manifest.chunk_count(entry); ++i) {
+      if (!before.count(ds->manifest.chunk_key(entry, i).Name())) {
+        uncached_bytes += ChunkLength(bytes.size(), 65536, i);
+      }
+    }
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    const uint64_t read_before = origin().TotalBytesRead();
+    for (const auto& [path, bytes] : files_) {
+      const uint32_t entry = *ds->manifest.Resolve(path);
+      for (uint32_t i = 0; i < ds->manifest.chunk_count(entry); ++i) {
+        const auto owners = view->placement().Owners(ds->manifest.chunk_key(entry, i), 1);
+        Result<std::string> got = Get(cluster_->agent(view->node(owners[0]).name), meta, path, i);
+        ASSERT_TRUE(got.ok()) << path << ": " << got.status().ToString();
+        ASSERT_TRUE(*got == bytes.substr(uint64_t(i) * 65536, 65536)) << path << " chunk " << i;
+      }
+    }
+    EXPECT_EQ(origin().TotalBytesRead() - read_before, uncached_bytes)
+        << "pass " << pass << ": only what is not cached is read through, each chunk once";
+    EXPECT_EQ(cached(), before) << "pass " << pass << " evicted or added chunks";
   }
 }
 
