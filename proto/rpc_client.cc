@@ -26,6 +26,8 @@ void RpcClient::Reconnect() {
     // Queue only to connected peers: a send to a dead peer waits (up to the
     // call's deadline) instead of buffering for a peer that may never return.
     s->set(zmq::sockopt::immediate, 1);
+    s->set(zmq::sockopt::heartbeat_ivl, kHeartbeatInterval);
+    s->set(zmq::sockopt::heartbeat_timeout, kHeartbeatTimeout);
     s->connect(endpoint_);
     socket_ = std::move(s);
     connect_error_.clear();

@@ -36,6 +36,15 @@
 
 namespace hoard::proto {
 
+// ZMTP heartbeats of every client connection: a connection whose peer has
+// been silent for kHeartbeatTimeout ms (a host that died without closing its
+// sockets) is dropped, so a call waiting on it fails within about two
+// seconds. Only clients send them: a server waits on nobody, and answering
+// costs its I/O thread, not its workers, so a busy server is not mistaken
+// for a dead one.
+inline constexpr int kHeartbeatInterval = 500;
+inline constexpr int kHeartbeatTimeout = 1500;
+
 class RpcClient {
  public:
   RpcClient(zmq::context_t& context, std::string endpoint);

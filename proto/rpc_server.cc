@@ -16,11 +16,6 @@ void ConfigureSocket(zmq::socket_t& socket) {
   socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxPayloadBytes + kMaxHeaderBytes));
   socket.set(zmq::sockopt::reconnect_ivl, 100);
   socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
-  // ZMTP heartbeats: a peer whose host died or was cut off sends no RST, so
-  // without them its connection would look alive until the call's deadline.
-  // A live peer's I/O thread answers them even while its workers are busy.
-  socket.set(zmq::sockopt::heartbeat_ivl, kHeartbeatInterval);
-  socket.set(zmq::sockopt::heartbeat_timeout, kHeartbeatTimeout);
 }
 
 RpcServer::RpcServer(Options options) : options_(std::move(options)) {}

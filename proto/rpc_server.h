@@ -126,12 +126,7 @@ class RpcServer {
 };
 
 // Sets the socket options hoard uses everywhere: no linger on close, the
-// receive size cap, fast reconnects, and heartbeats that drop a connection
-// whose peer has been silent for kHeartbeatTimeout ms (a host that died
-// without closing its sockets), so a caller waiting on it learns within about
-// two seconds (RpcClient).
-inline constexpr int kHeartbeatInterval = 500;
-inline constexpr int kHeartbeatTimeout = 1500;
+// receive size cap, fast reconnects.
 void ConfigureSocket(zmq::socket_t& socket);
 
 }  // namespace hoard::proto
