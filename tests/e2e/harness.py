@@ -3,7 +3,6 @@ processes on this machine, a real nfs-ganesha server, dataset generators and
 tree comparisons. Everything a test starts is stopped in cleanup, by PID,
 even when the test fails.
 """
-import hashlib
 import json
 import os
 import random
@@ -13,10 +12,10 @@ import tempfile
 import sys
 import time
 
-# Process and mount checks live with the hosts harness (tests/lib), which the
-# benchmarks share.
+# Process and mount checks, digests and dropping the page cache live with the
+# hosts harness (tests/lib), which the benchmarks share.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from hosts import alive, mounted  # noqa: E402,F401
+from hosts import alive, digest, drop_caches, mounted  # noqa: E402,F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -86,15 +85,6 @@ def assert_cleaned_up(test, cluster):
     test.assertFalse(mounted(cluster.mnt), "the mount survived `hoard local down`")
 
 
-def drop_caches():
-    try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-    except OSError:
-        pass
-
-
 def pattern_file(path, size, seed):
     """Writes `size` pseudo-random bytes (distinct per seed, so no two chunks
     of the dataset are alike and a misplaced chunk cannot go unnoticed)."""
@@ -158,17 +148,6 @@ def listings(root):
     for dirpath, dirnames, filenames in os.walk(root):
         out[os.path.relpath(dirpath, root)] = sorted(dirnames + filenames)
     return out
-
-
-def digest(path):
-    h = hashlib.blake2b(digest_size=20)
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                break
-            h.update(b)
-    return h.hexdigest()
 
 
 def file_digests(root):
