@@ -138,14 +138,14 @@ Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, 
   // Up owners first, in rank order; down ones are not tried at all.
   for (uint32_t o : owners) {
     const proto::NodeInfo& node = view->node(o);
-    if (!node.up || Suspect(node.endpoint)) continue;
+    if (!node.up || Suspect(node.endpoint, view->epoch())) continue;
     Result<Bytes> r = FetchFromPeer(node, view->map().placement_epoch, ds, entry, index, chunk_len);
     if (r.ok()) {
       counters_.peer_bytes.fetch_add(chunk_len);
       return r;
     }
     counters_.peer_failures.fetch_add(1);
-    if (r.status().code() == Code::kUnavailable) MarkSuspect(node.endpoint);
+    if (r.status().code() == Code::kUnavailable) MarkSuspect(node.endpoint, view->epoch());
     options_.logger->warn("chunk {} of {} from {}: {}; trying the next source", key.Name(), ds.name, node.name,
                           r.status().ToString());
   }
@@ -185,18 +185,21 @@ Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& nod
   return Bytes(std::make_shared<const std::string>(static_cast<const char*>(payload.data()), payload.size()));
 }
 
-bool ChunkReader::Suspect(const std::string& endpoint) {
+bool ChunkReader::Suspect(const std::string& endpoint, uint64_t map_epoch) {
   std::lock_guard lock(suspect_mu_);
-  auto it = suspect_until_.find(endpoint);
-  if (it == suspect_until_.end()) return false;
-  if (std::chrono::steady_clock::now() < it->second) return true;
-  suspect_until_.erase(it);
+  auto it = suspects_.find(endpoint);
+  if (it == suspects_.end()) return false;
+  // A newer map that still lists the node up (it re-registered after a
+  // restart) is worth one more try: otherwise a node that comes back would be
+  // bypassed for the rest of the suspicion, and its chunks read from the origin.
+  if (std::chrono::steady_clock::now() < it->second.until && map_epoch == it->second.map_epoch) return true;
+  suspects_.erase(it);
   return false;
 }
 
-void ChunkReader::MarkSuspect(const std::string& endpoint) {
+void ChunkReader::MarkSuspect(const std::string& endpoint, uint64_t map_epoch) {
   std::lock_guard lock(suspect_mu_);
-  suspect_until_[endpoint] = std::chrono::steady_clock::now() + options_.suspect_for;
+  suspects_[endpoint] = {std::chrono::steady_clock::now() + options_.suspect_for, map_epoch};
 }
 
 void ChunkReader::Remember(const ChunkKey& key, Bytes bytes) {

@@ -106,11 +106,12 @@ class ChunkReader {
   Result<Bytes> FetchFromPeer(const proto::NodeInfo& node, uint64_t placement_epoch, const MountedDataset& ds,
                               uint32_t entry, uint32_t index, uint64_t chunk_len);
   void Remember(const ChunkKey& key, Bytes bytes);
-  // A peer that could not be reached is skipped for `suspect_for`, so one
+  // A peer that could not be reached is skipped for `suspect_for`, or until
+  // the map changes (it may say the node restarted, or is down), so one
   // dead node costs one connect timeout, not one per chunk. The coordinator
   // marks it down soon after, and the map then says the same.
-  bool Suspect(const std::string& endpoint);
-  void MarkSuspect(const std::string& endpoint);
+  bool Suspect(const std::string& endpoint, uint64_t map_epoch);
+  void MarkSuspect(const std::string& endpoint, uint64_t map_epoch);
 
   Options options_;
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
@@ -132,8 +133,12 @@ class ChunkReader {
   std::unordered_map<ChunkKey, std::list<std::pair<ChunkKey, Bytes>>::iterator, ChunkKeyHash> lru_index_;
   size_t lru_bytes_ = 0;  // guarded by cache_mu_
 
+  struct Suspicion {
+    std::chrono::steady_clock::time_point until;
+    uint64_t map_epoch = 0;  // of the map the failure happened under
+  };
   std::mutex suspect_mu_;
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> suspect_until_;  // guarded by suspect_mu_
+  std::unordered_map<std::string, Suspicion> suspects_;  // guarded by suspect_mu_; by endpoint
 };
 
 }  // namespace hoard::fuse

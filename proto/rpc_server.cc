@@ -15,7 +15,7 @@ void ConfigureSocket(zmq::socket_t& socket) {
   // limits are lower, so a message between the two gets a proper error reply.
   socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxPayloadBytes + kMaxHeaderBytes));
   socket.set(zmq::sockopt::reconnect_ivl, 100);
-  socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
+  socket.set(zmq::sockopt::reconnect_ivl_max, 500);
 }
 
 RpcServer::RpcServer(Options options) : options_(std::move(options)) {}

@@ -377,7 +377,7 @@ class MembershipTest(unittest.TestCase):
         self.assertFalse(node_of(after, "node3")["draining"], "node3's undrain survived the crash")
         self.assertTrue(node_of(after, "node4")["draining"], "node4's drain, acknowledged just before the kill, "
                                                               "survived it")
-        self.assertEqual(node_of(after, "node4")["weight"], 0, node_of(after, "node4"))
+        self.assertEqual(node_of(after, "node4")["placement_weight"], 0, node_of(after, "node4"))
         self.assertGreaterEqual(after["epoch"], before["epoch"] + 1, "the epoch went back")
 
         resumed = time.time()
