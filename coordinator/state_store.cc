@@ -2,12 +2,110 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
 #include "common/file_util.h"
+#include "common/hash.h"
 
 namespace hoard {
+namespace {
+
+// state.msgpack formats: 1 was the whole state rewritten on every change (no
+// log); 2 is a snapshot that the log continues.
+constexpr uint32_t kLegacyFormat = 1;
+constexpr uint32_t kSnapshotFormat = 2;
+
+// Decoder limits: far above any real state (16M entries), low enough that a
+// damaged file cannot make msgpack allocate gigabytes for an array header.
+const msgpack::unpack_limit kLimits(/*array=*/1u << 24, /*map=*/1u << 16, /*str=*/1u << 20,
+                                    /*bin=*/1u << 30, /*ext=*/0, /*depth=*/8);
+
+// Both formats of state.msgpack are maps with a "format" key.
+struct SnapshotFormat {
+  uint32_t format = 0;
+  MSGPACK_DEFINE_MAP(format);
+};
+
+// Format 2. The state is packed separately so that its checksum can be
+// checked before it is decoded.
+struct SnapshotFile {
+  uint32_t format = kSnapshotFormat;
+  uint64_t seq = 0;  // the last log record the state includes
+  uint64_t checksum = 0;  // Checksum64 of state
+  std::vector<char> state;  // a packed CoordinatorState
+  MSGPACK_DEFINE_MAP(format, seq, checksum, state);
+};
+
+// One commit: what changed since the previous one.
+struct LogRecord {
+  uint64_t seq = 0;
+  uint64_t epoch = 0;
+  uint64_t placement_epoch = 0;
+  std::vector<proto::NodeInfo> nodes;  // added or changed
+  std::vector<std::string> removed_nodes;
+  std::vector<proto::DatasetMeta> datasets;  // added or changed
+  std::vector<std::string> removed_datasets;
+  MSGPACK_DEFINE_MAP(seq, epoch, placement_epoch, nodes, removed_nodes, datasets, removed_datasets);
+};
+
+template <typename T>
+void Decode(const char* data, size_t len, T* out) {
+  msgpack::object_handle h = msgpack::unpack(data, len, nullptr, nullptr, kLimits);
+  h.get().convert(*out);
+}
+
+template <typename T>
+std::string Pack(const T& value) {
+  msgpack::sbuffer buf;
+  msgpack::pack(buf, value);
+  return std::string(buf.data(), buf.size());
+}
+
+// Added or changed entries (with their bytes) and removed names, between
+// `saved` and `now`; false if `now` names an entry twice.
+template <typename T>
+struct Diff {
+  std::vector<std::pair<const T*, std::string>> upserts;
+  std::vector<std::string> removed;
+};
+template <typename T, typename Saved>
+bool ComputeDiff(const Saved& saved, const std::vector<T>& now, Diff<T>* diff) {
+  // Walk both in name order. The coordinator passes sorted lists, so this is
+  // O(n) with no sort; Save runs under the coordinator's lock on every change.
+  std::vector<const T*> order;
+  order.reserve(now.size());
+  for (const T& x : now) order.push_back(&x);
+  auto by_name = [](const T* a, const T* b) { return a->name < b->name; };
+  if (!std::is_sorted(order.begin(), order.end(), by_name)) std::sort(order.begin(), order.end(), by_name);
+  msgpack::sbuffer buf;
+  auto it = saved.begin();
+  for (size_t i = 0; i < order.size(); ++i) {
+    const T& x = *order[i];
+    if (i > 0 && order[i - 1]->name == x.name) return false;
+    for (; it != saved.end() && it->first < x.name; ++it) diff->removed.push_back(it->first);
+    buf.clear();
+    msgpack::pack(buf, x);
+    const std::string_view bytes(buf.data(), buf.size());
+    if (it != saved.end() && it->first == x.name) {
+      if (it->second.bytes != bytes) diff->upserts.emplace_back(&x, std::string(bytes));
+      ++it;
+    } else {
+      diff->upserts.emplace_back(&x, std::string(bytes));
+    }
+  }
+  for (; it != saved.end(); ++it) diff->removed.push_back(it->first);
+  return true;
+}
+
+}  // namespace
+
+StateStore::StateStore(std::string dir) : StateStore(std::move(dir), Options()) {}
+
+StateStore::StateStore(std::string dir, Options options) : dir_(std::move(dir)), options_(std::move(options)) {
+  if (!options_.logger) options_.logger = spdlog::default_logger();
+}
 
 std::string StateStore::ManifestPath(const proto::DatasetMeta& meta) const {
   char uid[17];
@@ -15,32 +113,198 @@ std::string StateStore::ManifestPath(const proto::DatasetMeta& meta) const {
   return JoinPath(dir_, "manifests/" + meta.name + "-" + uid + "-v" + std::to_string(meta.version) +
                             ".manifest");
 }
+std::string StateStore::SnapshotPath() const { return JoinPath(dir_, "state.msgpack"); }
+std::string StateStore::LogPath() const { return JoinPath(dir_, "state.log"); }
 
-Result<CoordinatorState> StateStore::Open() {
-  HOARD_RETURN_IF_ERROR(MakeDirs(JoinPath(dir_, "manifests")));
-  const std::string path = JoinPath(dir_, "state.msgpack");
+void StateStore::Note(std::string line) {
+  options_.logger->warn("coordinator state: {}", line);
+  recovered_.push_back(std::move(line));
+}
+
+CoordinatorState StateStore::SavedState() const {
+  CoordinatorState s;
+  s.epoch = epoch_;
+  s.placement_epoch = placement_epoch_;
+  for (const auto& [name, e] : nodes_) s.nodes.push_back(e.value);
+  for (const auto& [name, e] : datasets_) s.datasets.push_back(e.value);
+  return s;
+}
+
+Result<StateStore::SnapshotKind> StateStore::LoadSnapshot(uint64_t* snapshot_seq) {
+  *snapshot_seq = 0;
+  const std::string path = SnapshotPath();
   Result<std::string> bytes = ReadFile(path);
-  CoordinatorState state;
   if (!bytes.ok()) {
     if (bytes.status().code() != Code::kNotFound) return bytes.status();
-  } else {
-    try {
-      msgpack::object_handle h = msgpack::unpack(bytes->data(), bytes->size());
+    return SnapshotKind::kNone;
+  }
+  SnapshotKind kind = SnapshotKind::kCurrent;
+  const std::string advice = "; restore it from a backup, or move it and state.log away to start empty";
+  CoordinatorState state;
+  try {
+    msgpack::object_handle h = msgpack::unpack(bytes->data(), bytes->size(), nullptr, nullptr, kLimits);
+    SnapshotFormat f;
+    h.get().convert(f);
+    if (f.format == kLegacyFormat) {
       h.get().convert(state);
-    } catch (const std::exception& e) {
-      return Status::Corruption("coordinator state " + path + " is unreadable (" + e.what() +
-                                "); restore it from a backup or move it away to start empty");
+      kind = SnapshotKind::kLegacy;
+      Note("upgraded " + path + " from format 1 (one file rewritten per change) to a snapshot plus state.log");
+    } else if (f.format == kSnapshotFormat) {
+      SnapshotFile file;
+      h.get().convert(file);
+      if (Checksum64(file.state.data(), file.state.size()) != file.checksum) {
+        return Status::Corruption("coordinator state " + path + " fails its checksum" + advice);
+      }
+      Decode(file.state.data(), file.state.size(), &state);
+      *snapshot_seq = file.seq;
+    } else {
+      return Status::Corruption("coordinator state " + path + " has format " + std::to_string(f.format) +
+                                ", this coordinator reads formats 1 and 2");
     }
-    if (state.format != CoordinatorState::kFormat) {
-      return Status::Corruption("coordinator state " + path + " has format " + std::to_string(state.format) +
-                                ", this coordinator reads format " + std::to_string(CoordinatorState::kFormat));
+  } catch (const std::exception& e) {
+    return Status::Corruption("coordinator state " + path + " is unreadable (" + e.what() + ")" + advice);
+  }
+  epoch_ = state.epoch;
+  placement_epoch_ = state.placement_epoch;
+  for (auto& n : state.nodes) {
+    std::string b = Pack(n);
+    std::string name = n.name;
+    if (!nodes_.emplace(name, Entry<proto::NodeInfo>{std::move(n), std::move(b)}).second) {
+      return Status::Corruption("coordinator state " + path + " names node " + name + " twice" + advice);
     }
   }
+  for (auto& d : state.datasets) {
+    std::string b = Pack(d);
+    std::string name = d.name;
+    if (!datasets_.emplace(name, Entry<proto::DatasetMeta>{std::move(d), std::move(b)}).second) {
+      return Status::Corruption("coordinator state " + path + " names dataset " + name + " twice" + advice);
+    }
+  }
+  return kind;
+}
+
+Status StateStore::ApplyRecord(std::string_view payload, uint64_t offset, uint64_t snapshot_seq,
+                               std::optional<uint64_t>* last_seq) {
+  const std::string where = "the record at offset " + std::to_string(offset) + " of " + LogPath();
+  LogRecord r;
+  try {
+    Decode(payload.data(), payload.size(), &r);
+  } catch (const std::exception& e) {
+    return Status::Corruption(where + " passes its checksum but cannot be decoded (" + e.what() + ")");
+  }
+  if (*last_seq && r.seq != **last_seq + 1) {
+    return Status::Corruption(where + " has sequence number " + std::to_string(r.seq) + " where " +
+                              std::to_string(**last_seq + 1) + " was expected");
+  }
+  *last_seq = r.seq;
+  if (r.seq <= snapshot_seq) return Status::Ok();  // the snapshot includes it
+  if (r.seq != seq_ + 1) {
+    return Status::Corruption(where + " has sequence number " + std::to_string(r.seq) + " but the snapshot " +
+                              SnapshotPath() + " ends at " + std::to_string(seq_) +
+                              ": the changes between are missing");
+  }
+  for (const auto& name : r.removed_nodes) {
+    if (nodes_.erase(name) == 0) return Status::Corruption(where + " removes node " + name + ", which does not exist");
+  }
+  for (const auto& name : r.removed_datasets) {
+    if (datasets_.erase(name) == 0) {
+      return Status::Corruption(where + " removes dataset " + name + ", which does not exist");
+    }
+  }
+  for (auto& n : r.nodes) {
+    std::string b = Pack(n);
+    std::string name = n.name;
+    nodes_.insert_or_assign(std::move(name), Entry<proto::NodeInfo>{std::move(n), std::move(b)});
+  }
+  for (auto& d : r.datasets) {
+    std::string b = Pack(d);
+    std::string name = d.name;
+    datasets_.insert_or_assign(std::move(name), Entry<proto::DatasetMeta>{std::move(d), std::move(b)});
+  }
+  epoch_ = r.epoch;
+  placement_epoch_ = r.placement_epoch;
+  seq_ = r.seq;
+  return Status::Ok();
+}
+
+Result<CoordinatorState> StateStore::Open() {
+  recovered_.clear();
+  nodes_.clear();
+  datasets_.clear();
+  epoch_ = placement_epoch_ = seq_ = 0;
+  log_.reset();
+  HOARD_RETURN_IF_ERROR(MakeDirs(JoinPath(dir_, "manifests")));
+
+  // Leftovers of a snapshot or log replacement cut short; never read.
+  (void)std::remove((SnapshotPath() + ".tmp").c_str());
+  (void)std::remove((LogPath() + ".tmp").c_str());
+
+  uint64_t snapshot_seq = 0;
+  HOARD_ASSIGN_OR_RETURN(const SnapshotKind snapshot, LoadSnapshot(&snapshot_seq));
+  seq_ = snapshot_seq;
+  // None yet, or an old format: write one in the current format at once.
+  const bool rewrite = snapshot != SnapshotKind::kCurrent;
+
+  // Records are checked for contiguity as they are read, and the first one
+  // against the header's base_seq once the log is open.
+  std::optional<uint64_t> first_seq, last_seq;
+  auto replay = [&](std::string_view payload, uint64_t offset) {
+    Status s = ApplyRecord(payload, offset, snapshot_seq, &last_seq);
+    if (!first_seq) first_seq = last_seq;
+    return s;
+  };
+  std::string cut;
+  Result<StateLog> log = StateLog::Open(LogPath(), replay, &cut);
+  const std::string advice = ". Restore the data directory from a backup, or move " + LogPath() +
+                             " away to start from the snapshot " + SnapshotPath() + " alone (sequence " +
+                             std::to_string(snapshot_seq) + "; changes after it are lost)";
+  if (!log.ok()) {
+    if (log.status().code() == Code::kCorruption) return Status::Corruption(log.status().message() + advice);
+    if (log.status().code() != Code::kNotFound) return log.status();
+    if (snapshot_seq > 0) {
+      Note("no log " + LogPath() + ": starting from the snapshot alone (sequence " + std::to_string(snapshot_seq) +
+           "); changes saved after it, if any, are lost");
+    }
+  } else {
+    const uint64_t base = log->base_seq();
+    if (base > snapshot_seq) {
+      return Status::Corruption("coordinator state log " + LogPath() + " continues from sequence " +
+                                std::to_string(base) + " but the snapshot " + SnapshotPath() + " is at " +
+                                std::to_string(snapshot_seq) + ": the changes between are missing" + advice);
+    }
+    if (first_seq && *first_seq != base + 1) {
+      return Status::Corruption("coordinator state log " + LogPath() + ": its first record has sequence " +
+                                std::to_string(*first_seq) + " but the log continues from " + std::to_string(base) +
+                                advice);
+    }
+    if (!cut.empty()) Note(cut);
+    if (snapshot == SnapshotKind::kNone && log->records() > 0) {
+      Note("no snapshot " + SnapshotPath() + ": rebuilt the state from " + LogPath() + " alone");
+    }
+    const uint64_t log_end = last_seq.value_or(base);
+    if (base < snapshot_seq && log_end <= snapshot_seq) {
+      // The snapshot includes all of it: a crash came between a snapshot and
+      // the log's replacement. Replace it now (below).
+      if (!rewrite) {
+        Note("finished an interrupted snapshot: replaced " + LogPath() + ", whose records up to sequence " +
+             std::to_string(log_end) + " the snapshot includes");
+      }
+    } else {
+      log_.emplace(std::move(*log));
+    }
+  }
+  if (rewrite) {
+    HOARD_RETURN_IF_ERROR(WriteSnapshot());
+  } else if (!log_) {
+    HOARD_ASSIGN_OR_RETURN(StateLog fresh, StateLog::Create(LogPath(), seq_));
+    log_.emplace(std::move(fresh));
+  }
+  snapshot_not_before_ = 0;
 
   // Remove manifests no dataset refers to (a crash between SaveManifest and
   // Save, or a remove whose unlink did not happen).
   std::set<std::string> wanted;
-  for (const auto& d : state.datasets) wanted.insert(ManifestPath(d));
+  for (const auto& [name, d] : datasets_) wanted.insert(ManifestPath(d.value));
   const std::string mdir = JoinPath(dir_, "manifests");
   if (DIR* dir = ::opendir(mdir.c_str())) {
     while (dirent* e = ::readdir(dir)) {
@@ -51,13 +315,71 @@ Result<CoordinatorState> StateStore::Open() {
     }
     ::closedir(dir);
   }
-  return state;
+  return SavedState();
+}
+
+Status StateStore::WriteSnapshot() {
+  SnapshotFile file;
+  file.seq = seq_;
+  msgpack::sbuffer state;
+  msgpack::pack(state, SavedState());
+  file.state.assign(state.data(), state.data() + state.size());
+  file.checksum = Checksum64(file.state.data(), file.state.size());
+  HOARD_RETURN_IF_ERROR(WriteFileAtomic(SnapshotPath(), Pack(file)));
+  // Only once the snapshot is durable may the records it includes go.
+  HOARD_ASSIGN_OR_RETURN(StateLog fresh, StateLog::Create(LogPath(), seq_));
+  log_.emplace(std::move(fresh));
+  return Status::Ok();
+}
+
+void StateStore::MaybeSnapshot() {
+  if (log_->records() < snapshot_not_before_) return;
+  if (log_->records() < options_.snapshot_every_records && log_->bytes() < options_.snapshot_every_bytes) return;
+  if (Status s = WriteSnapshot(); !s.ok()) {
+    // The commit is durable in the log; only restarts get slower.
+    snapshot_not_before_ = log_->records() + options_.snapshot_every_records;
+    options_.logger->warn("cannot snapshot the coordinator state (the log grows; retrying in {} commits): {}",
+                          options_.snapshot_every_records, s.ToString());
+    return;
+  }
+  snapshot_not_before_ = 0;
 }
 
 Status StateStore::Save(const CoordinatorState& state) {
-  msgpack::sbuffer buf;
-  msgpack::pack(buf, state);
-  return WriteFileAtomic(JoinPath(dir_, "state.msgpack"), std::string_view(buf.data(), buf.size()));
+  if (!log_) return Status::Internal("StateStore::Save before a successful Open");
+  Diff<proto::NodeInfo> nodes;
+  Diff<proto::DatasetMeta> datasets;
+  if (!ComputeDiff(nodes_, state.nodes, &nodes)) return Status::InvalidArgument("a node name appears twice");
+  if (!ComputeDiff(datasets_, state.datasets, &datasets)) {
+    return Status::InvalidArgument("a dataset name appears twice");
+  }
+  if (nodes.upserts.empty() && nodes.removed.empty() && datasets.upserts.empty() && datasets.removed.empty() &&
+      state.epoch == epoch_ && state.placement_epoch == placement_epoch_) {
+    return Status::Ok();  // already durable
+  }
+
+  LogRecord r;
+  r.seq = seq_ + 1;
+  r.epoch = state.epoch;
+  r.placement_epoch = state.placement_epoch;
+  for (const auto& [n, bytes] : nodes.upserts) r.nodes.push_back(*n);
+  for (const auto& [d, bytes] : datasets.upserts) r.datasets.push_back(*d);
+  r.removed_nodes = nodes.removed;
+  r.removed_datasets = datasets.removed;
+  HOARD_RETURN_IF_ERROR(log_->Append(Pack(r)));
+
+  // Durable: the in-memory copy follows.
+  seq_ = r.seq;
+  epoch_ = state.epoch;
+  placement_epoch_ = state.placement_epoch;
+  for (const auto& name : nodes.removed) nodes_.erase(name);
+  for (const auto& name : datasets.removed) datasets_.erase(name);
+  for (auto& [n, bytes] : nodes.upserts) nodes_.insert_or_assign(n->name, Entry<proto::NodeInfo>{*n, std::move(bytes)});
+  for (auto& [d, bytes] : datasets.upserts) {
+    datasets_.insert_or_assign(d->name, Entry<proto::DatasetMeta>{*d, std::move(bytes)});
+  }
+  MaybeSnapshot();
+  return Status::Ok();
 }
 
 Status StateStore::SaveManifest(const proto::DatasetMeta& meta, std::string_view bytes) {
