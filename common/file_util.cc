@@ -1,6 +1,7 @@
 #include "common/file_util.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,6 +90,16 @@ Status WriteFileAtomic(const std::string& path, std::string_view data) {
     return s;
   }
   return SyncDir(DirName(path));
+}
+
+Result<UniqueFd> LockFile(const std::string& path, const std::string& what) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) return Status::Unavailable(what + " is in use by another process (" + path + ")");
+    return Status::FromErrno(errno, "lock " + path);
+  }
+  return fd;
 }
 
 Status MakeDirs(const std::string& path) {

@@ -54,6 +54,11 @@ Status PwriteAll(int fd, const void* data, size_t len, off_t offset);
 // Reads exactly `len` bytes at `offset`; kIoError on a short file.
 Status PreadAll(int fd, void* data, size_t len, off_t offset);
 
+// Opens (creating) `path` and takes an exclusive flock on it, for "one
+// process per directory": kUnavailable naming `what` if another process holds
+// it. The lock lasts as long as the returned fd (and dies with the process).
+Result<UniqueFd> LockFile(const std::string& path, const std::string& what);
+
 // mkdir -p.
 Status MakeDirs(const std::string& path);
 // rm -rf; OK if the path does not exist.

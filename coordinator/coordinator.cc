@@ -38,7 +38,8 @@ bool IsValidName(std::string_view name) {
   });
 }
 
-Coordinator::Coordinator(Options options) : options_(std::move(options)), store_(options_.data_dir) {
+Coordinator::Coordinator(Options options)
+    : options_(std::move(options)), store_(options_.data_dir, {.logger = options_.logger}) {
   if (!options_.open_origin) {
     OriginOptions o = options_.origin;
     options_.open_origin = [o](const std::string& source) { return OpenOrigin(source, o); };
@@ -101,7 +102,13 @@ Status Coordinator::CommitLocked(bool placement_changed) {
   ++epoch_;
   if (placement_changed) ++placement_epoch_;
   Status s = store_.Save(SnapshotLocked());
-  if (!s.ok()) options_.logger->error("cannot save coordinator state: {}", s.ToString());
+  if (!s.ok()) {
+    // Nothing durable changed (StateStore cuts a failed record), and the
+    // caller undoes its change: the epochs go back with it.
+    --epoch_;
+    if (placement_changed) --placement_epoch_;
+    options_.logger->error("cannot save coordinator state: {}", s.ToString());
+  }
   return s;
 }
 
@@ -363,8 +370,10 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
   datasets_.emplace(meta.name, DatasetState{meta, std::move(manifest)});
   Status s = CommitLocked(false);
   if (!s.ok()) {
+    // The manifest stays: if the failed record could not be cut off it may
+    // come back at a restart, and must find its manifest; if not, the next
+    // start removes it as an orphan.
     datasets_.erase(meta.name);
-    (void)store_.RemoveManifest(meta);
     return s;
   }
   const uint64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -234,6 +234,9 @@ Result<CoordinatorState> StateStore::Open() {
   epoch_ = placement_epoch_ = seq_ = 0;
   log_.reset();
   HOARD_RETURN_IF_ERROR(MakeDirs(JoinPath(dir_, "manifests")));
+  // One coordinator per directory: two appending to one log would leave a
+  // log that refuses to replay.
+  HOARD_ASSIGN_OR_RETURN(lock_fd_, LockFile(JoinPath(dir_, "LOCK"), "the coordinator state " + dir_));
 
   // Leftovers of a snapshot or log replacement cut short; never read.
   (void)std::remove((SnapshotPath() + ".tmp").c_str());

@@ -2,6 +2,7 @@
 //
 // StateStore keeps the coordinator's durable state in its data directory:
 //
+//   DATA/LOCK            flocked by the one coordinator using the directory
 //   DATA/state.log       the write-ahead log (state_log.h): one record per
 //                        Save, fdatasynced before Save returns
 //   DATA/state.msgpack   a snapshot: the whole state and the sequence number
@@ -125,6 +126,7 @@ class StateStore {
   StateLog& TEST_log() { return *log_; }
 
  private:
+  UniqueFd lock_fd_;  // an exclusive flock on DIR/LOCK while open
   std::string ManifestPath(const proto::DatasetMeta& meta) const;
   std::string SnapshotPath() const;
   std::string LogPath() const;

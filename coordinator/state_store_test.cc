@@ -183,6 +183,19 @@ TEST_F(StateStoreTest, FirstOpenIsEmptyAndWritesSnapshotAndLog) {
   EXPECT_EQ(ReadLog().size(), StateLog::kHeaderBytes);
 }
 
+// Two coordinators appending to one log would leave a log that refuses to
+// replay; the second one is refused at once instead.
+TEST_F(StateStoreTest, ASecondStoreOnTheSameDirectoryIsRefused) {
+  ASSERT_TRUE(Reopen().ok());
+  StateStore second(tmp_.path(), {.logger = NullLogger()});
+  Result<CoordinatorState> r = second.Open();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("in use"), std::string::npos) << r.status().ToString();
+  store_.reset();
+  EXPECT_TRUE(second.Open().ok()) << "the lock goes with the store that held it";
+}
+
 TEST_F(StateStoreTest, ChangesSurviveAReopen) {
   std::vector<CoordinatorState> states = SaveSteps(300);
   EXPECT_EQ(store_->TEST_log().records(), 300u);

@@ -114,12 +114,7 @@ Status ChunkStore::Load() {
   HOARD_RETURN_IF_ERROR(MakeDirs(chunks_dir));
   // One store per directory: a second agent on the same disk would double
   // count usage and race on every chunk. The lock dies with the process.
-  const std::string lock_path = JoinPath(options_.dir, "LOCK");
-  lock_fd_.Reset(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (!lock_fd_.valid()) return Status::FromErrno(errno, "open " + lock_path);
-  if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
-    return Status::Unavailable("the chunk store " + options_.dir + " is in use by another process");
-  }
+  HOARD_ASSIGN_OR_RETURN(lock_fd_, LockFile(JoinPath(options_.dir, "LOCK"), "the chunk store " + options_.dir));
 
   std::error_code ec;
   std::vector<std::string> subdirs;
