@@ -63,10 +63,11 @@ Status Coordinator::Load() {
   const auto now = options_.clock->Now();
   last_liveness_check_ = now;
   for (auto& n : state.nodes) {
-    // Liveness is not persisted: every node gets a full timeout to come back.
-    NodeState ns{n, now, {}};
-    ns.info.up = true;
-    nodes_.emplace(n.name, std::move(ns));
+    // Up/down is state (it is part of the placement every party computes
+    // from the map at this epoch); silence is not: every node that was up
+    // gets a full timeout to heartbeat again, and a down one stays down until
+    // it does.
+    nodes_.emplace(n.name, NodeState{n, now, {}});
   }
   for (auto& d : state.datasets) {
     Result<Manifest> m = store_.LoadManifest(d);
@@ -87,11 +88,10 @@ CoordinatorState Coordinator::SnapshotLocked() const {
   for (const auto& [name, n] : nodes_) {
     proto::NodeInfo info = n.info;
     // Volatile facts are not state: they would make every commit rewrite
-    // every node, and liveness restarts with a fresh timeout anyway.
+    // every node. (`up` is: it changes only by a commit, with the epochs.)
     info.used_bytes = 0;
     info.chunks = 0;
     info.last_seen_unix = 0;
-    info.up = true;
     s.nodes.push_back(std::move(info));
   }
   for (const auto& [name, d] : datasets_) s.datasets.push_back(d.meta);

@@ -396,6 +396,31 @@ TEST_F(CoordinatorTest, OnlyANodeThatOwnsNothingIsRemovedWithoutForce) {
   EXPECT_FALSE(coord_->Heartbeat({.name = "node2"})->registered);
 }
 
+// The map a restarted coordinator serves is the one it served before, at the
+// same epochs: a node that was down is still down (parties holding the old
+// map compute the same owners), and comes back by heartbeating.
+TEST_F(CoordinatorTest, ARestartKeepsTheMapAtItsEpochs) {
+  Register("node1");
+  Register("node2");
+  Elapse(3s);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node1"}).ok());
+  Elapse(3s);
+  proto::ClusterMap before = coord_->GetClusterMap();
+  ASSERT_FALSE(before.nodes[1].up);
+  Reopen();
+  proto::ClusterMap after = coord_->GetClusterMap();
+  EXPECT_EQ(after.epoch, before.epoch);
+  EXPECT_EQ(after.placement_epoch, before.placement_epoch);
+  ASSERT_EQ(after.nodes.size(), 2u);
+  EXPECT_TRUE(after.nodes[0].up) << "up nodes get a fresh timeout";
+  EXPECT_FALSE(after.nodes[1].up);
+  Elapse(3s);
+  EXPECT_TRUE(coord_->GetClusterMap().nodes[0].up);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node2"}).ok());
+  EXPECT_TRUE(coord_->GetClusterMap().nodes[1].up);
+  EXPECT_GT(coord_->GetClusterMap().placement_epoch, before.placement_epoch);
+}
+
 // A down node that registers again (it restarted) owns its share again: that
 // is a placement change, which parties must see as a new placement epoch.
 TEST_F(CoordinatorTest, ANodeBackFromDownChangesThePlacementEpoch) {

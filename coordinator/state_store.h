@@ -44,8 +44,10 @@
 // it is, so the state never points at a missing or partial manifest; a crash
 // between the two leaves an orphan manifest that Open() removes.
 //
-// What is not persisted, on purpose: node liveness and the chunks each node
-// reports (the coordinator zeroes them before Save). After a restart nodes are
+// What is not persisted, on purpose: when each node was last heard from, its
+// disk usage, and the chunks it reports (the coordinator zeroes them before
+// Save). Whether a node is up or down is persisted: it is part of the
+// placement of the map at that epoch. After a restart, nodes that were up are
 // given a full down-timeout to heartbeat again, and their next heartbeat
 // re-reports what they hold.
 //
