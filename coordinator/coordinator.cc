@@ -169,16 +169,38 @@ Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req
   n.info.chunks = req.chunks;
   if (req.datasets_included) {
     n.reports.clear();
-    for (const auto& r : req.datasets) n.reports[r.uid] = r;
+    for (const auto& r : req.datasets) {
+      // Checked once, here, so that progress and settling judge the same
+      // reports: one whose ordinals do not decode counts as not sent.
+      if (Status s = CheckReportLocked(r); !s.ok()) {
+        options_.logger->warn("node {}: report on dataset {:016x} ignored: {}", req.name, r.uid, s.ToString());
+        continue;
+      }
+      n.reports[r.uid] = r;
+    }
     n.reported = true;
   }
   if (!n.info.up) {
     n.info.up = true;
-    options_.logger->info("node {} is up again", req.name);
     // It owns its share again (unless draining).
-    (void)CommitLocked(/*placement_changed=*/proto::PlacementWeight(n.info) > 0);
+    if (CommitLocked(/*placement_changed=*/proto::PlacementWeight(n.info) > 0).ok()) {
+      options_.logger->info("node {} is up again", req.name);
+    } else {
+      n.info.up = false;  // not durable: the map stays as it was, the next heartbeat tries again
+    }
   }
   return proto::HeartbeatReply{epoch_, true, !n.reported, settled_};
+}
+
+Status Coordinator::CheckReportLocked(const proto::DatasetReport& r) const {
+  for (const auto& [name, d] : datasets_) {
+    if (d.meta.uid != r.uid || d.meta.version != r.version) continue;
+    if (r.cached_chunks > r.owned_chunks || r.owned_chunks > d.meta.total_chunks) {
+      return Status::InvalidArgument("chunk counts out of range");
+    }
+    return proto::DecodeOrdinals(r.cached_ordinals, d.meta.total_chunks, r.cached_chunks, [](uint64_t) {});
+  }
+  return Status::Ok();  // another version: kept, and ignored until it is current
 }
 
 Result<proto::NodeDrainReply> Coordinator::SetDraining(const std::string& name, bool drain) {
@@ -228,19 +250,48 @@ void Coordinator::CheckLiveness() {
     for (auto& [name, n] : nodes_) n.last_heard = now;
     return;
   }
-  bool changed = false;
+  std::vector<NodeState*> silent;
+  bool placement_changed = false;
   for (auto& [name, n] : nodes_) {
     if (n.info.up && now - n.last_heard > options_.down_after) {
+      silent.push_back(&n);
+      placement_changed = placement_changed || proto::PlacementWeight(n.info) > 0;
       n.info.up = false;
-      changed = true;
-      options_.logger->warn("node {} marked down: silent for more than {} ms", name,
-                            options_.down_after.count());
     }
   }
   // A down node's chunks get new owners (PlacementWeight), which refill them
   // from surviving replicas or the origin.
-  if (changed) (void)CommitLocked(/*placement_changed=*/true);
-  settled_ = SettledLocked();
+  if (!silent.empty()) {
+    if (CommitLocked(placement_changed).ok()) {
+      for (NodeState* n : silent) {
+        options_.logger->warn("node {} marked down: silent for more than {} ms", n->info.name,
+                              options_.down_after.count());
+      }
+    } else {
+      for (NodeState* n : silent) n->info.up = true;  // not durable: the next check tries again
+    }
+  }
+  UpdateSettledLocked(now);
+}
+
+void Coordinator::UpdateSettledLocked(std::chrono::steady_clock::time_point now) {
+  // A dataset must stay settled for a whole down timeout before nodes are
+  // told: an owner whose last report counted may have died a moment ago, and
+  // the copies others hold would then be the only ones left. Within the
+  // timeout it is marked down, the placement moves, and the clock restarts.
+  std::map<uint64_t, SettledSince> still;
+  settled_.clear();
+  for (const proto::SettledDataset& d : SettledLocked()) {
+    auto it = settled_since_.find(d.uid);
+    SettledSince since{d, now};
+    if (it != settled_since_.end() && it->second.dataset.version == d.version &&
+        it->second.dataset.placement_epoch == d.placement_epoch) {
+      since = it->second;
+    }
+    if (now - since.since >= options_.down_after) settled_.push_back(d);
+    still.emplace(d.uid, since);
+  }
+  settled_since_ = std::move(still);
 }
 
 std::vector<proto::SettledDataset> Coordinator::SettledLocked() const {

@@ -108,6 +108,9 @@ class Coordinator {
 
   uint64_t epoch() const;
 
+  // Test-only: the durable state, for fault injection.
+  StateStore& TEST_store() { return store_; }
+
  private:
   struct NodeState {
     proto::NodeInfo info;
@@ -128,7 +131,12 @@ class Coordinator {
   CoordinatorState SnapshotLocked() const;
   StatusInput StatusInputLocked(const DatasetState& d) const;
   proto::DatasetStatus ComputeStatus(const StatusInput& in) const;
+  // The datasets settled right now; UpdateSettledLocked keeps those settled
+  // for a whole down timeout in settled_.
   std::vector<proto::SettledDataset> SettledLocked() const;
+  void UpdateSettledLocked(std::chrono::steady_clock::time_point now);
+  // OK if `r` is well formed for the dataset version it names.
+  Status CheckReportLocked(const proto::DatasetReport& r) const;
 
   Options options_;
   StateStore store_;
@@ -138,7 +146,12 @@ class Coordinator {
   std::map<std::string, NodeState> nodes_;        // guarded by mu_; by name
   mutable std::map<std::string, DatasetState> datasets_;  // guarded by mu_; by name
   std::set<std::string> adding_;                  // guarded by mu_; names being added
-  std::vector<proto::SettledDataset> settled_;     // guarded by mu_; as of the last CheckLiveness
+  struct SettledSince {
+    proto::SettledDataset dataset;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::map<uint64_t, SettledSince> settled_since_;  // guarded by mu_; by uid
+  std::vector<proto::SettledDataset> settled_;     // guarded by mu_; settled for a down timeout
   std::chrono::steady_clock::time_point last_liveness_check_;  // guarded by mu_
   std::atomic<bool> shutting_down_{false};
 };

@@ -300,21 +300,40 @@ TEST_F(CoordinatorTest, StatusCountsWholeFilesFromNodeReports) {
   EXPECT_TRUE(full.shares[0].reported);
   EXPECT_EQ(full.shares[0].owned_chunks + full.shares[1].owned_chunks, meta.total_chunks);
 
-  // Every chunk is on its owner: heartbeat replies say so, and nodes may then
-  // drop copies they no longer own.
+  // Every chunk is on its owner: once that has held for a whole down timeout
+  // (an owner that just died would be marked down within it), heartbeat
+  // replies say so, and nodes may then drop copies they no longer own.
+  auto both_beat = [&] {
+    auto a = coord_->Heartbeat({.name = "node1"});
+    auto b = coord_->Heartbeat({.name = "node2"});
+    EXPECT_TRUE(a.ok() && b.ok());
+    return *a;
+  };
+  auto keep_alive = [&](std::chrono::milliseconds d) {
+    for (auto left = d; left.count() > 0; left -= 500ms) {
+      both_beat();
+      clock_.Advance(500ms);
+      coord_->CheckLiveness();
+    }
+  };
   coord_->CheckLiveness();
-  auto hb = coord_->Heartbeat({.name = "node1"});
-  ASSERT_TRUE(hb.ok());
-  ASSERT_EQ(hb->settled.size(), 1u);
-  EXPECT_EQ(hb->settled[0].uid, meta.uid);
-  EXPECT_EQ(hb->settled[0].placement_epoch, map.placement_epoch);
+  keep_alive(4500ms);
+  EXPECT_TRUE(both_beat().settled.empty()) << "settled for less than the down timeout";
+  keep_alive(1s);
+  proto::HeartbeatReply hb = both_beat();
+  ASSERT_EQ(hb.settled.size(), 1u);
+  EXPECT_EQ(hb.settled[0].uid, meta.uid);
+  EXPECT_EQ(hb.settled[0].placement_epoch, map.placement_epoch);
 
-  // A report whose ordinals do not decode (a bug, or garbage) is not believed.
+  // A report whose ordinals do not decode (a bug, or garbage) is not believed:
+  // neither by progress nor by settling.
   proto::DatasetReport bad = report(1, true);
   bad.cached_ordinals.push_back(char(0x80));
   ASSERT_TRUE(coord_->Heartbeat({.name = "node2", .datasets = {bad}, .datasets_included = true}).ok());
   EXPECT_FALSE(status().complete);
   EXPECT_FALSE(status().shares[1].reported);
+  keep_alive(1s);
+  EXPECT_TRUE(both_beat().settled.empty());
   ASSERT_TRUE(coord_->Heartbeat({.name = "node2", .datasets = {report(1, true)}, .datasets_included = true}).ok());
   EXPECT_TRUE(status().complete);
 
@@ -322,10 +341,10 @@ TEST_F(CoordinatorTest, StatusCountsWholeFilesFromNodeReports) {
   // is no longer settled: node1 now owns everything and has not reported on
   // the new placement.
   Elapse(6s);
-  hb = coord_->Heartbeat({.name = "node1"});
+  auto after = coord_->Heartbeat({.name = "node1"});
   EXPECT_FALSE(status().complete);
   EXPECT_LT(status().cached_bytes, meta.total_bytes);
-  EXPECT_TRUE(hb->settled.empty());
+  EXPECT_TRUE(after->settled.empty());
 }
 
 TEST_F(CoordinatorTest, ANodeIsAskedForItsReportsUntilItSendsThem) {
@@ -419,6 +438,38 @@ TEST_F(CoordinatorTest, ARestartKeepsTheMapAtItsEpochs) {
   ASSERT_TRUE(coord_->Heartbeat({.name = "node2"}).ok());
   EXPECT_TRUE(coord_->GetClusterMap().nodes[1].up);
   EXPECT_GT(coord_->GetClusterMap().placement_epoch, before.placement_epoch);
+}
+
+// A change that cannot be made durable is not made at all: the map stays as
+// every party knows it (same epochs, same up/down), and the next liveness
+// check or heartbeat tries again.
+TEST_F(CoordinatorTest, AFailedCommitLeavesTheMapAsItWas) {
+  Register("node1");
+  Register("node2");
+  Elapse(3s);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node1"}).ok());
+  clock_.Advance(2500ms);  // node2 silent 5.5 s
+  const proto::ClusterMap before = coord_->GetClusterMap();
+  coord_->TEST_store().TEST_log().TEST_FailNextAppend(ENOSPC, 10);
+  coord_->CheckLiveness();
+  proto::ClusterMap map = coord_->GetClusterMap();
+  EXPECT_EQ(map.epoch, before.epoch);
+  EXPECT_TRUE(map.nodes[1].up) << "marked down in memory but not on disk";
+  coord_->CheckLiveness();  // the next check succeeds
+  map = coord_->GetClusterMap();
+  EXPECT_FALSE(map.nodes[1].up);
+  EXPECT_GT(map.placement_epoch, before.placement_epoch);
+
+  // Back up: the same on a heartbeat.
+  const uint64_t down_epoch = map.epoch;
+  coord_->TEST_store().TEST_log().TEST_FailNextAppend(EIO, 0);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node2"}).ok());
+  EXPECT_FALSE(coord_->GetClusterMap().nodes[1].up);
+  EXPECT_EQ(coord_->GetClusterMap().epoch, down_epoch);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node2"}).ok());
+  EXPECT_TRUE(coord_->GetClusterMap().nodes[1].up);
+  Reopen();
+  EXPECT_TRUE(coord_->GetClusterMap().nodes[1].up);
 }
 
 // A down node that registers again (it restarted) owns its share again: that

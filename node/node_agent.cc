@@ -199,6 +199,13 @@ void NodeAgent::DropUnownedCopies(const std::vector<proto::SettledDataset>& sett
     });
     uint64_t dropped = 0;
     for (const ChunkKey& key : drop) {
+      // Each removal under mu_ and on the judged placement: a view change
+      // (a node died, another joined) may make this node an owner of the
+      // chunk again. Either the removal comes first, and OnViewChange then
+      // hands the warmer a fresh scan that refills it, or it sees the new
+      // placement and stops.
+      std::lock_guard lock(mu_);
+      if (placement_epoch_ != d.placement_epoch) break;
       if (Status s = store_->Remove(key); s.ok()) {
         ++dropped;
       } else {

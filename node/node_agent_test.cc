@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -358,35 +359,43 @@ TEST_F(NodeAgentTest, ADatasetLargerThanTheCacheKeepsAStableSubsetWithoutThrashi
     files_[path] = Pattern(40000 + i, 700 + i);
     ASSERT_TRUE(origin().AddFile(path, files_[path]).ok());
   }
-  NodeAgent* a = StartAgent("node1", 400 * 1024);
-  NodeAgent* b = StartAgent("node2", 400 * 1024);
+  // No warm-up retries during the test: one scan fills what fits.
+  NodeAgent* a = *cluster_->StartAgent("node1", 400 * 1024, /*warm_retry_after=*/1h);
+  NodeAgent* b = *cluster_->StartAgent("node2", 400 * 1024, /*warm_retry_after=*/1h);
   ASSERT_TRUE(Eventually([&] { return coord().GetClusterMap().nodes.size() == 2; }));
   proto::DatasetMeta meta = AddDataset();
   ASSERT_GT(meta.total_bytes, 3 * 800u * 1024);
   ASSERT_TRUE(coord().Warm("ds").ok());
-  // Warm-up fills what fits and stops with a clear failure for the rest.
-  ASSERT_TRUE(Eventually([&] { return !Status().failures.empty(); }, 20s));
   auto cached = [&] {
     std::set<std::string> keys;
     for (NodeAgent* n : {a, b}) n->store()->ForEach([&](const ChunkKey& k, uint64_t, uint64_t) { keys.insert(k.Name()); });
     return keys;
   };
+  // Warm-up fills what fits, reports a clear failure for the rest, and stops.
+  ASSERT_TRUE(Eventually([&] { return !Status().failures.empty(); }, 20s));
   std::set<std::string> before = cached();
-  std::this_thread::sleep_for(300ms);
-  ASSERT_EQ(cached(), before) << "the warm-up has not settled";
+  for (auto still = std::chrono::steady_clock::now(); std::chrono::steady_clock::now() - still < 2s;) {
+    std::this_thread::sleep_for(100ms);
+    if (std::set<std::string> now = cached(); now != before) {
+      before = std::move(now);
+      still = std::chrono::steady_clock::now();
+    }
+  }
   ASSERT_GT(before.size(), 4u);
 
   auto view = a->view();
   const DatasetView* ds = view->dataset("ds");
-  uint64_t uncached_bytes = 0;
-  for (const auto& [path, bytes] : files_) {
-    const uint32_t entry = *ds->manifest.Resolve(path);
-    for (uint32_t i = 0; i < ds->manifest.chunk_count(entry); ++i) {
-      if (!before.count(ds->manifest.chunk_key(entry, i).Name())) {
-        uncached_bytes += ChunkLength(bytes.size(), 65536, i);
+  // Bytes of the chunks of the dataset that are not in `cached`.
+  auto bytes_outside = [&](const std::set<std::string>& cached) {
+    uint64_t n = 0;
+    for (const auto& [path, bytes] : files_) {
+      const uint32_t entry = *ds->manifest.Resolve(path);
+      for (uint32_t i = 0; i < ds->manifest.chunk_count(entry); ++i) {
+        if (!cached.count(ds->manifest.chunk_key(entry, i).Name())) n += ChunkLength(bytes.size(), 65536, i);
       }
     }
-  }
+    return n;
+  };
   for (int pass = 0; pass < 2; ++pass) {
     const uint64_t read_before = origin().TotalBytesRead();
     for (const auto& [path, bytes] : files_) {
@@ -398,9 +407,19 @@ TEST_F(NodeAgentTest, ADatasetLargerThanTheCacheKeepsAStableSubsetWithoutThrashi
         ASSERT_TRUE(*got == bytes.substr(uint64_t(i) * 65536, 65536)) << path << " chunk " << i;
       }
     }
-    EXPECT_EQ(origin().TotalBytesRead() - read_before, uncached_bytes)
-        << "pass " << pass << ": only what is not cached is read through, each chunk once";
-    EXPECT_EQ(cached(), before) << "pass " << pass << " evicted or added chunks";
+    const uint64_t read = origin().TotalBytesRead() - read_before;
+    const std::set<std::string> after = cached();
+    // Nothing was evicted. A chunk that still fits may have been added by
+    // its read-through (the warm-up's capacity checks race with its fills in
+    // flight, so it can stop short of full), never one taken out.
+    EXPECT_TRUE(std::includes(after.begin(), after.end(), before.begin(), before.end()))
+        << "pass " << pass << " evicted chunks";
+    // What was cached was served from the cache; what was not was read
+    // through once (less what a late fill had already brought in).
+    EXPECT_LE(read, bytes_outside(before)) << "pass " << pass << ": a cached chunk was fetched again";
+    EXPECT_GE(read, bytes_outside(after)) << "pass " << pass << ": an uncached chunk was not read through";
+    EXPECT_GT(read, 0u);
+    before = after;
   }
 }
 

@@ -26,8 +26,11 @@ void RpcClient::Reconnect() {
     // Queue only to connected peers: a send to a dead peer waits (up to the
     // call's deadline) instead of buffering for a peer that may never return.
     s->set(zmq::sockopt::immediate, 1);
-    s->set(zmq::sockopt::heartbeat_ivl, kHeartbeatInterval);
-    s->set(zmq::sockopt::heartbeat_timeout, kHeartbeatTimeout);
+    s->set(zmq::sockopt::tcp_maxrt, kUnackedTimeoutMs);  // TCP_USER_TIMEOUT on Linux
+    s->set(zmq::sockopt::tcp_keepalive, 1);
+    s->set(zmq::sockopt::tcp_keepalive_idle, kKeepaliveIdleS);
+    s->set(zmq::sockopt::tcp_keepalive_intvl, 1);
+    s->set(zmq::sockopt::tcp_keepalive_cnt, 1);
     s->connect(endpoint_);
     socket_ = std::move(s);
     connect_error_.clear();

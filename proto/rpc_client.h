@@ -6,8 +6,8 @@
 //   - the socket only queues to connected peers (ZMQ_IMMEDIATE), so a send to
 //     a peer that is down fails with kUnavailable once the timeout passes;
 //   - a call whose connection drops while it waits (the peer's process died,
-//     or its host went silent past the heartbeat timeout: ConfigureSocket)
-//     fails with kUnavailable at once instead of waiting out its timeout, so
+//     or its host vanished: kUnackedTimeoutMs below) fails with kUnavailable
+//     at once instead of waiting out its timeout, so
 //     a long timeout meant for a slow but live peer costs nothing when the
 //     peer is dead;
 //   - a reply that arrives after its call timed out carries an old request id
@@ -36,14 +36,18 @@
 
 namespace hoard::proto {
 
-// ZMTP heartbeats of every client connection: a connection whose peer has
-// been silent for kHeartbeatTimeout ms (a host that died without closing its
-// sockets) is dropped, so a call waiting on it fails within about two
-// seconds. Only clients send them: a server waits on nobody, and answering
-// costs its I/O thread, not its workers, so a busy server is not mistaken
-// for a dead one.
-inline constexpr int kHeartbeatInterval = 500;
-inline constexpr int kHeartbeatTimeout = 1500;
+// How a client connection notices a peer host that vanished without closing
+// its sockets (a crash, a cut cable: no RST), so that a call waiting on it
+// fails within about two seconds (Receive's connection check): the kernel
+// drops the connection when its request stays unacknowledged for
+// kUnackedTimeoutMs (TCP_USER_TIMEOUT), or when it has been idle, waiting for
+// the reply, for kKeepaliveIdleS and a keepalive probe then goes unanswered.
+// Both are answered by the peer's kernel, so a live peer that is slow to
+// reply, or slow to send a large reply, is never mistaken for a dead one.
+// (ZMTP heartbeats are not used: libzmq counts only whole frames as traffic,
+// so a 64 MiB chunk arriving over a busy link would look like silence.)
+inline constexpr int kUnackedTimeoutMs = 1500;
+inline constexpr int kKeepaliveIdleS = 1;
 
 class RpcClient {
  public:

@@ -353,6 +353,18 @@ class HostCluster:
         """Stops node i's agent with SIGTERM (its mount stays)."""
         self._end(self.node_name(i), signal.SIGTERM)
 
+    def cut_node(self, i):
+        """Takes node i's host off the network (its link down): its processes
+        keep running, but nothing reaches them and no RST comes back, as when
+        a host crashes or its cable is pulled."""
+        self._mark(self.node_name(i), "link down")
+        _run("ip", "-n", self.node_ns[i - 1], "link", "set", "eth0", "down")
+
+    def reconnect_node(self, i):
+        """Puts node i's host back on the network."""
+        self._mark(self.node_name(i), "link up")
+        _run("ip", "-n", self.node_ns[i - 1], "link", "set", "eth0", "up")
+
     def start_node(self, i, timeout=30):
         """Restarts node i's agent (same name, endpoint and store); returns
         once it has registered again and the coordinator lists it up."""
