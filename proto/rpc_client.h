@@ -46,7 +46,7 @@ namespace hoard::proto {
 // reply, or slow to send a large reply, is never mistaken for a dead one.
 // (ZMTP heartbeats are not used: libzmq counts only whole frames as traffic,
 // so a 64 MiB chunk arriving over a busy link would look like silence.)
-inline constexpr int kUnackedTimeoutMs = 1500;
+inline constexpr int kUnackedTimeoutMs = 1000;
 inline constexpr int kKeepaliveIdleS = 1;
 
 class RpcClient {
