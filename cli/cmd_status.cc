@@ -55,7 +55,7 @@ int RunStatus(Context& ctx, const std::string& dataset) {
                      Share(proto::PlacementWeight(n), total_weight), Thousands(n.chunks), n.endpoint});
   }
   std::vector<std::vector<std::string>> datasets = {
-      {"DATASET", "FILES", "SIZE", "REPLICAS", "CACHED", "FILES CACHED", "WARM", "SOURCE"}};
+      {"DATASET", "FILES", "SIZE", "REPLICAS", "CACHED", "FILES CACHED", "RATE", "ETA", "WARM", "SOURCE"}};
   std::string failures;
   for (const auto& d : st->datasets) {
     doc["datasets"].push_back(ToJson(d));
@@ -63,6 +63,8 @@ int RunStatus(Context& ctx, const std::string& dataset) {
     std::snprintf(pct, sizeof pct, "%.1f%%", PercentCached(d));
     datasets.push_back({d.meta.name, Thousands(d.meta.file_count), FormatBytes(double(d.meta.total_bytes)),
                         std::to_string(d.meta.replicas), pct, Thousands(d.files_cached),
+                        d.fill_rate > 0 ? FormatBytes(d.fill_rate) + "/s" : "-",
+                        d.complete ? "done" : d.eta_seconds >= 0 ? Duration(double(d.eta_seconds)) : "-",
                         d.meta.warm ? "yes" : "no", d.meta.source});
     for (const auto& f : d.failures) failures += "  " + d.meta.name + "/" + f.path + ": " + f.error + "\n";
   }

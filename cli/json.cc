@@ -47,6 +47,8 @@ nlohmann::json ToJson(const proto::DatasetStatus& s) {
   j["percent_cached"] = PercentCached(s);
   j["complete"] = s.complete;
   j["nodes_reporting"] = s.nodes_reporting;
+  j["fill_rate_bytes_per_s"] = s.fill_rate;
+  j["eta_seconds"] = s.eta_seconds;
   j["failures"] = failures;
   nlohmann::json shares = nlohmann::json::array();
   for (const auto& share : s.shares) {

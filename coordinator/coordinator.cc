@@ -168,13 +168,19 @@ Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req
   n.info.capacity_bytes = req.capacity_bytes;
   n.info.chunks = req.chunks;
   if (req.datasets_included) {
-    n.reports.clear();
+    std::map<uint64_t, proto::DatasetReport> before;
+    before.swap(n.reports);
+    const auto now = std::chrono::steady_clock::now();
     for (const auto& r : req.datasets) {
       // Checked once, here, so that progress and settling judge the same
       // reports: one whose ordinals do not decode counts as not sent.
       if (Status s = CheckReportLocked(r); !s.ok()) {
         options_.logger->warn("node {}: report on dataset {:016x} ignored: {}", req.name, r.uid, s.ToString());
         continue;
+      }
+      auto old = before.find(r.uid);
+      if (old != before.end() && old->second.version == r.version && r.cached_bytes > old->second.cached_bytes) {
+        fill_rates_[r.uid].Add(now, r.cached_bytes - old->second.cached_bytes);
       }
       n.reports[r.uid] = r;
     }
@@ -320,6 +326,7 @@ proto::ClusterMap Coordinator::GetClusterMap() const {
   map.placement_epoch = placement_epoch_;
   for (const auto& [name, n] : nodes_) map.nodes.push_back(n.info);
   for (const auto& [name, d] : datasets_) map.datasets.push_back(d.meta);
+  map.origin_limits = options_.origin_limits;
   return map;
 }
 
@@ -453,6 +460,7 @@ Status Coordinator::RemoveDataset(const std::string& name) {
     datasets_.emplace(name, std::move(removed));
     return s;
   }
+  fill_rates_.erase(removed.meta.uid);
   // After the state no longer names it; a failure here leaves an orphan that
   // the next start removes.
   (void)store_.RemoveManifest(removed.meta);
@@ -488,6 +496,7 @@ struct Coordinator::StatusInput {
   proto::DatasetMeta meta;
   Manifest manifest;
   uint64_t placement_epoch = 0;
+  double fill_rate = 0;  // bytes/s
   struct Node {
     std::string name;
     bool up = false;
@@ -498,7 +507,10 @@ struct Coordinator::StatusInput {
 };
 
 Coordinator::StatusInput Coordinator::StatusInputLocked(const DatasetState& d) const {
-  StatusInput in{d.meta, d.manifest, placement_epoch_, {}};
+  StatusInput in{d.meta, d.manifest, placement_epoch_, 0, {}};
+  if (auto rate = fill_rates_.find(d.meta.uid); rate != fill_rates_.end()) {
+    in.fill_rate = rate->second.Rate(std::chrono::steady_clock::now());
+  }
   for (const auto& [name, n] : nodes_) {
     StatusInput::Node node{name, n.info.up, proto::PlacementWeight(n.info) > 0, std::nullopt};
     auto rep = n.reports.find(d.meta.uid);
@@ -557,6 +569,12 @@ proto::DatasetStatus Coordinator::ComputeStatus(const StatusInput& in) const {
     if (whole) ++st.files_cached;
   }
   st.complete = all_reported && st.cached_bytes >= st.expected_bytes && st.files_cached == in.meta.file_count;
+  st.fill_rate = in.fill_rate;
+  if (st.complete) {
+    st.eta_seconds = 0;
+  } else if (in.fill_rate > 0 && st.expected_bytes > st.cached_bytes) {
+    st.eta_seconds = static_cast<int64_t>(double(st.expected_bytes - st.cached_bytes) / in.fill_rate + 0.5);
+  }
   return st;
 }
 

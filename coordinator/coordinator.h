@@ -39,6 +39,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "coordinator/fill_rate.h"
 #include "coordinator/state_store.h"
 #include "origin/origin.h"
 #include "proto/messages.h"
@@ -60,6 +61,9 @@ class Coordinator {
     // Walks of dataset sources allowed at once; more get kUnavailable. Walks
     // run on RPC workers, so this keeps heartbeats and status served.
     int max_concurrent_adds = 2;
+    // What the nodes together may ask of the central storage; handed to them
+    // in the cluster map.
+    proto::OriginLimits origin_limits;
   };
 
   // A dataset may have at most this many chunks: progress and placement work
@@ -151,6 +155,7 @@ class Coordinator {
     std::chrono::steady_clock::time_point since;
   };
   std::map<uint64_t, SettledSince> settled_since_;  // guarded by mu_; by uid
+  std::map<uint64_t, FillRate> fill_rates_;          // guarded by mu_; by dataset uid
   std::vector<proto::SettledDataset> settled_;     // guarded by mu_; settled for a down timeout
   std::chrono::steady_clock::time_point last_liveness_check_;  // guarded by mu_
   std::atomic<bool> shutting_down_{false};

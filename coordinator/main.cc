@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/daemon.h"
+#include "common/units.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/service.h"
 
@@ -9,18 +10,34 @@ int main(int argc, char** argv) {
   CLI::App app{"hoard-coordinator: keeps hoard's members, datasets and stripe assignment"};
   std::string listen = "tcp://127.0.0.1:7100", data_dir, log_level = "info";
   int down_after_ms = 5000;
+  uint32_t origin_connections = 0;
+  std::string origin_rate = "0";
   app.add_option("--listen", listen, "ZeroMQ endpoint to serve on")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Directory for the durable state and manifests")->required();
   app.add_option("--down-after-ms", down_after_ms, "Mark a node down after this much silence")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--origin-max-connections", origin_connections,
+                 "Origin reads in flight, all nodes together (shared by weight, at least 1 per node); 0 = each "
+                 "node's own --origin-connections")
+      ->capture_default_str();
+  app.add_option("--origin-max-rate", origin_rate,
+                 "Bytes per second read from the origin, all nodes together, e.g. 800M; 0 = unlimited")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  hoard::Result<uint64_t> rate = hoard::ParseBytes(origin_rate);
+  if (!rate.ok()) {
+    std::fprintf(stderr, "hoard-coordinator: --origin-max-rate: %s\n", rate.status().message().c_str());
+    return 2;
+  }
 
   hoard::BlockTerminationSignals();
   auto log = hoard::MakeLogger("coordinator", log_level);
   auto coordinator = hoard::Coordinator::Open({.data_dir = data_dir,
                                                .down_after = std::chrono::milliseconds(down_after_ms),
-                                               .logger = log});
+                                               .logger = log,
+                                               .origin_limits = {.max_connections = origin_connections,
+                                                                 .max_bytes_per_s = *rate}});
   if (!coordinator.ok()) {
     log->critical("cannot start: {}", coordinator.status().ToString());
     return 1;

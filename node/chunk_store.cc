@@ -238,8 +238,8 @@ Status ChunkStore::Put(const ChunkKey& key, uint64_t dataset_uid, std::string_vi
     e.dataset_uid = dataset_uid;
     e.length = data.size();
     e.checksum = trailer.checksum;
-    // The disk may hand back other bytes than were written; the first Read
-    // checks them.
+    // Read back through the page cache before the rename; the disk itself
+    // may still hand back other bytes later, so the first Read checks again.
     e.verified = false;
     e.generation = next_generation_++;
     index_[key] = e;
@@ -256,7 +256,7 @@ Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trail
   const std::string tmp = path + "." + std::to_string(::getpid()) + "." +
                           std::to_string(g_tmp_counter.fetch_add(1, std::memory_order_relaxed)) +
                           std::string(kTmpSuffix);
-  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+  const int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;  // read back before the rename
   UniqueFd fd(::open(tmp.c_str(), flags, 0644));
   if (!fd.valid() && errno == ENOENT) {
     // <hh> directories are made on first use rather than all 256 at Open.
@@ -281,6 +281,10 @@ Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trail
     char buf[kChunkTrailerSize];
     EncodeChunkTrailer(trailer, buf);
     HOARD_RETURN_IF_ERROR(PwriteAll(fd.get(), buf, sizeof(buf), static_cast<off_t>(data.size())).Annotate(tmp));
+    // Read the bytes back before the chunk can be counted as cached: a chunk
+    // is reported (and a warm-up called complete) only once the store has
+    // checked what it holds against the checksum of what it was given.
+    if (Status v = VerifyChunkFile(fd.get(), trailer); !v.ok()) return v.Annotate("read back " + tmp);
     // Some filesystems (NFS) report a failed delayed write only at close.
     if (::close(fd.Release()) != 0) return Status::FromErrno(errno, "close " + tmp);
     if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(errno, "rename " + tmp);

@@ -13,7 +13,9 @@
 // never modified in place, so a reader that opened it (the FUSE mount reads
 // chunk files directly) keeps consistent bytes even if the chunk is removed.
 //
-// Integrity: Put computes the checksum from the bytes it is given. Read checks
+// Integrity: Put computes the checksum from the bytes it is given and reads
+// the written file back against it before the chunk enters the index, so a
+// chunk that is Contained (and reported cached) was verified once. Read checks
 // the checksum of the whole chunk the first time the chunk is read after the
 // store was opened (and after Put, since the disk may return other bytes than
 // were written); a chunk that fails is removed and Read returns kCorruption, so

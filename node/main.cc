@@ -9,14 +9,19 @@ int main(int argc, char** argv) {
   CLI::App app{"hoard-node: caches its share of every dataset on this node's disk and serves it to peers"};
   std::string name, listen = "tcp://127.0.0.1:7101", advertise, coordinator = "tcp://127.0.0.1:7100", store_dir,
               capacity = "0", log_level = "info";
-  int fetch_threads = 4, serve_threads = 4, heartbeat_ms = 1000;
+  int fetch_threads = 16, origin_connections = 16, serve_threads = 8, heartbeat_ms = 1000;
   app.add_option("--name", name, "Unique node name")->required();
   app.add_option("--listen", listen, "ZeroMQ endpoint for mounts and peers")->capture_default_str();
   app.add_option("--advertise", advertise, "Endpoint peers dial, if not the listen one");
   app.add_option("--coordinator", coordinator, "Coordinator endpoint")->capture_default_str();
   app.add_option("--store", store_dir, "Chunk store directory (the node's cache disk)")->required();
   app.add_option("--capacity", capacity, "Cache size limit, e.g. 500G; 0 = the disk's size")->capture_default_str();
-  app.add_option("--fetch-threads", fetch_threads, "Parallel origin fetches for warm-up")->capture_default_str();
+  app.add_option("--fetch-threads", fetch_threads, "Warm-up workers (chunks fetched at once)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--origin-connections", origin_connections,
+                 "Origin reads in flight from this node at most; the coordinator's --origin-max-connections may "
+                 "allow fewer")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--serve-threads", serve_threads, "Threads serving chunk requests")->capture_default_str();
   app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval")->capture_default_str();
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
@@ -38,6 +43,7 @@ int main(int argc, char** argv) {
                                         .store_dir = store_dir,
                                         .capacity_bytes = *cap,
                                         .fetch_threads = fetch_threads,
+                                        .origin_connections = origin_connections,
                                         .serve_threads = serve_threads,
                                         .heartbeat_interval = std::chrono::milliseconds(heartbeat_ms),
                                         .logger = log,

@@ -30,14 +30,28 @@ Status NodeAgent::Init() {
   HOARD_ASSIGN_OR_RETURN(store_, ChunkStore::Open({.dir = JoinPath(options_.store_dir, "store"),
                                                    .capacity_bytes = options_.capacity_bytes,
                                                    .logger = log}));
-  origins_ = std::make_unique<OriginPool>(options_.origin, options_.open_origin);
+  OriginOptions origin = options_.origin;
+  origin.max_connections = std::max(1, options_.origin_connections);
+  origins_ = std::make_unique<OriginPool>(origin, options_.open_origin);
+  gate_ = std::make_unique<OriginGate>(OriginGate::Limits{.connections = origin.max_connections});
   // A chunk this node newly owns is copied from the peers that hold it
   // before the origin is read (a join or a takeover moves data node to node).
   peer_source_ = std::make_unique<PeerSource>(*options_.context, options_.name, std::chrono::seconds(5), log);
-  filler_ = std::make_unique<ChunkFiller>(store_.get(), origins_.get(), log, peer_source_.get());
-  warmer_ = std::make_unique<Warmer>(
-      filler_.get(), store_.get(),
-      Warmer::Options{.threads = options_.fetch_threads, .retry_after = options_.warm_retry_after, .logger = log});
+  filler_ = std::make_unique<ChunkFiller>(store_.get(), origins_.get(), log, peer_source_.get(), gate_.get());
+  warmer_ = std::make_unique<Warmer>(filler_.get(), store_.get(),
+                                     Warmer::Options{.threads = options_.fetch_threads,
+                                                     .retry_after = options_.warm_retry_after,
+                                                     .gate = gate_.get(),
+                                                     .logger = log});
+  // A warm-up that ran out of work is reported at once, not at the next
+  // heartbeat, so `hoard warm --wait` ends as soon as the data is there.
+  warmer_->SetOnIdle([this] {
+    {
+      std::lock_guard lock(mu_);
+      tick_now_ = true;
+    }
+    cv_.notify_all();
+  });
   watcher_ = std::make_unique<ClusterWatcher>(ClusterWatcher::Options{
       .coordinator = options_.coordinator,
       .self = options_.name,
@@ -106,7 +120,8 @@ void NodeAgent::ControlLoop() {
     Status s = Tick();
     if (!s.ok()) options_.logger->debug("control round: {}", s.ToString());
     lock.lock();
-    cv_.wait_for(lock, options_.heartbeat_interval, [this] { return stopping_; });
+    cv_.wait_for(lock, options_.heartbeat_interval, [this] { return stopping_ || tick_now_; });
+    tick_now_ = false;
   }
 }
 
@@ -221,6 +236,14 @@ void NodeAgent::DropUnownedCopies(const std::vector<proto::SettledDataset>& sett
 
 void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
   peer_source_->OnView(view);
+  const OriginGate::Limits limits =
+      NodeShareOfOriginLimits(view->map(), options_.name, std::max(1, options_.origin_connections));
+  if (!(limits == gate_->limits())) {
+    options_.logger->info("origin limits for this node: {} reads in flight, {}", limits.connections,
+                          limits.bytes_per_s > 0 ? std::to_string(uint64_t(limits.bytes_per_s)) + " bytes/s"
+                                                 : std::string("no byte rate limit"));
+    gate_->SetLimits(limits);
+  }
   std::vector<Warmer::Target> targets;
   std::set<uint64_t> live_uids;
   {

@@ -41,6 +41,7 @@
 #include "node/chunk_store.h"
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_filler.h"
+#include "prefetch/origin_gate.h"
 #include "prefetch/warmer.h"
 #include "proto/rpc_client.h"
 #include "proto/rpc_server.h"
@@ -56,8 +57,11 @@ class NodeAgent {
     std::string coordinator;  // coordinator endpoint
     std::string store_dir;    // the chunk store (stands for the NVMe disk)
     uint64_t capacity_bytes = 0;  // 0 = unlimited (up to the disk's size)
-    int fetch_threads = 4;    // warm-up workers (origin connections in flight)
-    int serve_threads = 4;    // GetChunk workers
+    int fetch_threads = 16;   // warm-up workers
+    // Origin reads in flight from this node at most (its NFS connections);
+    // the cluster's --origin-max-connections may give it fewer.
+    int origin_connections = 16;
+    int serve_threads = 8;    // GetChunk workers (each may wait on the origin)
     std::chrono::milliseconds heartbeat_interval{1000};
     std::chrono::milliseconds coordinator_timeout{3000};
     std::chrono::milliseconds warm_retry_after{30000};
@@ -111,6 +115,7 @@ class NodeAgent {
   Options options_;
   std::unique_ptr<ChunkStore> store_;
   std::unique_ptr<OriginPool> origins_;
+  std::unique_ptr<OriginGate> gate_;
   std::unique_ptr<PeerSource> peer_source_;
   std::unique_ptr<ChunkFiller> filler_;
   std::unique_ptr<Warmer> warmer_;
@@ -123,6 +128,7 @@ class NodeAgent {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;                  // guarded by mu_
+  bool tick_now_ = false;                  // guarded by mu_; the warmer went idle: report now
   std::map<uint64_t, Owned> owned_;        // guarded by mu_; by dataset uid
   uint64_t placement_epoch_ = 0;           // guarded by mu_; of owned_
   std::map<uint64_t, uint64_t> dropped_at_;  // guarded by mu_; uid -> placement epoch of the last drop

@@ -31,6 +31,7 @@ class MemOrigin::File : public OriginFile {
     return origin_->ReadFile(attrs_.path, node_, offset, len, buf);
   }
   const OriginEntry& attributes() const override { return attrs_; }
+  Result<OriginEntry> Restat() override { return origin_->RestatFile(attrs_.path, node_); }
 
  private:
   MemOrigin* const origin_;
@@ -317,6 +318,12 @@ Result<std::unique_ptr<OriginFile>> MemOrigin::Open(std::string_view path) {
   }
   OriginEntry attrs = EntryOf(std::string(path), *node);
   return std::unique_ptr<OriginFile>(new File(this, std::move(node), std::move(attrs)));
+}
+
+Result<OriginEntry> MemOrigin::RestatFile(const std::string& path, const std::shared_ptr<Node>& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  HOARD_RETURN_IF_ERROR(TakeFaultLocked(path));
+  return EntryOf(path, *node);
 }
 
 Result<size_t> MemOrigin::ReadFile(const std::string& path, const std::shared_ptr<Node>& node, uint64_t offset,

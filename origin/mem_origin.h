@@ -116,6 +116,7 @@ class MemOrigin : public Origin {
   Status TakeFaultLocked(std::string_view path, bool include_fail_all = true);
   void Sleep() const;
   OriginEntry EntryOf(const std::string& path, const Node& node) const;
+  Result<OriginEntry> RestatFile(const std::string& path, const std::shared_ptr<Node>& node);
   Result<size_t> ReadFile(const std::string& path, const std::shared_ptr<Node>& node, uint64_t offset, size_t len,
                           char* buf);
 

@@ -544,6 +544,31 @@ class NfsFile : public OriginFile {
 
   const OriginEntry& attributes() const override { return attrs_; }
 
+  Result<OriginEntry> Restat() override {
+    OriginEntry e = attrs_;
+    Status s = pool_->Run(attrs_.path, [&](NfsConnection& conn) -> Outcome {
+      nfs_stat_64 st;
+      nfsfh* fh = conn.FindHandle(full_, fileid_);
+      if (fh == nullptr) {
+        Outcome out = OpenFile(*pool_, conn, attrs_.path, &fh, &st);
+        if (!out.status.ok()) return out;
+        conn.PutHandle(full_, st.nfs_ino, fh);
+      } else if (int rc = nfs_fstat64(conn.ctx(), fh, &st); rc < 0) {
+        Outcome out = pool_->Fail(rc, conn, "stat", attrs_.path);
+        conn.DropHandle(full_);
+        return out;
+      }
+      if (st.nfs_ino != fileid_) {
+        return Answer(Status::Stale(pool_->source() + ": '" + attrs_.path + "' was replaced since it was opened"));
+      }
+      e.size = st.nfs_size;
+      e.mtime_ns = MtimeNs(st.nfs_mtime, st.nfs_mtime_nsec);
+      return Done();
+    });
+    if (!s.ok()) return s;
+    return e;
+  }
+
  private:
   const std::shared_ptr<NfsConnectionPool> pool_;
   const std::string full_;

@@ -50,6 +50,9 @@ class OriginFile {
   virtual Result<size_t> ReadAt(uint64_t offset, size_t len, char* buf) = 0;
   // The file's attributes as of the open.
   virtual const OriginEntry& attributes() const = 0;
+  // The file's attributes now (one GETATTR on the open handle for NFS), so a
+  // caller can check that the bytes it read belong to the version it opened.
+  virtual Result<OriginEntry> Restat() = 0;
 };
 
 struct OriginOptions {

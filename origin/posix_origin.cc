@@ -90,6 +90,15 @@ class PosixFile : public OriginFile {
 
   const OriginEntry& attributes() const override { return attrs_; }
 
+  Result<OriginEntry> Restat() override {
+    struct stat st;
+    if (::fstat(fd_.get(), &st) != 0) return Status::FromErrno(errno, "stat " + attrs_.path);
+    OriginEntry e = attrs_;
+    e.size = static_cast<uint64_t>(st.st_size);
+    e.mtime_ns = MtimeNs(st);
+    return e;
+  }
+
  private:
   const UniqueFd fd_;
   const OriginEntry attrs_;

@@ -1,15 +1,24 @@
 #include "prefetch/chunk_filler.h"
 
 namespace hoard {
+namespace {
+
+// With a byte rate to keep, origin reads are paced in pieces of this size, so
+// a 64 MiB chunk does not take a whole second's budget in one go.
+constexpr size_t kPacedRead = 1u << 20;
+
+}  // namespace
 
 ChunkFiller::ChunkFiller(ChunkStore* store, OriginPool* origins, std::shared_ptr<spdlog::logger> logger,
-                         ChunkSource* peers)
-    : store_(store), origins_(origins), logger_(std::move(logger)), peers_(peers) {}
+                         ChunkSource* peers, OriginGate* gate)
+    : store_(store), origins_(origins), logger_(std::move(logger)), peers_(peers), gate_(gate) {}
 
-Result<ChunkFiller::FillResult> ChunkFiller::Fill(const DatasetView& dataset, const ChunkRef& chunk, bool cache) {
+Result<ChunkFiller::FillResult> ChunkFiller::Fill(const DatasetView& dataset, const ChunkRef& chunk, bool cache,
+                                                  OriginGate::Priority priority) {
   const ChunkKey key = dataset.manifest.chunk_key(chunk.entry, chunk.index);
   bool leader = false;
-  Result<FillResult> r = flights_.Do(key, [&] { return FetchAndStore(dataset, chunk, cache); }, &leader);
+  Result<FillResult> r =
+      flights_.Do(key, [&] { return FetchAndStore(dataset, chunk, cache, priority); }, &leader);
   // The leader may not have been asked to cache; do it for this caller.
   if (!leader && r.ok() && cache && store_ != nullptr && !store_->Contains(key)) {
     r->cache_status = store_->Put(key, dataset.meta.uid, *r->bytes);
@@ -18,7 +27,7 @@ Result<ChunkFiller::FillResult> ChunkFiller::Fill(const DatasetView& dataset, co
 }
 
 Result<ChunkFiller::FillResult> ChunkFiller::FetchAndStore(const DatasetView& dataset, const ChunkRef& chunk,
-                                                           bool cache) {
+                                                           bool cache, OriginGate::Priority priority) {
   Bytes bytes;
   if (peers_ != nullptr) {
     Result<Bytes> from_peer = peers_->Fetch(dataset, chunk);
@@ -28,7 +37,7 @@ Result<ChunkFiller::FillResult> ChunkFiller::FetchAndStore(const DatasetView& da
     }
   }
   if (bytes == nullptr) {
-    HOARD_ASSIGN_OR_RETURN(bytes, ReadOrigin(dataset, chunk));
+    HOARD_ASSIGN_OR_RETURN(bytes, ReadOrigin(dataset, chunk, priority));
   }
   FillResult out{bytes, Status::Ok()};
   if (cache && store_ != nullptr) {
@@ -37,29 +46,43 @@ Result<ChunkFiller::FillResult> ChunkFiller::FetchAndStore(const DatasetView& da
   return out;
 }
 
-Result<ChunkFiller::Bytes> ChunkFiller::ReadOrigin(const DatasetView& dataset, const ChunkRef& chunk) {
+Result<ChunkFiller::Bytes> ChunkFiller::ReadOrigin(const DatasetView& dataset, const ChunkRef& chunk,
+                                                   OriginGate::Priority priority) {
   const EntryRecord& rec = dataset.manifest.entry(chunk.entry);
   const std::string path = dataset.manifest.Path(chunk.entry);
   const std::string what = dataset.meta.name + "/" + path;
+  // Warm-up callers already hold their slot (see the header).
+  OriginGate::Slot slot;
+  if (gate_ != nullptr && priority == OriginGate::Priority::kDemand) slot = gate_->Acquire(priority);
   HOARD_ASSIGN_OR_RETURN(std::shared_ptr<Origin> origin, origins_->Get(dataset.meta.source));
   Result<std::unique_ptr<OriginFile>> file = origin->Open(path);
   if (!file.ok()) return file.status().Annotate("read " + what + " from the origin");
-  const OriginEntry& now = (*file)->attributes();
-  if (now.size != rec.size || now.mtime_ns != rec.mtime_ns) {
-    logger_->error("{} changed at the origin since the dataset was added (size {} -> {}, mtime {} -> {} ns); "
-                   "refusing to mix versions",
-                   what, rec.size, now.size, rec.mtime_ns, now.mtime_ns);
+  auto changed = [&](const OriginEntry& now, const char* when) {
+    logger_->error("{} changed at the origin since the dataset was added ({}: size {} -> {}, mtime {} -> {} ns); "
+                   "refusing to mix versions; `hoard dataset refresh {}` adopts the new version",
+                   what, when, rec.size, now.size, rec.mtime_ns, now.mtime_ns, dataset.meta.name);
     return Status::Stale(what + " changed at the origin since the dataset was added");
+  };
+  if (const OriginEntry& now = (*file)->attributes(); now.size != rec.size || now.mtime_ns != rec.mtime_ns) {
+    return changed(now, "at open");
   }
   auto buf = std::make_shared<std::string>(chunk.length, '\0');
   const uint64_t start = uint64_t(chunk.index) * dataset.manifest.chunk_size();
+  const bool paced = gate_ != nullptr && gate_->limits().bytes_per_s > 0;
   size_t done = 0;
   while (done < chunk.length) {
-    Result<size_t> n = (*file)->ReadAt(start + done, chunk.length - done, buf->data() + done);
+    const size_t want = paced ? std::min(kPacedRead, chunk.length - done) : chunk.length - done;
+    if (paced) gate_->Pace(priority, want);
+    Result<size_t> n = (*file)->ReadAt(start + done, want, buf->data() + done);
     if (!n.ok()) return n.status().Annotate("read " + what + " from the origin");
     if (*n == 0) return Status::Stale(what + " is shorter at the origin than when the dataset was added");
     done += *n;
   }
+  // A file rewritten in place while we read would give a mix of its two
+  // versions; its attributes after the last read tell (one GETATTR).
+  Result<OriginEntry> after = (*file)->Restat();
+  if (!after.ok()) return after.status().Annotate("read " + what + " from the origin");
+  if (after->size != rec.size || after->mtime_ns != rec.mtime_ns) return changed(*after, "while reading");
   origin_reads_.fetch_add(1);
   origin_bytes_.fetch_add(chunk.length);
   return Bytes(std::move(buf));

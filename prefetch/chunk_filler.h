@@ -5,10 +5,17 @@
 // chunks, copies them from their old owners instead of the central storage),
 // else from its dataset's origin. However many callers
 // ask for the same chunk at once, the origin is read once (single flight) and
-// every caller gets the same bytes. Before trusting the bytes it checks that
-// the origin file still has the size and mtime the manifest recorded: a file
-// that changed since the dataset was added fails with kStale, so a reader
-// never gets a mix of two versions.
+// every caller gets the same bytes. It checks that the origin file has the
+// size and mtime the manifest recorded when it opens it and again after the
+// last read of the chunk: a file that changed since the dataset was added (or
+// while the chunk was being read) fails with kStale, so a reader never gets a
+// mix of two versions.
+//
+// The origin is read through an OriginGate (when given): demand fills (a
+// reader waits) take a slot and pace their bytes ahead of warm-up fills;
+// warm-up callers acquire their slot before calling Fill and hold it for the
+// whole fill, so a demand read that joins a warm-up's flight never waits in
+// the warm-up's queue.
 //
 // When asked to cache, the filler also puts the chunk into the chunk store; a
 // full store does not fail the read (the bytes are still returned) but is
@@ -29,6 +36,7 @@
 #include "node/chunk_store.h"
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_source.h"
+#include "prefetch/origin_gate.h"
 #include "striping/assignment.h"
 
 namespace hoard {
@@ -43,18 +51,22 @@ class ChunkFiller {
 
   // `store` may be null (a mount reading through without a store); `peers`
   // may be null (origin only).
+  // `gate` may be null (no limits).
   ChunkFiller(ChunkStore* store, OriginPool* origins, std::shared_ptr<spdlog::logger> logger,
-              ChunkSource* peers = nullptr);
+              ChunkSource* peers = nullptr, OriginGate* gate = nullptr);
 
-  Result<FillResult> Fill(const DatasetView& dataset, const ChunkRef& chunk, bool cache);
+  // REQUIRES: a kWarm caller holds a slot of the gate (if any).
+  Result<FillResult> Fill(const DatasetView& dataset, const ChunkRef& chunk, bool cache,
+                          OriginGate::Priority priority = OriginGate::Priority::kDemand);
 
   uint64_t origin_bytes() const { return origin_bytes_.load(); }
   uint64_t origin_reads() const { return origin_reads_.load(); }
   uint64_t peer_bytes() const { return peer_bytes_.load(); }
 
  private:
-  Result<FillResult> FetchAndStore(const DatasetView& dataset, const ChunkRef& chunk, bool cache);
-  Result<Bytes> ReadOrigin(const DatasetView& dataset, const ChunkRef& chunk);
+  Result<FillResult> FetchAndStore(const DatasetView& dataset, const ChunkRef& chunk, bool cache,
+                                   OriginGate::Priority priority);
+  Result<Bytes> ReadOrigin(const DatasetView& dataset, const ChunkRef& chunk, OriginGate::Priority priority);
 
   ChunkStore* store_;
   OriginPool* origins_;
@@ -64,6 +76,7 @@ class ChunkFiller {
   std::atomic<uint64_t> origin_reads_{0};
   std::atomic<uint64_t> peer_bytes_{0};
   ChunkSource* peers_;
+  OriginGate* gate_;
 };
 
 }  // namespace hoard

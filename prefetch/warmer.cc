@@ -1,5 +1,7 @@
 #include "prefetch/warmer.h"
 
+#include <algorithm>
+
 #include "node/chunk_file.h"
 
 namespace hoard {
@@ -25,13 +27,33 @@ void Warmer::Stop() {
   threads_.clear();
 }
 
+void Warmer::SetOnIdle(std::function<void()> on_idle) {
+  std::lock_guard lock(mu_);
+  on_idle_ = std::move(on_idle);
+}
+
 void Warmer::SetTargets(std::vector<Target> targets) {
   {
     std::lock_guard lock(mu_);
+    // A backoff outlives a map change: the origin is no more available for it.
+    std::map<uint64_t, Backoff> backoffs;
+    for (size_t t = 0; t < targets_.size(); ++t) {
+      backoffs[targets_[t].dataset->meta.uid] = std::move(backoff_[t]);
+    }
     targets_ = std::move(targets);
     cursor_.assign(targets_.size(), 0);
     blocked_.assign(targets_.size(), false);
+    backoff_.assign(targets_.size(), Backoff{});
+    for (size_t t = 0; t < targets_.size(); ++t) {
+      auto it = backoffs.find(targets_[t].dataset->meta.uid);
+      if (it == backoffs.end()) continue;
+      backoff_[t].until = it->second.until;
+      backoff_[t].interval = it->second.interval;
+      // The retry list names chunks of the old owned set; the fresh scan
+      // finds them again.
+    }
     ++generation_;
+    idle_notified_ = false;
     // Failures of datasets no longer targeted are stale.
     std::map<uint64_t, std::map<uint64_t, proto::FileFailure>> kept;
     for (const auto& t : targets_) {
@@ -72,11 +94,45 @@ void Warmer::ClearFailure(const Job& job) {
   if (it != failures_.end() && it->second.erase(job.chunk.ordinal) > 0) failure_generation_.fetch_add(1);
 }
 
-bool Warmer::NextJobLocked(Job* job) {
+std::chrono::milliseconds Warmer::BackOff(const Job& job) {
+  std::lock_guard lock(mu_);
+  if (job.generation != generation_ || job.target >= backoff_.size()) return options_.first_backoff;
+  Backoff& b = backoff_[job.target];
+  const auto now = std::chrono::steady_clock::now();
+  // Workers that fail together (they were all waiting on the same dead
+  // server) extend one interval, not one each.
+  if (b.until <= now) {
+    b.interval = b.interval.count() == 0 ? options_.first_backoff
+                                         : std::min(options_.max_backoff, b.interval * 2);
+    b.until = now + b.interval;
+  }
+  b.retry.push_back(job.chunk);
+  return b.interval;
+}
+
+void Warmer::EndBackoff(const Job& job) {
+  std::lock_guard lock(mu_);
+  if (job.generation != generation_ || job.target >= backoff_.size()) return;
+  Backoff& b = backoff_[job.target];
+  if (b.interval.count() == 0) return;
+  b.interval = std::chrono::milliseconds(0);
+  b.until = {};
+  cv_.notify_all();  // workers parked on the backoff may go on
+}
+
+bool Warmer::NextJobLocked(Job* job, std::chrono::steady_clock::time_point now) {
   for (size_t t = 0; t < targets_.size(); ++t) {
-    if (blocked_[t]) continue;
-    const auto& owned = *targets_[t].owned;
+    if (blocked_[t] || backoff_[t].until > now) continue;
     const DatasetView& ds = *targets_[t].dataset;
+    std::vector<ChunkRef>& retry = backoff_[t].retry;
+    while (!retry.empty()) {
+      const ChunkRef c = retry.back();
+      retry.pop_back();
+      if (store_->Contains(ds.manifest.chunk_key(c.entry, c.index))) continue;
+      *job = Job{targets_[t].dataset, c, t, generation_};
+      return true;
+    }
+    const auto& owned = *targets_[t].owned;
     while (cursor_[t] < owned.size()) {
       const ChunkRef& c = owned[cursor_[t]++];
       if (store_->Contains(ds.manifest.chunk_key(c.entry, c.index))) continue;
@@ -94,63 +150,99 @@ void Warmer::WorkerLoop() {
       std::unique_lock lock(mu_);
       while (true) {
         if (stopping_) return;
-        if (NextJobLocked(&job)) break;
-        // Everything scanned: rescan after retry_after (failed chunks, a store
-        // that had no room), or sooner when the targets change.
-        const uint64_t gen = generation_;
-        if (next_rescan_ <= std::chrono::steady_clock::now()) {
-          next_rescan_ = std::chrono::steady_clock::now() + options_.retry_after;
+        const auto now = std::chrono::steady_clock::now();
+        if (NextJobLocked(&job, now)) break;
+        // Nothing to fetch now: the targets are done (tell the node once, so
+        // it reports at once), or in backoff.
+        if (in_flight_ == 0 && !idle_notified_ && on_idle_) {
+          idle_notified_ = true;
+          auto on_idle = on_idle_;
+          lock.unlock();
+          on_idle();
+          lock.lock();
+          continue;
         }
-        cv_.wait_until(lock, next_rescan_, [&] { return stopping_ || generation_ != gen; });
-        if (!stopping_ && generation_ == gen) {
+        // Rescan after retry_after (failed chunks, a store that had no
+        // room), at the end of a backoff, or sooner when the targets change.
+        const uint64_t gen = generation_;
+        if (next_rescan_ <= now) next_rescan_ = now + options_.retry_after;
+        auto wake = next_rescan_;
+        for (const Backoff& b : backoff_) {
+          if (b.until > now) wake = std::min(wake, b.until);
+        }
+        cv_.wait_until(lock, wake, [&] { return stopping_ || generation_ != gen; });
+        if (!stopping_ && generation_ == gen && std::chrono::steady_clock::now() >= next_rescan_) {
           cursor_.assign(targets_.size(), 0);
           blocked_.assign(targets_.size(), false);
           capacity_logged_.clear();
+          idle_notified_ = false;
         }
       }
+      ++in_flight_;
+      idle_notified_ = false;
     }
-    const std::string path = job.dataset->manifest.Path(job.chunk.entry);
-    const std::string& name = job.dataset->meta.name;
-    // Do not read from the origin what the store has no room to keep.
-    const ChunkStore::Usage before = store_->usage();
-    if (before.capacity_bytes != 0 &&
-        before.used_bytes + job.chunk.length + kChunkTrailerSize > before.capacity_bytes) {
-      RecordFailure(job, path,
-                    "NoSpace: the chunk store is at its capacity (" + std::to_string(before.used_bytes) + " of " +
-                        std::to_string(before.capacity_bytes) + " bytes used)");
+    RunJob(job);
+    {
       std::lock_guard lock(mu_);
-      if (capacity_logged_.insert(job.dataset->meta.uid).second) {
-        options_.logger->error("warm {}: the chunk store is full ({} of {} bytes); chunks that do not fit are "
-                               "skipped and listed as failures",
-                               name, before.used_bytes, before.capacity_bytes);
-      }
-      continue;
+      --in_flight_;
     }
-    Result<ChunkFiller::FillResult> r = filler_->Fill(*job.dataset, job.chunk, /*cache=*/true);
-    if (!r.ok()) {
-      options_.logger->warn("warm {}: {}: {}", name, path, r.status().ToString());
-      RecordFailure(job, path, r.status().ToString());
-      continue;
-    }
-    if (!r->cache_status.ok()) {
-      RecordFailure(job, path, r->cache_status.ToString());
-      const ChunkStore::Usage after = store_->usage();
-      const bool over_capacity = after.capacity_bytes != 0 &&
-                                 after.used_bytes + job.chunk.length + kChunkTrailerSize > after.capacity_bytes;
-      if (r->cache_status.code() == Code::kNoSpace && !over_capacity) {
-        // The disk itself is full: stop this dataset until the retry.
-        std::lock_guard lock(mu_);
-        if (job.generation == generation_ && job.target < blocked_.size() && !blocked_[job.target]) {
-          blocked_[job.target] = true;
-          options_.logger->error("warm {}: stopped: {}", name, r->cache_status.ToString());
-        }
-      }
-      continue;
-    }
-    fetched_chunks_.fetch_add(1);
-    fetched_bytes_.fetch_add(job.chunk.length);
-    ClearFailure(job);
   }
+}
+
+void Warmer::RunJob(const Job& job) {
+  const std::string path = job.dataset->manifest.Path(job.chunk.entry);
+  const std::string& name = job.dataset->meta.name;
+  // Do not read from the origin what the store has no room to keep.
+  const ChunkStore::Usage before = store_->usage();
+  if (before.capacity_bytes != 0 &&
+      before.used_bytes + job.chunk.length + kChunkTrailerSize > before.capacity_bytes) {
+    RecordFailure(job, path,
+                  "NoSpace: the chunk store is at its capacity (" + std::to_string(before.used_bytes) + " of " +
+                      std::to_string(before.capacity_bytes) + " bytes used)");
+    std::lock_guard lock(mu_);
+    if (capacity_logged_.insert(job.dataset->meta.uid).second) {
+      options_.logger->error("warm {}: the chunk store is full ({} of {} bytes); chunks that do not fit are "
+                             "skipped and listed as failures",
+                             name, before.used_bytes, before.capacity_bytes);
+    }
+    return;
+  }
+  OriginGate::Slot slot;
+  if (options_.gate != nullptr) slot = options_.gate->Acquire(OriginGate::Priority::kWarm);
+  Result<ChunkFiller::FillResult> r = filler_->Fill(*job.dataset, job.chunk, /*cache=*/true,
+                                                    OriginGate::Priority::kWarm);
+  slot.Release();
+  if (!r.ok()) {
+    if (r.status().code() == Code::kUnavailable) {
+      const auto wait = BackOff(job);
+      options_.logger->warn("warm {}: {}: {}; retrying in {} ms", name, path, r.status().ToString(), wait.count());
+      RecordFailure(job, path,
+                    r.status().ToString() + " (retrying in " + std::to_string((wait.count() + 999) / 1000) + " s)");
+      return;
+    }
+    options_.logger->warn("warm {}: {}: {}", name, path, r.status().ToString());
+    RecordFailure(job, path, r.status().ToString());
+    return;
+  }
+  EndBackoff(job);
+  if (!r->cache_status.ok()) {
+    RecordFailure(job, path, r->cache_status.ToString());
+    const ChunkStore::Usage after = store_->usage();
+    const bool over_capacity = after.capacity_bytes != 0 &&
+                               after.used_bytes + job.chunk.length + kChunkTrailerSize > after.capacity_bytes;
+    if (r->cache_status.code() == Code::kNoSpace && !over_capacity) {
+      // The disk itself is full: stop this dataset until the retry.
+      std::lock_guard lock(mu_);
+      if (job.generation == generation_ && job.target < blocked_.size() && !blocked_[job.target]) {
+        blocked_[job.target] = true;
+        options_.logger->error("warm {}: stopped: {}", name, r->cache_status.ToString());
+      }
+    }
+    return;
+  }
+  fetched_chunks_.fetch_add(1);
+  fetched_bytes_.fetch_add(job.chunk.length);
+  ClearFailure(job);
 }
 
 }  // namespace hoard

@@ -10,6 +10,18 @@
 // A chunk that fails is recorded with its file and reason and retried after
 // `retry_after`.
 //
+// An origin that is unavailable (down, refusing, timing out) is backed off:
+// after a chunk of a dataset fails with kUnavailable, that dataset's warm-up
+// pauses for 1 s, then 2, 4, ... up to `max_backoff`, and the failed chunks
+// are tried first when it resumes; the first success ends the backoff. So a
+// server that is away is asked about once per backoff interval, not by
+// every worker in a loop, and the warm-up goes on by itself when it is back.
+// The failure list says "retrying in N s" meanwhile.
+//
+// Each worker holds an OriginGate slot (warm priority) for the whole fill of
+// a chunk, so the gate's connection limit bounds the warm-up's concurrent
+// origin reads and demand reads get slots first.
+//
 // Space: a chunk that would push the store past its capacity is not fetched
 // at all (recorded as NoSpace), so a dataset larger than the cache fills what
 // fits without reading from the origin what it cannot keep. A disk that is
@@ -22,6 +34,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +43,7 @@
 #include <vector>
 
 #include "prefetch/chunk_filler.h"
+#include "prefetch/origin_gate.h"
 #include "proto/messages.h"
 
 namespace hoard {
@@ -39,6 +53,9 @@ class Warmer {
   struct Options {
     int threads = 4;
     std::chrono::milliseconds retry_after{30000};
+    std::chrono::milliseconds first_backoff{1000};
+    std::chrono::milliseconds max_backoff{30000};
+    OriginGate* gate = nullptr;  // may be null: no limits
     std::shared_ptr<spdlog::logger> logger;
   };
   struct Target {
@@ -63,6 +80,11 @@ class Warmer {
   // something new to say.
   uint64_t failure_generation() const { return failure_generation_.load(); }
 
+  // Called (without locks held) when a pass over the targets has nothing left
+  // to fetch, so the node can report at once instead of at its next
+  // heartbeat.
+  void SetOnIdle(std::function<void()> on_idle);
+
   uint64_t fetched_chunks() const { return fetched_chunks_.load(); }
   uint64_t fetched_bytes() const { return fetched_bytes_.load(); }
 
@@ -75,9 +97,14 @@ class Warmer {
   };
 
   void WorkerLoop();
+  void RunJob(const Job& job);
   // Finds the next owned chunk not in the store. REQUIRES: mu_ held.
-  bool NextJobLocked(Job* job);
+  bool NextJobLocked(Job* job, std::chrono::steady_clock::time_point now);
   void RecordFailure(const Job& job, const std::string& path, const std::string& error);
+  // After a kUnavailable failure: pauses the job's target and queues the
+  // chunk to be tried first.
+  std::chrono::milliseconds BackOff(const Job& job);
+  void EndBackoff(const Job& job);
   void ClearFailure(const Job& job);
 
   ChunkFiller* filler_;
@@ -92,6 +119,15 @@ class Warmer {
   std::vector<Target> targets_;           // guarded by mu_
   std::vector<size_t> cursor_;            // guarded by mu_; next position per target
   std::vector<bool> blocked_;             // guarded by mu_; store full for this target
+  struct Backoff {
+    std::chrono::steady_clock::time_point until;
+    std::chrono::milliseconds interval{0};
+    std::vector<ChunkRef> retry;  // failed with kUnavailable; tried first
+  };
+  std::vector<Backoff> backoff_;          // guarded by mu_; per target
+  std::function<void()> on_idle_;         // guarded by mu_
+  int in_flight_ = 0;                     // guarded by mu_; jobs taken, not finished
+  bool idle_notified_ = false;            // guarded by mu_
   std::chrono::steady_clock::time_point next_rescan_;  // guarded by mu_
   // Failures by dataset uid, then chunk ordinal (a file's chunks fail and
   // succeed separately); at most kMaxFailures per dataset.

@@ -1,5 +1,7 @@
 #include "prefetch/warmer.h"
 
+#include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "prefetch/prefetch_test_util.h"
@@ -103,6 +105,58 @@ TEST_F(WarmerTest, AFailedChunkStaysListedWhenItsSiblingsSucceed) {
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].path, "big");
   EXPECT_NE(f[0].error.find("bad sector"), std::string::npos);
+}
+
+TEST_F(WarmerTest, AnUnavailableOriginIsBackedOffAndTheWarmUpResumesByItself) {
+  MakeDataset(Files(200));
+  auto store = OpenStore();
+  ChunkFiller filler(store.get(), pool_.get(), log_);
+  origin_->FailAll(Status::Unavailable("nfs server not responding"));
+  // retry_after is far away: only the backoff may bring the warm-up back.
+  Warmer w(&filler, store.get(),
+           {.threads = 4, .retry_after = 600s, .first_backoff = 50ms, .max_backoff = 200ms, .logger = log_});
+  w.Start();
+  w.SetTargets({{view_, AllChunks()}});
+  ASSERT_TRUE(Eventually([&] { return !w.Failures(42).empty(); }));
+  std::this_thread::sleep_for(1s);
+  // Backed off: a few attempts per interval, not a pass over all 200 chunks
+  // (nor a tight loop).
+  uint64_t opens = 0;
+  for (int i = 0; i < 200; ++i) opens += origin_->OpenCount("d/f" + std::to_string(i));
+  EXPECT_LT(opens, 80u);
+  auto f = w.Failures(42);
+  ASSERT_FALSE(f.empty());
+  EXPECT_NE(f[0].error.find("not responding"), std::string::npos) << f[0].error;
+  EXPECT_NE(f[0].error.find("retrying in"), std::string::npos) << f[0].error;
+  EXPECT_EQ(store->usage().chunks, 0u);
+  // The server is back: everything arrives, the failed chunks included,
+  // within a backoff interval or two, and the failures are gone.
+  origin_->ClearFaults();
+  ASSERT_TRUE(Eventually([&] { return store->usage().chunks == 200 && w.Failures(42).empty(); }, 5s));
+}
+
+TEST_F(WarmerTest, TellsTheNodeWhenTheLastChunkIsStored) {
+  MakeDataset(Files(60));
+  auto store = OpenStore();
+  ChunkFiller filler(store.get(), pool_.get(), log_);
+  origin_->SetDelay(2ms);
+  Warmer w(&filler, store.get(), {.threads = 4, .logger = log_});
+  std::mutex mu;
+  std::vector<uint64_t> seen;  // chunks stored at each call
+  w.SetOnIdle([&] {
+    std::lock_guard lock(mu);
+    seen.push_back(store->usage().chunks);
+  });
+  w.Start();
+  w.SetTargets({{view_, AllChunks()}});
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard lock(mu);
+    return !seen.empty() && seen.back() == 60;
+  }));
+  std::lock_guard lock(mu);
+  // Called with nothing to do (before the targets came) or when all was
+  // stored; never while the last chunks were still on their way.
+  for (uint64_t n : seen) EXPECT_TRUE(n == 0 || n == 60) << n;
 }
 
 TEST_F(WarmerTest, StopWhileWorkingReturnsPromptly) {

@@ -229,6 +229,17 @@ struct Heartbeat {
                      counters);
 };
 
+// Cluster-wide limits on what the nodes together ask of the central storage,
+// set on the coordinator (--origin-max-connections, --origin-max-rate). Each
+// node takes a share in proportion to its placement weight (at least one
+// connection), and gives reads a reader waits for priority over warm-up
+// within it (prefetch/origin_gate.h). 0 = unlimited.
+struct OriginLimits {
+  uint32_t max_connections = 0;  // origin reads in flight, all nodes together
+  uint64_t max_bytes_per_s = 0;  // all nodes together
+  MSGPACK_DEFINE_MAP(max_connections, max_bytes_per_s);
+};
+
 struct ClusterMap {
   uint64_t epoch = 0;            // bumps on any change below
   uint64_t placement_epoch = 0;  // bumps when the members or their weights change
@@ -236,7 +247,8 @@ struct ClusterMap {
   // them (striping/placement.h); readers skip owners that are down.
   std::vector<NodeInfo> nodes;
   std::vector<DatasetMeta> datasets;  // sorted by name
-  MSGPACK_DEFINE_MAP(epoch, placement_epoch, nodes, datasets);
+  OriginLimits origin_limits;  // from the coordinator's flags; not part of the epoch
+  MSGPACK_DEFINE_MAP(epoch, placement_epoch, nodes, datasets, origin_limits);
 };
 struct GetClusterMap {
   static constexpr MsgType kType = MsgType::kGetClusterMap;
@@ -283,8 +295,12 @@ struct DatasetStatus {
   uint64_t nodes_reporting = 0;
   std::vector<FileFailure> failures;
   std::vector<NodeShare> shares;  // per member, in member order
+  // Bytes landing in caches per second over the last 10 s (coordinator/fill_rate.h),
+  // and the seconds left at that rate (-1: unknown, nothing is moving).
+  double fill_rate = 0;
+  int64_t eta_seconds = -1;
   MSGPACK_DEFINE_MAP(meta, cached_bytes, cached_chunks, files_cached, expected_bytes, complete,
-                     nodes_reporting, failures, shares);
+                     nodes_reporting, failures, shares, fill_rate, eta_seconds);
 };
 struct ClusterStatusReply {
   uint64_t epoch = 0;
