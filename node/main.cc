@@ -9,7 +9,7 @@ int main(int argc, char** argv) {
   CLI::App app{"hoard-node: caches its share of every dataset on this node's disk and serves it to peers"};
   std::string name, listen = "tcp://127.0.0.1:7101", advertise, coordinator = "tcp://127.0.0.1:7100", store_dir,
               capacity = "0", log_level = "info";
-  int fetch_threads = 16, origin_connections = 16, serve_threads = 8, heartbeat_ms = 1000;
+  int fetch_threads = 16, origin_connections = 16, origin_timeout_ms = 10000, serve_threads = 8, heartbeat_ms = 1000;
   app.add_option("--name", name, "Unique node name")->required();
   app.add_option("--listen", listen, "ZeroMQ endpoint for mounts and peers")->capture_default_str();
   app.add_option("--advertise", advertise, "Endpoint peers dial, if not the listen one");
@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   app.add_option("--origin-connections", origin_connections,
                  "Origin reads in flight from this node at most; the coordinator's --origin-max-connections may "
                  "allow fewer")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--origin-timeout-ms", origin_timeout_ms,
+                 "An origin (NFS) call that takes longer fails as unavailable and is retried with backoff")
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--serve-threads", serve_threads, "Threads serving chunk requests")->capture_default_str();
   app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval")->capture_default_str();
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
                                         .origin_connections = origin_connections,
                                         .serve_threads = serve_threads,
                                         .heartbeat_interval = std::chrono::milliseconds(heartbeat_ms),
+                                        .origin = {.timeout_ms = origin_timeout_ms},
                                         .logger = log,
                                         .context = &context});
   if (!agent.ok()) {

@@ -102,9 +102,14 @@ def _now():
 
 
 class HostCluster:
-    def __init__(self, workdir, nodes=3, export_dir=None, nfs_port=20490, mounts="all"):
+    def __init__(self, workdir, nodes=3, export_dir=None, nfs_port=20490, mounts="all", coordinator_args=(),
+                 node_args=()):
         """`mounts`: "all" (a mount on every node host, also those added
-        later) or "first" (node 1 only)."""
+        later) or "first" (node 1 only). `coordinator_args` and `node_args`
+        are extra flags for every start of the coordinator and the node
+        agents."""
+        self.coordinator_args = list(coordinator_args)
+        self.node_args = list(node_args)
         if mounts not in ("all", "first"):
             raise ValueError(f"mounts must be 'all' or 'first', not {mounts!r}")
         self.workdir = os.path.realpath(workdir)
@@ -217,6 +222,16 @@ class HostCluster:
     def unthrottle_storage(self):
         _run("ip", "netns", "exec", self.storage_ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
 
+    def cut_storage(self):
+        """Takes the storage host off the network: the NFS server neither
+        answers nor resets connections, as when it crashed."""
+        self._mark("coordinator", "storage link down")
+        _run("ip", "-n", self.storage_ns, "link", "set", "eth0", "down")
+
+    def reconnect_storage(self):
+        self._mark("coordinator", "storage link up")
+        _run("ip", "-n", self.storage_ns, "link", "set", "eth0", "up")
+
     def storage_tx_bytes(self):
         r = _run("ip", "netns", "exec", self.storage_ns, "cat", "/sys/class/net/eth0/statistics/tx_bytes")
         return int(r.stdout.strip())
@@ -283,11 +298,12 @@ class HostCluster:
 
     def _coordinator_argv(self):
         return [os.path.join(BIN, "hoard-coordinator"), "--listen", self.coordinator,
-                "--data-dir", os.path.join(self.workdir, "coordinator"), "--down-after-ms", "3000"]
+                "--data-dir", os.path.join(self.workdir, "coordinator"), "--down-after-ms", "3000"] + \
+            self.coordinator_args
 
     def _node_argv(self, i):
         return [os.path.join(BIN, "hoard-node"), "--name", self.node_name(i), "--listen", self.node_endpoint(i),
-                "--coordinator", self.coordinator, "--store", self.store_dir(i)]
+                "--coordinator", self.coordinator, "--store", self.store_dir(i)] + self.node_args
 
     def _start_daemons(self, nodes):
         with socket.socket() as s:  # a free port on the bridge address
