@@ -40,6 +40,8 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   if (!st.ok()) return ctx.Fail(st.status());
 
   nlohmann::json doc = {{"coordinator", ctx.CoordinatorEndpoint()}, {"epoch", st->epoch}};
+  doc["origin_limits"] = {{"max_connections", st->origin_limits.max_connections},
+                          {"max_bytes_per_s", st->origin_limits.max_bytes_per_s}};
   doc["nodes"] = nlohmann::json::array();
   doc["datasets"] = nlohmann::json::array();
   size_t up = 0;
@@ -70,7 +72,13 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   }
   std::ostringstream text;
   text << "cluster: " << st->nodes.size() << " nodes (" << up << " up), " << st->datasets.size()
-       << " dataset(s), epoch " << st->epoch << ", coordinator " << ctx.CoordinatorEndpoint() << "\n\n";
+       << " dataset(s), epoch " << st->epoch << ", coordinator " << ctx.CoordinatorEndpoint() << "\n";
+  const proto::OriginLimits& lim = st->origin_limits;
+  text << "origin limits (all nodes together): "
+       << (lim.max_bytes_per_s > 0 ? FormatBytes(double(lim.max_bytes_per_s)) + "/s" : std::string("no rate limit"))
+       << ", " << (lim.max_connections > 0 ? std::to_string(lim.max_connections) + " reads in flight"
+                                           : std::string("each node's --origin-connections"))
+       << "\n\n";
   if (st->nodes.empty()) text << "no nodes registered\n";
   else text << Table(nodes);
   text << "\n";

@@ -584,6 +584,7 @@ Result<proto::ClusterStatusReply> Coordinator::GetStatus(const std::string& data
   {
     std::lock_guard lock(mu_);
     r.epoch = epoch_;
+    r.origin_limits = options_.origin_limits;
     for (const auto& [name, n] : nodes_) r.nodes.push_back(n.info);
     if (!dataset.empty()) {
       auto it = datasets_.find(dataset);

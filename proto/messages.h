@@ -306,7 +306,8 @@ struct ClusterStatusReply {
   uint64_t epoch = 0;
   std::vector<NodeInfo> nodes;
   std::vector<DatasetStatus> datasets;
-  MSGPACK_DEFINE_MAP(epoch, nodes, datasets);
+  OriginLimits origin_limits;
+  MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits);
 };
 struct ClusterStatus {
   static constexpr MsgType kType = MsgType::kClusterStatus;
