@@ -41,7 +41,6 @@ Status NodeAgent::Init() {
   warmer_ = std::make_unique<Warmer>(filler_.get(), store_.get(),
                                      Warmer::Options{.threads = options_.fetch_threads,
                                                      .retry_after = options_.warm_retry_after,
-                                                     .gate = gate_.get(),
                                                      .logger = log});
   // A warm-up that ran out of work is reported at once, not at the next
   // heartbeat, so `hoard warm --wait` ends as soon as the data is there.

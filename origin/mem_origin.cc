@@ -73,6 +73,17 @@ Status MemOrigin::AddFile(std::string_view path, std::string bytes, const MemAtt
   return Add(path, std::move(node));
 }
 
+Status MemOrigin::RewriteFile(std::string_view path, std::string bytes, const MemAttributes& attrs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Node> node = FindLocked(path);
+  if (node == nullptr || node->type != EntryType::kFile) {
+    return Status::NotFound("MemOrigin: no file '" + std::string(path) + "' to rewrite");
+  }
+  node->attrs = attrs;
+  node->bytes = std::make_shared<const std::string>(std::move(bytes));
+  return Status::Ok();
+}
+
 Status MemOrigin::AddDir(std::string_view path, const MemAttributes& attrs) {
   auto node = std::make_shared<Node>();
   node->type = EntryType::kDir;

@@ -66,6 +66,10 @@ class MemOrigin : public Origin {
   Status AddFile(std::string_view path, std::string bytes, const MemAttributes& attrs = {});
   Status AddDir(std::string_view path, const MemAttributes& attrs = {});
   Status AddSymlink(std::string_view path, std::string target, const MemAttributes& attrs = {});
+  // Rewrites an existing file in place (the same file, as `>` in a shell
+  // does, unlike AddFile, which replaces it as a rename would): open files
+  // see the new bytes and attributes. kNotFound if it is not a file.
+  Status RewriteFile(std::string_view path, std::string bytes, const MemAttributes& attrs);
   // Removes a path and everything below it; kNotFound if absent.
   Status Remove(std::string_view path);
 

@@ -16,9 +16,20 @@ ChunkFiller::ChunkFiller(ChunkStore* store, OriginPool* origins, std::shared_ptr
 Result<ChunkFiller::FillResult> ChunkFiller::Fill(const DatasetView& dataset, const ChunkRef& chunk, bool cache,
                                                   OriginGate::Priority priority) {
   const ChunkKey key = dataset.manifest.chunk_key(chunk.entry, chunk.index);
+  const bool demand = priority == OriginGate::Priority::kDemand && gate_ != nullptr;
+  if (demand) {
+    std::lock_guard lock(urgent_mu_);
+    ++demand_callers_[key];
+    // A warm-up reading this chunk from the origin now has a reader waiting.
+    if (auto it = warm_reads_.find(key); it != warm_reads_.end() && !it->second->exchange(true)) gate_->Wake();
+  }
   bool leader = false;
   Result<FillResult> r =
       flights_.Do(key, [&] { return FetchAndStore(dataset, chunk, cache, priority); }, &leader);
+  if (demand) {
+    std::lock_guard lock(urgent_mu_);
+    if (auto it = demand_callers_.find(key); --it->second == 0) demand_callers_.erase(it);
+  }
   // The leader may not have been asked to cache; do it for this caller.
   if (!leader && r.ok() && cache && store_ != nullptr && !store_->Contains(key)) {
     r->cache_status = store_->Put(key, dataset.meta.uid, *r->bytes);
@@ -51,9 +62,26 @@ Result<ChunkFiller::Bytes> ChunkFiller::ReadOrigin(const DatasetView& dataset, c
   const EntryRecord& rec = dataset.manifest.entry(chunk.entry);
   const std::string path = dataset.manifest.Path(chunk.entry);
   const std::string what = dataset.meta.name + "/" + path;
-  // Warm-up callers already hold their slot (see the header).
+  // A warm-up read registers a flag a demand caller can raise (see Fill).
+  const ChunkKey key = dataset.manifest.chunk_key(chunk.entry, chunk.index);
+  std::shared_ptr<std::atomic<bool>> urgent;
+  if (gate_ != nullptr && priority == OriginGate::Priority::kWarm) {
+    std::lock_guard lock(urgent_mu_);
+    urgent = std::make_shared<std::atomic<bool>>(demand_callers_.contains(key));
+    warm_reads_[key] = urgent;
+  }
+  struct Unregister {
+    ChunkFiller* self;
+    const ChunkKey& key;
+    bool active;
+    ~Unregister() {
+      if (!active) return;
+      std::lock_guard lock(self->urgent_mu_);
+      self->warm_reads_.erase(key);
+    }
+  } unregister{this, key, urgent != nullptr};
   OriginGate::Slot slot;
-  if (gate_ != nullptr && priority == OriginGate::Priority::kDemand) slot = gate_->Acquire(priority);
+  if (gate_ != nullptr) slot = gate_->Acquire(priority, urgent.get());
   HOARD_ASSIGN_OR_RETURN(std::shared_ptr<Origin> origin, origins_->Get(dataset.meta.source));
   Result<std::unique_ptr<OriginFile>> file = origin->Open(path);
   if (!file.ok()) return file.status().Annotate("read " + what + " from the origin");
@@ -72,7 +100,7 @@ Result<ChunkFiller::Bytes> ChunkFiller::ReadOrigin(const DatasetView& dataset, c
   size_t done = 0;
   while (done < chunk.length) {
     const size_t want = paced ? std::min(kPacedRead, chunk.length - done) : chunk.length - done;
-    if (paced) gate_->Pace(priority, want);
+    if (paced) gate_->Pace(priority, want, urgent.get());
     Result<size_t> n = (*file)->ReadAt(start + done, want, buf->data() + done);
     if (!n.ok()) return n.status().Annotate("read " + what + " from the origin");
     if (*n == 0) return Status::Stale(what + " is shorter at the origin than when the dataset was added");

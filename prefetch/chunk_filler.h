@@ -12,10 +12,11 @@
 // mix of two versions.
 //
 // The origin is read through an OriginGate (when given): demand fills (a
-// reader waits) take a slot and pace their bytes ahead of warm-up fills;
-// warm-up callers acquire their slot before calling Fill and hold it for the
-// whole fill, so a demand read that joins a warm-up's flight never waits in
-// the warm-up's queue.
+// reader waits) take a slot and pace their bytes ahead of warm-up fills. A
+// demand caller that joins a warm-up's flight for the same chunk promotes it
+// to demand (OriginGate's `urgent` flag), so it never waits in the warm-up's
+// queue. A slot is held only while the origin is read, never while waiting on
+// another caller's flight, so flights and slots cannot wait on each other.
 //
 // When asked to cache, the filler also puts the chunk into the chunk store; a
 // full store does not fail the read (the bytes are still returned) but is
@@ -26,6 +27,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -55,7 +58,6 @@ class ChunkFiller {
   ChunkFiller(ChunkStore* store, OriginPool* origins, std::shared_ptr<spdlog::logger> logger,
               ChunkSource* peers = nullptr, OriginGate* gate = nullptr);
 
-  // REQUIRES: a kWarm caller holds a slot of the gate (if any).
   Result<FillResult> Fill(const DatasetView& dataset, const ChunkRef& chunk, bool cache,
                           OriginGate::Priority priority = OriginGate::Priority::kDemand);
 
@@ -77,6 +79,12 @@ class ChunkFiller {
   std::atomic<uint64_t> peer_bytes_{0};
   ChunkSource* peers_;
   OriginGate* gate_;
+
+  // Demand callers per chunk, and the urgent flags of warm-up reads of the
+  // origin in progress, to promote one that a reader joined.
+  std::mutex urgent_mu_;
+  std::unordered_map<ChunkKey, int, ChunkKeyHash> demand_callers_;  // guarded by urgent_mu_
+  std::unordered_map<ChunkKey, std::shared_ptr<std::atomic<bool>>, ChunkKeyHash> warm_reads_;  // guarded by urgent_mu_
 };
 
 }  // namespace hoard

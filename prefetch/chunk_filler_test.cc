@@ -1,5 +1,7 @@
 #include "prefetch/chunk_filler.h"
 
+#include <atomic>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -62,6 +64,23 @@ TEST_F(ChunkFillerTest, FileChangedAtTheOriginIsStale) {
   EXPECT_EQ(filler.Fill(*view_, Ref("f", 0), false).status().code(), Code::kStale);
 }
 
+TEST_F(ChunkFillerTest, AFileRewrittenWhileItsChunkIsReadIsStaleNotMixed) {
+  MakeDataset({{"f", std::string(kChunk, 'x')}});
+  ChunkFiller filler(nullptr, pool_.get(), log_);
+  origin_->SetDelay(100ms);  // the open ends at ~100 ms, the read at ~200 ms
+  std::thread writer([&] {
+    std::this_thread::sleep_for(150ms);
+    MemAttributes later;
+    later.mtime_ns += 1;
+    ASSERT_TRUE(origin_->RewriteFile("f", std::string(kChunk, 'y'), later).ok());
+  });
+  auto r = filler.Fill(*view_, Ref("f", 0), false);
+  writer.join();
+  // The open saw the recorded size and mtime; the bytes read are the new
+  // ones; the check after the read catches it.
+  EXPECT_EQ(r.status().code(), Code::kStale) << r.status().ToString();
+}
+
 TEST_F(ChunkFillerTest, OriginErrorsPassThroughAndAreNotCached) {
   MakeDataset({{"f", std::string(100, 'x')}});
   ChunkFiller filler(nullptr, pool_.get(), log_);
@@ -80,6 +99,59 @@ TEST_F(ChunkFillerTest, FullStoreStillReturnsTheBytes) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->bytes->size(), kChunk);
   EXPECT_EQ(r->cache_status.code(), Code::kNoSpace);
+}
+
+TEST_F(ChunkFillerTest, AReaderThatJoinsAQueuedWarmUpReadPromotesIt) {
+  std::map<std::string, std::string> files;
+  for (int i = 0; i < 12; ++i) files["w" + std::to_string(i)] = std::string(1000, char('a' + i));
+  MakeDataset(files);
+  OriginGate gate({.connections = 1});
+  ChunkFiller filler(nullptr, pool_.get(), log_, nullptr, &gate);
+  origin_->SetDelay(40ms);  // each origin call: a fill is an open and a read
+  // Twelve warm-up fills queue for the one connection.
+  std::vector<std::thread> warm;
+  for (int i = 0; i < 12; ++i) {
+    warm.emplace_back([&, i] {
+      auto r = filler.Fill(*view_, Ref("w" + std::to_string(i), 0), false, OriginGate::Priority::kWarm);
+      EXPECT_TRUE(r.ok());
+    });
+  }
+  std::this_thread::sleep_for(20ms);
+  // A reader wants the chunk of w11, whose warm-up fill is somewhere in the
+  // queue: it gets it after the fill in progress, not after the whole queue
+  // (12 x 80 ms).
+  const auto start = std::chrono::steady_clock::now();
+  auto r = filler.Fill(*view_, Ref("w11", 0), false, OriginGate::Priority::kDemand);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r->bytes, files["w11"]);
+  EXPECT_LT(took, 400ms);
+  for (auto& t : warm) t.join();
+  EXPECT_EQ(origin_->ReadCount("w11"), 1u);  // one read, shared
+}
+
+TEST_F(ChunkFillerTest, DemandAndWarmUpCallersOfTheSameChunksNeverDeadlock) {
+  std::map<std::string, std::string> files;
+  for (int i = 0; i < 4; ++i) files["f" + std::to_string(i)] = std::string(100 + i, char('a' + i));
+  MakeDataset(files);
+  OriginGate gate({.connections = 1, .bytes_per_s = 1e6});
+  ChunkFiller filler(nullptr, pool_.get(), log_, nullptr, &gate);
+  origin_->SetDelay(1ms);
+  std::vector<std::thread> t;
+  std::atomic<int> done{0};
+  for (int k = 0; k < 8; ++k) {
+    t.emplace_back([&, k] {
+      for (int n = 0; n < 40; ++n) {
+        const auto p = (k + n) % 3 == 0 ? OriginGate::Priority::kDemand : OriginGate::Priority::kWarm;
+        auto r = filler.Fill(*view_, Ref("f" + std::to_string((k * 7 + n) % 4), 0), false, p);
+        EXPECT_TRUE(r.ok());
+      }
+      ++done;
+    });
+  }
+  for (auto& th : t) th.join();
+  EXPECT_EQ(done.load(), 8);
+  EXPECT_EQ(gate.in_flight(), 0);
 }
 
 }  // namespace

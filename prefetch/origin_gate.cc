@@ -50,20 +50,26 @@ uint64_t OriginGate::warm_waits() const {
   return warm_waits_;
 }
 
-OriginGate::Slot OriginGate::Acquire(Priority priority) {
+void OriginGate::Wake() {
+  { std::lock_guard lock(mu_); }  // a waiter between its check and its wait sees the flag or gets the notify
+  cv_.notify_all();
+}
+
+OriginGate::Slot OriginGate::Acquire(Priority priority, const std::atomic<bool>* urgent) {
   std::unique_lock lock(mu_);
   auto free = [&] { return limits_.connections <= 0 || in_flight_ < limits_.connections; };
-  if (priority == Priority::kDemand) {
-    ++demand_waiting_;
-    cv_.wait(lock, free);
-    --demand_waiting_;
-  } else {
-    auto ready = [&] { return free() && demand_waiting_ == 0; };
-    if (!ready()) {
-      ++warm_waits_;
-      cv_.wait(lock, ready);
+  auto is_urgent = [&] { return urgent != nullptr && urgent->load(); };
+  if (priority == Priority::kWarm && !is_urgent()) {
+    if (!(free() && demand_waiting_ == 0)) ++warm_waits_;
+    cv_.wait(lock, [&] { return (free() && demand_waiting_ == 0) || is_urgent(); });
+    if (!is_urgent() || free()) {
+      ++in_flight_;
+      return Slot(this);
     }
   }
+  ++demand_waiting_;
+  cv_.wait(lock, free);
+  --demand_waiting_;
   ++in_flight_;
   return Slot(this);
 }
@@ -91,7 +97,8 @@ void OriginGate::RefillLocked(Clock::time_point now) {
   last_refill_ = now;
 }
 
-void OriginGate::Pace(Priority priority, uint64_t bytes) {
+void OriginGate::Pace(Priority priority, uint64_t bytes, const std::atomic<bool>* urgent) {
+  if (urgent != nullptr && urgent->load()) priority = Priority::kDemand;
   std::unique_lock lock(mu_);
   if (priority == Priority::kDemand) ++demand_pacing_;
   bool waited = false;

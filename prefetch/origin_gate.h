@@ -13,13 +13,18 @@
 // positive again. So demand reads are never slower than the limit allows and
 // warm-up fills what demand leaves.
 //
-// Slots are held for a whole fill (open, reads); Pace() is called per read
-// with its size, before the read.
+// Slots are held for the origin part of a fill (open, reads, the attribute
+// check); Pace() is called per read with its size, before the read. A warm-up
+// read that a demand reader starts waiting for (it joined the warm-up's
+// single flight) is promoted: the caller passes an `urgent` flag that the
+// filler sets, then calls Wake(), and from then on the read is treated as a
+// demand read.
 //
 // Thread-safety: all methods may be called from any thread. SetLimits wakes
 // waiters, so lowering or raising a limit takes effect at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -61,10 +66,13 @@ class OriginGate {
   void SetLimits(Limits limits);
   Limits limits() const;
 
-  // Waits for a free slot (demand first).
-  Slot Acquire(Priority priority);
+  // Waits for a free slot (demand first). `urgent`, if given and set, makes a
+  // warm-up caller a demand one.
+  Slot Acquire(Priority priority, const std::atomic<bool>* urgent = nullptr);
   // Waits until `bytes` may be read under the byte rate (demand first).
-  void Pace(Priority priority, uint64_t bytes);
+  void Pace(Priority priority, uint64_t bytes, const std::atomic<bool>* urgent = nullptr);
+  // Makes waiters look at their `urgent` flags again.
+  void Wake();
 
   // For metrics and tests.
   int in_flight() const;

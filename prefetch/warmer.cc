@@ -207,11 +207,8 @@ void Warmer::RunJob(const Job& job) {
     }
     return;
   }
-  OriginGate::Slot slot;
-  if (options_.gate != nullptr) slot = options_.gate->Acquire(OriginGate::Priority::kWarm);
   Result<ChunkFiller::FillResult> r = filler_->Fill(*job.dataset, job.chunk, /*cache=*/true,
                                                     OriginGate::Priority::kWarm);
-  slot.Release();
   if (!r.ok()) {
     if (r.status().code() == Code::kUnavailable) {
       const auto wait = BackOff(job);

@@ -18,9 +18,8 @@
 // every worker in a loop, and the warm-up goes on by itself when it is back.
 // The failure list says "retrying in N s" meanwhile.
 //
-// Each worker holds an OriginGate slot (warm priority) for the whole fill of
-// a chunk, so the gate's connection limit bounds the warm-up's concurrent
-// origin reads and demand reads get slots first.
+// Its fills read the origin at warm-up priority (prefetch/origin_gate.h): the
+// gate's limits bound them, and reads a job waits for go first.
 //
 // Space: a chunk that would push the store past its capacity is not fetched
 // at all (recorded as NoSpace), so a dataset larger than the cache fills what
@@ -55,7 +54,6 @@ class Warmer {
     std::chrono::milliseconds retry_after{30000};
     std::chrono::milliseconds first_backoff{1000};
     std::chrono::milliseconds max_backoff{30000};
-    OriginGate* gate = nullptr;  // may be null: no limits
     std::shared_ptr<spdlog::logger> logger;
   };
   struct Target {
