@@ -1,9 +1,8 @@
 // hoard warm NAME [--wait]
-#include <thread>
-
 #include "cli/commands.h"
 #include "cli/json.h"
 #include "cli/progress.h"
+#include "cli/wait.h"
 #include "common/units.h"
 
 namespace hoard::cli {
@@ -23,6 +22,18 @@ nlohmann::json Summary(const proto::DatasetStatus& d, double seconds, double rat
   return j;
 }
 
+// "; 2 node(s) down; 3 file(s) failed, first: PATH: ERROR" (empty if neither).
+std::string WaitDetail(const WaitOutcome& w) {
+  std::string detail;
+  if (w.nodes_down > 0) detail += "; " + std::to_string(w.nodes_down) + " node(s) down";
+  const auto& failures = w.dataset.failures;
+  if (!failures.empty()) {
+    detail += "; " + std::to_string(failures.size()) + " file(s) failed, first: " + failures[0].path + ": " +
+              failures[0].error;
+  }
+  return detail;
+}
+
 int RunWarm(Context& ctx, const WarmArgs& a) {
   Result<proto::WarmReply> w = ctx.Call(proto::Warm{.name = a.name});
   if (!w.ok()) return ctx.Fail(w.status());
@@ -32,40 +43,24 @@ int RunWarm(Context& ctx, const WarmArgs& a) {
   }
   ProgressBar bar("warm " + a.name);
   WaitLimits limits(a.timeout_s, a.stall_timeout_s);
-  while (true) {
-    Result<proto::ClusterStatusReply> st = ctx.Call(proto::ClusterStatus{.dataset = a.name});
-    if (!st.ok()) return ctx.Fail(st.status().Annotate("warm " + a.name));
-    const proto::DatasetStatus& d = st->datasets.at(0);
-    bar.Update(std::min(d.cached_bytes, d.expected_bytes), d.expected_bytes, d.files_cached, d.meta.file_count);
-    const double elapsed = limits.elapsed();
-    if (d.complete) {
-      bar.Finish();
-      std::string text = "warm " + a.name + ": complete, " + FormatBytes(double(d.cached_bytes)) + " in " +
-                         Thousands(d.meta.file_count) + " files cached on " + std::to_string(d.nodes_reporting) +
-                         " node(s) in " + Duration(elapsed);
-      return ctx.Done(Summary(d, elapsed, bar.rate_bytes_per_s()), text);
-    }
-    if (const std::string why = limits.Check(d.cached_bytes); !why.empty()) {
-      bar.Finish();
-      std::string detail;
-      size_t down = 0;
-      for (const auto& n : st->nodes) down += n.up ? 0 : 1;
-      if (down > 0) detail += "; " + std::to_string(down) + " node(s) down";
-      if (!d.failures.empty()) {
-        detail += "; " + std::to_string(d.failures.size()) + " file(s) failed, first: " + d.failures[0].path +
-                  ": " + d.failures[0].error;
-      }
-      if (ctx.json()) {
-        nlohmann::json j = Summary(d, elapsed, bar.rate_bytes_per_s());
-        j["error"] = "warm " + a.name + ": " + why + detail;
-        ctx.Done(j, "");
-      }
-      std::fprintf(stderr, "hoard: warm %s: %s at %.1f%%%s\n", a.name.c_str(), why.c_str(), PercentCached(d),
-                   detail.c_str());
-      return 1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const WaitOutcome done = WaitComplete(ctx, a.name, limits, bar, {});
+  if (done.end == WaitOutcome::End::kError) return ctx.Fail(done.error.Annotate("warm " + a.name));
+  const proto::DatasetStatus& d = done.dataset;
+  if (done.end == WaitOutcome::End::kComplete) {
+    std::string text = "warm " + a.name + ": complete, " + FormatBytes(double(d.cached_bytes)) + " in " +
+                       Thousands(d.meta.file_count) + " files cached on " + std::to_string(d.nodes_reporting) +
+                       " node(s) in " + Duration(done.seconds);
+    return ctx.Done(Summary(d, done.seconds, done.rate_bytes_per_s), text);
   }
+  const std::string detail = WaitDetail(done);
+  if (ctx.json()) {
+    nlohmann::json j = Summary(d, done.seconds, done.rate_bytes_per_s);
+    j["error"] = "warm " + a.name + ": " + done.why + detail;
+    ctx.Done(j, "");
+  }
+  std::fprintf(stderr, "hoard: warm %s: %s at %.1f%%%s\n", a.name.c_str(), done.why.c_str(), PercentCached(d),
+               detail.c_str());
+  return 1;
 }
 
 }  // namespace

@@ -20,5 +20,10 @@ void AddDatasetCommands(CLI::App& app, Action* action);
 void AddWarmCommand(CLI::App& app, Action* action);
 void AddNodeCommands(CLI::App& app, Action* action);
 void AddLocalCommands(CLI::App& app, Action* action);
+void AddHookCommands(CLI::App& app, Action* action);
+
+// Reports a command-line error in one line and returns the exit status: 2,
+// or 64 under `hoard hook` (whose 2 means a timeout to a job scheduler).
+int ParseErrorExit(CLI::App& app, const GlobalOptions& global, const CLI::ParseError& e);
 
 }  // namespace hoard::cli

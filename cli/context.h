@@ -65,6 +65,9 @@ class Context {
     return r;
   }
 
+  // The last call got no answer at all (no coordinator there, or it died).
+  bool unreachable() const { return unreachable_; }
+
   zmq::context_t& zmq() { return zmq_; }
 
   // Prints `doc` (with --json) or `text` (otherwise) and returns 0.

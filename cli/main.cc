@@ -7,6 +7,7 @@
 namespace {
 
 // Scripts branch on these; cli/context.cc (Context::Fail) decides them.
+// `hoard hook` has its own (cli/cmd_hook.cc), in its commands' footers.
 constexpr const char* kExitStatus =
     "Exit status: 0 ok; 1 the operation failed (including an error the coordinator reported,\n"
     "  e.g. an origin that is down); 2 bad usage or bad input; 3 the coordinator could not be\n"
@@ -35,18 +36,21 @@ int main(int argc, char** argv) {
   hoard::cli::AddWarmCommand(app, &action);
   hoard::cli::AddNodeCommands(app, &action);
   hoard::cli::AddLocalCommands(app, &action);
+  hoard::cli::AddHookCommands(app, &action);
 
   app.footer(kExitStatus);
   // Subcommand help lists the global options too: they work after any command.
+  // A command that set its own footer keeps it in place of kExitStatus.
   std::function<void(CLI::App*)> footer = [&](CLI::App* cmd) {
     for (CLI::App* sub : cmd->get_subcommands({})) {
+      const std::string own = sub->get_footer();
       sub->footer(
           "Global options (before or after the command):\n"
           "  --json             print one JSON document on stdout (errors too)\n"
           "  --coordinator EP   coordinator endpoint (default: $HOARD_COORDINATOR, the local cluster,\n"
           "                     tcp://127.0.0.1:7100)\n"
           "  --dir DIR          local cluster directory (default: $HOARD_LOCAL_DIR or /tmp/hoard)\n"
-          "  --timeout-ms MS    per-request timeout\n" + std::string(kExitStatus));
+          "  --timeout-ms MS    per-request timeout\n" + (own.empty() ? std::string(kExitStatus) : own));
       footer(sub);
     }
   };
@@ -59,9 +63,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // One line, as every other failure.
-    std::cerr << "hoard: " << e.what() << " (see hoard --help)" << std::endl;
-    return 2;
+    return hoard::cli::ParseErrorExit(app, global, e);
   }
   hoard::cli::Context ctx(global);
   return action ? action(ctx) : 2;

@@ -27,7 +27,8 @@ std::string Duration(double seconds) {
   return buf;
 }
 
-ProgressBar::ProgressBar(std::string label) : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) == 1) {}
+ProgressBar::ProgressBar(std::string label, std::chrono::seconds log_every)
+    : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) == 1), log_every_(log_every) {}
 
 void ProgressBar::Update(uint64_t bytes_done, uint64_t bytes_total, uint64_t files_done, uint64_t files_total) {
   const auto now = std::chrono::steady_clock::now();
@@ -42,7 +43,7 @@ void ProgressBar::Update(uint64_t bytes_done, uint64_t bytes_total, uint64_t fil
     const double moved = double(samples_.back().second) - double(samples_.front().second);
     rate_ = moved > 0 ? moved / span : 0;
   }
-  if (tty_ || now - last_print_ >= std::chrono::seconds(5)) {
+  if (tty_ || now - last_print_ >= log_every_) {
     last_print_ = now;
     std::fprintf(stderr, tty_ ? "\r%s\033[K" : "%s\n", Render().c_str());
     std::fflush(stderr);

@@ -3,10 +3,11 @@
 // A progress line for long operations (warm-up now; drain and rebuild later):
 //   [##########..........]  52.3%  1.4 GiB / 2.7 GiB  8,012 / 16,000 files  310.2 MiB/s  ETA 4s
 // On a terminal it redraws one line on stderr; otherwise it prints a line
-// every few seconds, so CI logs stay short. The rate is measured over the
+// every `log_every` seconds, so CI and job logs stay short. The rate is measured over the
 // last ~5 s, so the ETA follows the current speed, not the average.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -17,7 +18,7 @@ namespace hoard::cli {
 
 class ProgressBar {
  public:
-  explicit ProgressBar(std::string label);
+  explicit ProgressBar(std::string label, std::chrono::seconds log_every = std::chrono::seconds(5));
 
   // Reports the current totals; prints when due.
   void Update(uint64_t bytes_done, uint64_t bytes_total, uint64_t files_done, uint64_t files_total);
@@ -31,6 +32,7 @@ class ProgressBar {
 
   std::string label_;
   bool tty_;
+  std::chrono::seconds log_every_;
   uint64_t bytes_done_ = 0, bytes_total_ = 0, files_done_ = 0, files_total_ = 0;
   double rate_ = 0;
   std::deque<std::pair<std::chrono::steady_clock::time_point, uint64_t>> samples_;
@@ -62,6 +64,12 @@ class WaitLimits {
     return "";
   }
   double elapsed() const { return std::chrono::duration<double>(Now() - start_).count(); }
+  // The --timeout has passed (a reason from Check() is then that one).
+  bool timed_out() const { return timeout_s_ > 0 && elapsed() > timeout_s_; }
+  // Seconds left before the --timeout; `otherwise` when there is none.
+  double remaining_or(double otherwise) const {
+    return timeout_s_ > 0 ? std::max(0.0, timeout_s_ - elapsed()) : otherwise;
+  }
 
  private:
   static std::chrono::steady_clock::time_point Now() { return std::chrono::steady_clock::now(); }
