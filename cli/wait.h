@@ -17,7 +17,7 @@
 namespace hoard::cli {
 
 struct WaitOptions {
-  std::chrono::milliseconds poll{500};  // between two status calls (jittered by up to +25%)
+  std::chrono::milliseconds poll{250};  // between two status calls (jittered by up to +25%)
   // End at once when a file failed in a way no retry can fix: NotFound or
   // Stale at the origin (the file is gone or changed; the dataset version is
   // immutable, so it can never be complete).
