@@ -1,4 +1,4 @@
-// hoard dataset add|ls|rm
+// hoard dataset add|refresh|ls|rm
 #include <climits>
 #include <cstdlib>
 #include <sstream>
@@ -49,6 +49,47 @@ int RunAdd(Context& ctx, const AddArgs& a) {
   return ctx.Done(doc, text.str());
 }
 
+std::string Files(uint64_t n) { return Thousands(n) + (n == 1 ? " file" : " files"); }
+
+int RunRefresh(Context& ctx, const std::string& name, int timeout_s) {
+  Result<proto::DatasetRefreshReply> r =
+      ctx.Call(proto::DatasetRefresh{.name = name}, std::chrono::seconds(timeout_s));
+  if (!r.ok()) return ctx.Fail(r.status());
+  // The dataset as now recorded (as `dataset add` prints it), then what changed.
+  nlohmann::json doc = ToJson(r->meta);
+  doc["changed"] = r->changed;
+  doc["previous_version"] = r->previous_version;
+  doc["files_added"] = r->files_added;
+  doc["files_changed"] = r->files_changed;
+  doc["files_removed"] = r->files_removed;
+  doc["other_changes"] = r->other_changes;
+  doc["fetch_bytes"] = r->fetch_bytes;
+  doc["fetch_chunks"] = r->fetch_chunks;
+  doc["walk_ms"] = r->walk_ms;
+  nlohmann::json changes = nlohmann::json::array();  // the first 100 files
+  for (const auto& f : r->files) changes.push_back({{"path", f.path}, {"change", f.change}, {"size", f.size}});
+  doc["changes"] = std::move(changes);
+  std::ostringstream text;
+  if (!r->changed) {
+    text << "dataset " << name << " is unchanged at its origin: still version " << r->meta.version
+         << ", nothing to fetch (walked in " << Duration(double(r->walk_ms) / 1000) << ")";
+    return ctx.Done(doc, text.str());
+  }
+  text << "refreshed dataset " << name << ": version " << r->previous_version << " -> " << r->meta.version << ": "
+       << Files(r->files_added) << " added, " << Thousands(r->files_changed) << " changed, "
+       << Thousands(r->files_removed) << " removed";
+  if (r->other_changes > 0) text << ", " << Thousands(r->other_changes) << " other entries changed";
+  text << "\n"
+       << FormatBytes(double(r->fetch_bytes)) << " in " << Thousands(r->fetch_chunks) << " chunks to fetch again"
+       << (r->meta.replicas > 1 ? " (per replica)" : "") << "; unchanged files keep their cached chunks\n";
+  for (const auto& f : r->files) text << "  " << f.change << "  " << f.path << "  " << FormatBytes(double(f.size)) << "\n";
+  const uint64_t listed = r->files_added + r->files_changed + r->files_removed;
+  if (listed > r->files.size()) text << "  ... and " << Thousands(listed - r->files.size()) << " more\n";
+  text << (r->meta.warm ? "warm: owners fetch what changed; follow with: hoard status " + name
+                        : "warm it with: hoard warm " + name + " --wait");
+  return ctx.Done(doc, text.str());
+}
+
 int RunList(Context& ctx) {
   Result<proto::DatasetListReply> r = ctx.Call(proto::DatasetList{});
   if (!r.ok()) return ctx.Fail(r.status());
@@ -73,7 +114,7 @@ int RunRemove(Context& ctx, const std::string& name) {
 }  // namespace
 
 void AddDatasetCommands(CLI::App& app, Action* action) {
-  auto* ds = app.add_subcommand("dataset", "Register, list and remove datasets");
+  auto* ds = app.add_subcommand("dataset", "Register, refresh, list and remove datasets");
   ds->require_subcommand(1);
 
   auto add_args = std::make_shared<AddArgs>();
@@ -86,6 +127,17 @@ void AddDatasetCommands(CLI::App& app, Action* action) {
   add->add_option("--walk-timeout", add_args->timeout_s, "Seconds to wait for the walk of SOURCE")
       ->capture_default_str();
   add->callback([action, add_args] { *action = [add_args](Context& ctx) { return RunAdd(ctx, *add_args); }; });
+
+  auto refresh_name = std::make_shared<std::string>();
+  auto refresh_timeout = std::make_shared<int>(1800);
+  auto* refresh = ds->add_subcommand(
+      "refresh", "Walk the dataset's source again and adopt what changed there as a new version");
+  refresh->add_option("name", *refresh_name, "Dataset name")->required();
+  refresh->add_option("--walk-timeout", *refresh_timeout, "Seconds to wait for the walk of the source")
+      ->capture_default_str();
+  refresh->callback([action, refresh_name, refresh_timeout] {
+    *action = [refresh_name, refresh_timeout](Context& ctx) { return RunRefresh(ctx, *refresh_name, *refresh_timeout); };
+  });
 
   auto* ls = ds->add_subcommand("ls", "List datasets");
   ls->callback([action] { *action = [](Context& ctx) { return RunList(ctx); }; });

@@ -111,9 +111,11 @@ Status ClusterWatcher::Sync(uint64_t known_epoch) {
     Result<std::shared_ptr<const DatasetView>> d = LoadDataset(meta);
     if (!d.ok()) {
       // Leave the dataset out of this view rather than block every other one;
-      // the next sync retries.
+      // the next sync retries. A new version of a dataset we hold (a refresh)
+      // keeps the version we have meanwhile, rather than vanish from mounts.
       options_.logger->warn("dataset {}: {}", meta.name, d.status().ToString());
       if (first_error.ok()) first_error = d.status();
+      if (old != nullptr && old->meta.uid == meta.uid) datasets[meta.name] = cur->datasets().at(meta.name);
       continue;
     }
     datasets[meta.name] = *d;

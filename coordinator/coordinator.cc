@@ -7,6 +7,7 @@
 #include <random>
 
 #include "proto/ordinals.h"
+#include "striping/manifest_diff.h"
 
 namespace hoard {
 
@@ -347,6 +348,67 @@ Result<proto::ManifestPart> Coordinator::GetManifest(const proto::GetManifest& r
 
 // ---- datasets --------------------------------------------------------------
 
+Coordinator::WalkReservation::~WalkReservation() {
+  std::lock_guard lock(c->mu_);
+  c->adding_.erase(name);
+}
+
+Status Coordinator::ReserveWalkLocked(const std::string& name) {
+  if (adding_.size() >= static_cast<size_t>(options_.max_concurrent_adds)) {
+    return Status::Unavailable(std::to_string(adding_.size()) +
+                               " datasets are walking their sources; retry when one finishes");
+  }
+  adding_.insert(name);
+  return Status::Ok();
+}
+
+Result<Manifest> Coordinator::WalkSource(const std::string& what, const proto::DatasetMeta& meta,
+                                         int64_t created_unix) {
+  Result<std::unique_ptr<Origin>> origin = options_.open_origin(meta.source);
+  if (!origin.ok()) return origin.status().Annotate(what);
+  Result<OriginEntry> root = (*origin)->Stat("");
+  if (!root.ok()) return root.status().Annotate(what);
+
+  ManifestBuilder builder(meta.uid, meta.version, meta.chunk_size);
+  builder.SetRoot(root->mode, root->uid, root->gid, root->mtime_ns);
+  const uint64_t chunk_limit = kMaxDatasetChunks;
+  uint64_t chunks = 0;
+  Status walk = (*origin)->Walk([&](const OriginEntry& e) {
+    if (shutting_down_.load()) return Status::Unavailable("the coordinator is shutting down");
+    if (e.type == EntryType::kFile) {
+      chunks += ChunkCount(e.size, meta.chunk_size);
+      if (chunks > chunk_limit) {
+        return Status::InvalidArgument("the dataset has more than " + std::to_string(chunk_limit) + " chunks of " +
+                                       std::to_string(meta.chunk_size) + " bytes; use a larger --chunk-size");
+      }
+    }
+    builder.Add(e.path, e.mode, e.uid, e.gid, e.size, e.mtime_ns, e.symlink_target);
+    if (builder.size() % 100000 == 0) options_.logger->info("{}: {} entries so far", what, builder.size());
+    return Status::Ok();
+  });
+  if (!walk.ok()) return walk.Annotate(what + ": walk " + meta.source);
+  Result<std::string> bytes = builder.Finish(created_unix);
+  if (!bytes.ok()) return bytes.status().Annotate(what);
+  return Manifest::Parse(std::move(*bytes));
+}
+
+namespace {
+
+// The fields of `meta` that describe its manifest.
+void SetManifestFields(const Manifest& manifest, proto::DatasetMeta* meta) {
+  meta->manifest_bytes = manifest.bytes().size();
+  meta->manifest_checksum = manifest.checksum();
+  meta->file_count = manifest.file_count();
+  meta->total_bytes = manifest.total_bytes();
+  meta->total_chunks = manifest.total_chunks();
+}
+
+uint64_t MillisSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
 Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& req) {
   if (!IsValidName(req.name)) {
     return Status::InvalidArgument("invalid dataset name '" + req.name +
@@ -363,28 +425,12 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
     if (datasets_.count(req.name) || adding_.count(req.name)) {
       return Status::AlreadyExists("dataset " + req.name + " already exists");
     }
-    if (adding_.size() >= static_cast<size_t>(options_.max_concurrent_adds)) {
-      return Status::Unavailable(std::to_string(adding_.size()) +
-                                 " dataset adds are walking their sources; retry when one finishes");
-    }
-    adding_.insert(req.name);
+    HOARD_RETURN_IF_ERROR(ReserveWalkLocked(req.name));
   }
-  struct Unreserve {
-    Coordinator* c;
-    std::string name;
-    ~Unreserve() {
-      std::lock_guard lock(c->mu_);
-      c->adding_.erase(name);
-    }
-  } unreserve{this, req.name};
+  WalkReservation reservation{this, req.name};
 
   const auto start = std::chrono::steady_clock::now();
   options_.logger->info("dataset add {}: walking {}", req.name, req.source);
-  Result<std::unique_ptr<Origin>> origin = options_.open_origin(req.source);
-  if (!origin.ok()) return origin.status().Annotate("dataset add " + req.name);
-  Result<OriginEntry> root = (*origin)->Stat("");
-  if (!root.ok()) return root.status().Annotate("dataset add " + req.name);
-
   proto::DatasetMeta meta;
   meta.name = req.name;
   meta.uid = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
@@ -393,35 +439,8 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
   meta.chunk_size = chunk_size;
   meta.replicas = req.replicas;
   meta.created_unix = options_.clock->WallSeconds();
-
-  ManifestBuilder builder(meta.uid, meta.version, chunk_size);
-  builder.SetRoot(root->mode, root->uid, root->gid, root->mtime_ns);
-  const uint64_t chunk_limit = kMaxDatasetChunks;
-  uint64_t chunks = 0;
-  Status walk = (*origin)->Walk([&](const OriginEntry& e) {
-    if (shutting_down_.load()) return Status::Unavailable("the coordinator is shutting down");
-    if (e.type == EntryType::kFile) {
-      chunks += ChunkCount(e.size, chunk_size);
-      if (chunks > chunk_limit) {
-        return Status::InvalidArgument("the dataset has more than " + std::to_string(chunk_limit) + " chunks of " +
-                                       std::to_string(chunk_size) + " bytes; use a larger --chunk-size");
-      }
-    }
-    builder.Add(e.path, e.mode, e.uid, e.gid, e.size, e.mtime_ns, e.symlink_target);
-    if (builder.size() % 100000 == 0) {
-      options_.logger->info("dataset add {}: {} entries so far", req.name, builder.size());
-    }
-    return Status::Ok();
-  });
-  if (!walk.ok()) return walk.Annotate("dataset add " + req.name + ": walk " + req.source);
-  Result<std::string> bytes = builder.Finish(meta.created_unix);
-  if (!bytes.ok()) return bytes.status().Annotate("dataset add " + req.name);
-  HOARD_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Parse(std::move(*bytes)));
-  meta.manifest_bytes = manifest.bytes().size();
-  meta.manifest_checksum = manifest.checksum();
-  meta.file_count = manifest.file_count();
-  meta.total_bytes = manifest.total_bytes();
-  meta.total_chunks = manifest.total_chunks();
+  HOARD_ASSIGN_OR_RETURN(Manifest manifest, WalkSource("dataset add " + req.name, meta, meta.created_unix));
+  SetManifestFields(manifest, &meta);
   HOARD_RETURN_IF_ERROR(store_.SaveManifest(meta, manifest.bytes()));
 
   std::lock_guard lock(mu_);
@@ -434,12 +453,89 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
     datasets_.erase(meta.name);
     return s;
   }
-  const uint64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - start).count();
+  const uint64_t ms = MillisSince(start);
   options_.logger->info("dataset {} added: {} files, {} bytes, {} chunks of {} bytes, {} replica(s), walked in {} ms",
                         meta.name, meta.file_count, meta.total_bytes, meta.total_chunks, meta.chunk_size,
                         meta.replicas, ms);
   return proto::DatasetAddReply{meta, ms};
+}
+
+Result<proto::DatasetRefreshReply> Coordinator::RefreshDataset(const std::string& name) {
+  DatasetState current;
+  {
+    std::lock_guard lock(mu_);
+    auto it = datasets_.find(name);
+    if (it == datasets_.end()) return Status::NotFound("dataset " + name + " does not exist");
+    if (adding_.count(name)) {
+      return Status::Unavailable("dataset " + name + " is being refreshed already; retry when that finishes");
+    }
+    HOARD_RETURN_IF_ERROR(ReserveWalkLocked(name));
+    current = it->second;
+  }
+  WalkReservation reservation{this, name};
+
+  const auto start = std::chrono::steady_clock::now();
+  const std::string what = "dataset refresh " + name;
+  options_.logger->info("{}: walking {} (current version {})", what, current.meta.source, current.meta.version);
+  proto::DatasetMeta next = current.meta;
+  next.version = current.meta.version + 1;
+  HOARD_ASSIGN_OR_RETURN(Manifest manifest, WalkSource(what, next, options_.clock->WallSeconds()));
+
+  const ManifestDiff diff = DiffManifests(current.manifest, manifest);
+  proto::DatasetRefreshReply reply;
+  reply.previous_version = current.meta.version;
+  reply.files_added = diff.files_added;
+  reply.files_changed = diff.files_changed;
+  reply.files_removed = diff.files_removed;
+  reply.other_changes = diff.other_changes;
+  reply.fetch_bytes = diff.fetch_bytes;
+  reply.fetch_chunks = diff.fetch_chunks;
+  for (const ManifestChange& c : diff.files) {
+    reply.files.push_back({c.path, ManifestChangeName(c.kind), c.size});
+  }
+  if (SameNamespace(current.manifest, manifest)) {
+    reply.walk_ms = MillisSince(start);
+    options_.logger->info("{}: the origin is unchanged since version {}; nothing recorded", what,
+                          current.meta.version);
+    std::lock_guard lock(mu_);
+    auto it = datasets_.find(name);
+    reply.meta = it != datasets_.end() ? it->second.meta : current.meta;
+    return reply;
+  }
+  SetManifestFields(manifest, &next);
+  HOARD_RETURN_IF_ERROR(store_.SaveManifest(next, manifest.bytes()));
+
+  std::lock_guard lock(mu_);
+  auto it = datasets_.find(name);
+  if (it == datasets_.end() || it->second.meta.uid != current.meta.uid) {
+    // Removed (and maybe added again) during the walk. Nobody else names
+    // this uid and version: the manifest goes with the refresh.
+    (void)store_.RemoveManifest(next);
+    return Status::NotFound("dataset " + name + " was removed while it was being refreshed");
+  }
+  // What may have changed during the walk (the warm flag) comes from now.
+  next.warm = it->second.meta.warm;
+  DatasetState previous = std::move(it->second);
+  it->second = DatasetState{next, std::move(manifest)};
+  // The placement does not change: a chunk's owners depend on its key only,
+  // and unchanged files keep theirs.
+  Status s = CommitLocked(/*placement_changed=*/false);
+  if (!s.ok()) {
+    // The new manifest stays, as for an add (it may come back at a restart).
+    it->second = std::move(previous);
+    return s;
+  }
+  // After the state no longer names it; a failure leaves an orphan that the
+  // next start removes.
+  (void)store_.RemoveManifest(previous.meta);
+  reply.meta = next;
+  reply.changed = true;
+  reply.walk_ms = MillisSince(start);
+  options_.logger->info("dataset {} refreshed to version {}: {} files added, {} changed, {} removed, {} other "
+                        "changes; {} bytes in {} chunks to fetch again; walked in {} ms",
+                        name, next.version, diff.files_added, diff.files_changed, diff.files_removed,
+                        diff.other_changes, diff.fetch_bytes, diff.fetch_chunks, reply.walk_ms);
+  return reply;
 }
 
 proto::DatasetListReply Coordinator::ListDatasets() const {

@@ -19,10 +19,16 @@
 //
 // Durability: a change is acknowledged only after StateStore has saved it.
 //
+// Dataset versions: AddDataset records version 1; RefreshDataset walks the
+// source again and records version + 1 (same uid, so unchanged files keep
+// their keys, chunks and owners), or nothing when the origin is unchanged.
+// Only the current version exists here: its manifest is the only one served,
+// and nodes report on it (reports on another version are ignored).
+//
 // Thread-safety: all public methods may be called concurrently (RpcServer
-// workers). One mutex guards the state; the slow part of AddDataset (walking
-// the origin) runs outside it, with the name reserved so two adds of the same
-// name cannot race.
+// workers). One mutex guards the state; the slow part of AddDataset and
+// RefreshDataset (walking the origin) runs outside it, with the name reserved
+// so two adds or refreshes of the same name cannot race.
 #pragma once
 
 #include <atomic>
@@ -82,6 +88,14 @@ class Coordinator {
   // is taken, kInvalidArgument for a bad name/chunk size/replica count,
   // kNotFound / kUnavailable if the source cannot be read.
   Result<proto::DatasetAddReply> AddDataset(const proto::DatasetAdd& req);
+  // Walks the dataset's source again. If anything changed (DiffManifests),
+  // records the result as the next version, durably, keeping the dataset's
+  // uid, replicas, chunk size and warm flag; otherwise changes nothing. The
+  // reply says which files were added, changed and removed and how many bytes
+  // must be fetched again. kNotFound for an unknown dataset (or one removed
+  // during the walk), kUnavailable if a walk of it is already running, and the
+  // walk's error if the source cannot be read: the current version then stays.
+  Result<proto::DatasetRefreshReply> RefreshDataset(const std::string& name);
   proto::DatasetListReply ListDatasets() const;
   Status RemoveDataset(const std::string& name);
   // Asks every owner to hold all its chunks of the dataset.
@@ -128,8 +142,21 @@ class Coordinator {
   };
   struct StatusInput;
 
+  // Holds a name in adding_ while its source is walked.
+  struct WalkReservation {
+    Coordinator* c;
+    std::string name;
+    ~WalkReservation();
+  };
+
   explicit Coordinator(Options options);
   Status Load();
+  // Reserves `name` for a walk (kUnavailable when max_concurrent_adds walks
+  // are running). REQUIRES: mu_ held and `name` not in adding_.
+  Status ReserveWalkLocked(const std::string& name);
+  // Walks meta.source into a manifest of meta's uid, version and chunk size.
+  // `what` prefixes errors and log lines ("dataset add NAME").
+  Result<Manifest> WalkSource(const std::string& what, const proto::DatasetMeta& meta, int64_t created_unix);
   // Persists the current state and bumps the epoch. REQUIRES: mu_ held.
   Status CommitLocked(bool placement_changed);
   CoordinatorState SnapshotLocked() const;
@@ -149,7 +176,7 @@ class Coordinator {
   uint64_t placement_epoch_ = 0;  // guarded by mu_
   std::map<std::string, NodeState> nodes_;        // guarded by mu_; by name
   mutable std::map<std::string, DatasetState> datasets_;  // guarded by mu_; by name
-  std::set<std::string> adding_;                  // guarded by mu_; names being added
+  std::set<std::string> adding_;                  // guarded by mu_; names being added or refreshed
   struct SettledSince {
     proto::SettledDataset dataset;
     std::chrono::steady_clock::time_point since;

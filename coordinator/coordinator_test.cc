@@ -2,7 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -493,6 +495,195 @@ TEST_F(CoordinatorTest, StaleReportsDoNotCount) {
   ASSERT_TRUE(coord_->Heartbeat({.name = "node1", .datasets = {r}, .datasets_included = true}).ok());
   EXPECT_EQ(coord_->GetStatus("")->datasets.at(0).cached_bytes, 0u);
   EXPECT_EQ(coord_->GetStatus("nope").status().code(), Code::kNotFound);
+}
+
+// ---- dataset refresh ---------------------------------------------------------
+
+class RefreshTest : public CoordinatorTest {
+ protected:
+  // The manifest the coordinator serves for `name` at `version`.
+  Result<Manifest> Fetch(const std::string& name, uint32_t version) {
+    std::string bytes;
+    while (true) {
+      std::string part;
+      auto r = coord_->GetManifest({.name = name, .version = version, .offset = bytes.size()}, &part);
+      if (!r.ok()) return r.status();
+      bytes += part;
+      if (bytes.size() >= r->total_bytes) break;
+    }
+    return Manifest::Parse(std::move(bytes));
+  }
+
+  std::vector<std::string> ManifestFiles() {
+    std::vector<std::string> out;
+    for (auto& e : std::filesystem::directory_iterator(JoinPath(dir_, "manifests"))) {
+      out.push_back(e.path().filename().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  static MemAttributes Later() {
+    MemAttributes a;
+    a.mtime_ns += 5'000'000'000;
+    return a;
+  }
+};
+
+TEST_F(RefreshTest, AnUnchangedOriginIsANoOp) {
+  proto::DatasetMeta m = Add("imagenet");
+  const uint64_t epoch = coord_->epoch();
+  auto r = coord_->RefreshDataset("imagenet");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->changed);
+  EXPECT_EQ(r->meta.version, 1u);
+  EXPECT_EQ(r->previous_version, 1u);
+  EXPECT_EQ(r->files_added + r->files_changed + r->files_removed + r->other_changes, 0u);
+  EXPECT_EQ(r->fetch_bytes, 0u);
+  EXPECT_EQ(coord_->epoch(), epoch) << "a no-op must not change the map";
+  EXPECT_EQ(coord_->GetClusterMap().datasets.at(0).manifest_checksum, m.manifest_checksum);
+  EXPECT_EQ(ManifestFiles().size(), 1u);
+}
+
+TEST_F(RefreshTest, ChangesBecomeTheNextVersionWithTheSameUidAndSettings) {
+  proto::DatasetMeta v1 = Add("imagenet", 65536, /*replicas=*/2);
+  ASSERT_TRUE(coord_->Warm("imagenet").ok());
+  Result<Manifest> m1 = Fetch("imagenet", 1);
+  ASSERT_TRUE(m1.ok());
+  // big.bin: same size, new bytes and mtime; train/b.jpg: a new size;
+  // train/a.jpg gone; new/c.bin added.
+  ASSERT_TRUE(origin_->AddFile("big.bin", std::string(3 * 65536 + 1, 'C'), Later()).ok());
+  ASSERT_TRUE(origin_->AddFile("train/b.jpg", std::string(9000, 'B')).ok());
+  ASSERT_TRUE(origin_->Remove("train/a.jpg").ok());
+  ASSERT_TRUE(origin_->AddFile("new/c.bin", std::string(100, 'n')).ok());
+  const uint64_t epoch = coord_->epoch();
+  const uint64_t placement_epoch = coord_->GetClusterMap().placement_epoch;
+
+  auto r = coord_->RefreshDataset("imagenet");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->changed);
+  EXPECT_EQ(r->previous_version, 1u);
+  EXPECT_EQ(r->meta.version, 2u);
+  EXPECT_EQ(r->files_added, 1u);
+  EXPECT_EQ(r->files_changed, 2u);
+  EXPECT_EQ(r->files_removed, 1u);
+  EXPECT_EQ(r->other_changes, 1u);  // the directory new/
+  EXPECT_EQ(r->fetch_bytes, (3 * 65536 + 1) + 9000 + 100);
+  EXPECT_EQ(r->fetch_chunks, 4u + 1 + 1);
+  std::map<std::string, std::string> listed;
+  for (const auto& f : r->files) listed[f.path] = f.change;
+  EXPECT_EQ(listed, (std::map<std::string, std::string>{
+                        {"big.bin", "changed"}, {"train/b.jpg", "changed"}, {"train/a.jpg", "removed"},
+                        {"new/c.bin", "added"}}));
+
+  // Same dataset, next version; the settings and the warm flag are kept.
+  proto::ClusterMap map = coord_->GetClusterMap();
+  ASSERT_EQ(map.datasets.size(), 1u);
+  const proto::DatasetMeta& v2 = map.datasets[0];
+  EXPECT_EQ(v2.uid, v1.uid);
+  EXPECT_EQ(v2.version, 2u);
+  EXPECT_EQ(v2.replicas, 2u);
+  EXPECT_EQ(v2.chunk_size, 65536u);
+  EXPECT_TRUE(v2.warm);
+  EXPECT_EQ(v2.file_count, 4u);
+  EXPECT_EQ(v2.total_bytes, 9000u + 100 + 3 * 65536 + 1);
+  EXPECT_GT(map.epoch, epoch);
+  EXPECT_EQ(map.placement_epoch, placement_epoch) << "a new version moves no chunk owner";
+
+  // Only the new version is served, and only its manifest is on disk.
+  EXPECT_EQ(Fetch("imagenet", 1).status().code(), Code::kStale);
+  Result<Manifest> m2 = Fetch("imagenet", 2);
+  ASSERT_TRUE(m2.ok()) << m2.status().ToString();
+  EXPECT_EQ(m2->checksum(), v2.manifest_checksum);
+  ASSERT_EQ(ManifestFiles().size(), 1u);
+  EXPECT_NE(ManifestFiles()[0].find("-v2.manifest"), std::string::npos) << ManifestFiles()[0];
+  // An unchanged file keeps its key (so its chunks and owners); a changed one does not.
+  auto key = [](const Manifest& m, const char* path) { return m.entry(*m.Resolve(path)).file_key(); };
+  EXPECT_EQ(key(*m1, "empty"), key(*m2, "empty"));
+  EXPECT_NE(key(*m1, "big.bin"), key(*m2, "big.bin"));
+  EXPECT_NE(key(*m1, "train/b.jpg"), key(*m2, "train/b.jpg"));
+  EXPECT_FALSE(m2->Resolve("train/a.jpg"));
+
+  // Once more: nothing changed since version 2.
+  auto again = coord_->RefreshDataset("imagenet");
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->changed);
+  EXPECT_EQ(again->meta.version, 2u);
+}
+
+TEST_F(RefreshTest, ARefreshSurvivesARestart) {
+  Add("imagenet");
+  ASSERT_TRUE(coord_->Warm("imagenet").ok());
+  ASSERT_TRUE(origin_->AddFile("train/a.jpg", std::string(5000, 'A'), Later()).ok());
+  auto r = coord_->RefreshDataset("imagenet");
+  ASSERT_TRUE(r.ok() && r->changed) << r.status().ToString();
+  const uint64_t epoch = coord_->epoch();
+  Reopen();
+  EXPECT_EQ(coord_->epoch(), epoch);
+  proto::ClusterMap map = coord_->GetClusterMap();
+  ASSERT_EQ(map.datasets.size(), 1u);
+  EXPECT_EQ(map.datasets[0].version, 2u);
+  EXPECT_EQ(map.datasets[0].manifest_checksum, r->meta.manifest_checksum);
+  EXPECT_TRUE(map.datasets[0].warm);
+  Result<Manifest> m = Fetch("imagenet", 2);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->entry(*m->Resolve("train/a.jpg")).mtime_ns, Later().mtime_ns);
+  EXPECT_EQ(ManifestFiles().size(), 1u);
+  // And the next refresh starts from version 2.
+  ASSERT_TRUE(origin_->Remove("empty").ok());
+  auto next = coord_->RefreshDataset("imagenet");
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->meta.version, 3u);
+  EXPECT_EQ(next->files_removed, 1u);
+}
+
+TEST_F(RefreshTest, FailuresKeepTheCurrentVersion) {
+  Add("imagenet");
+  EXPECT_EQ(coord_->RefreshDataset("nope").status().code(), Code::kNotFound);
+  ASSERT_TRUE(origin_->AddFile("train/a.jpg", std::string(5001, 'A')).ok());
+
+  // The origin is down: a clear error, version 1 stays and is served.
+  origin_->FailPath("train", Status::Unavailable("nfs server not responding"));
+  auto down = coord_->RefreshDataset("imagenet");
+  EXPECT_EQ(down.status().code(), Code::kUnavailable);
+  EXPECT_NE(down.status().message().find("dataset refresh imagenet"), std::string::npos) << down.status().ToString();
+  origin_->ClearFaults();
+  EXPECT_EQ(coord_->GetClusterMap().datasets.at(0).version, 1u);
+  EXPECT_TRUE(Fetch("imagenet", 1).ok());
+
+  // The commit fails: nothing changes either; the next try works.
+  const uint64_t epoch = coord_->epoch();
+  coord_->TEST_store().TEST_log().TEST_FailNextAppend(ENOSPC, 10);
+  auto full = coord_->RefreshDataset("imagenet");
+  EXPECT_FALSE(full.ok());
+  EXPECT_EQ(coord_->epoch(), epoch);
+  EXPECT_EQ(coord_->GetClusterMap().datasets.at(0).version, 1u);
+  EXPECT_TRUE(Fetch("imagenet", 1).ok());
+  auto ok = coord_->RefreshDataset("imagenet");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->meta.version, 2u);
+  Reopen();
+  EXPECT_EQ(coord_->GetClusterMap().datasets.at(0).version, 2u);
+}
+
+TEST_F(RefreshTest, ARefreshRacingARemoveOrAnotherRefreshFailsClearly) {
+  Add("imagenet");
+  ASSERT_TRUE(origin_->AddFile("train/a.jpg", std::string(5001, 'A')).ok());
+  origin_->SetDelay(300ms);
+  std::thread slow([&] {
+    auto r = coord_->RefreshDataset("imagenet");
+    EXPECT_EQ(r.status().code(), Code::kNotFound) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("removed while it was being refreshed"), std::string::npos);
+  });
+  std::this_thread::sleep_for(100ms);
+  auto twice = coord_->RefreshDataset("imagenet");
+  EXPECT_EQ(twice.status().code(), Code::kUnavailable) << twice.status().ToString();
+  EXPECT_EQ(coord_->AddDataset({.name = "imagenet", .source = "mem://data"}).status().code(), Code::kAlreadyExists);
+  ASSERT_TRUE(coord_->RemoveDataset("imagenet").ok());
+  slow.join();
+  origin_->SetDelay(0ms);
+  EXPECT_TRUE(coord_->ListDatasets().datasets.empty());
+  EXPECT_TRUE(ManifestFiles().empty()) << ManifestFiles()[0];
 }
 
 }  // namespace

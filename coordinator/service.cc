@@ -35,6 +35,8 @@ void CoordinatorService::RegisterHandlers() {
       [c](const proto::ClusterStatus& r, const Envelope&, std::string*) { return c->GetStatus(r.dataset); });
   server_.Handle<proto::DatasetAdd>(
       [c](const proto::DatasetAdd& r, const Envelope&, std::string*) { return c->AddDataset(r); });
+  server_.Handle<proto::DatasetRefresh>(
+      [c](const proto::DatasetRefresh& r, const Envelope&, std::string*) { return c->RefreshDataset(r.name); });
   server_.Handle<proto::DatasetList>([c](const proto::DatasetList&, const Envelope&, std::string*) {
     return Result<proto::DatasetListReply>(c->ListDatasets());
   });

@@ -571,5 +571,50 @@ TEST_F(MountTest, ChangedOriginFileGivesEioNotMixedBytes) {
   EXPECT_EQ(errno, EIO);
 }
 
+// `dataset refresh`: new lookups see the new version; a file opened before
+// keeps reading its own version: the same bytes if it did not change (read
+// through the new version's owners), EIO if it changed and its chunks are
+// not held (never the new bytes, never a mix).
+TEST_F(MountTest, ARefreshShowsTheNewVersionAndOpenFilesKeepTheirs) {
+  UniqueFd same(::open(JoinPath(root_, "imgs/1001.jpg").c_str(), O_RDONLY));
+  UniqueFd changed(::open(JoinPath(root_, "imgs/1005.jpg").c_str(), O_RDONLY));
+  ASSERT_TRUE(same.valid() && changed.valid());
+  struct stat before;
+  ASSERT_EQ(::stat(JoinPath(root_, "imgs/1005.jpg").c_str(), &before), 0);
+
+  MemAttributes later;
+  later.mtime_ns += 1'000'000'000;
+  const std::string fresh = Pattern(7777, 4242);
+  ASSERT_TRUE(origin().AddFile("imgs/1005.jpg", fresh, later).ok());
+  auto r = coord().RefreshDataset("ds");
+  ASSERT_TRUE(r.ok() && r->changed) << r.status().ToString();
+
+  // New lookups: the new version.
+  const std::string path = JoinPath(root_, "imgs/1005.jpg");
+  ASSERT_TRUE(Eventually([&] {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && uint64_t(st.st_size) == fresh.size();
+  }));
+  struct stat after;
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  EXPECT_NE(after.st_ino, before.st_ino);
+  Result<std::string> got = ReadAll(path);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == fresh);
+
+  // Files opened before: an unchanged one reads its bytes, from the owners
+  // of the new version (the same chunks), not the origin...
+  const std::string& want = files_["imgs/1001.jpg"];
+  std::string buf(want.size(), '\0');
+  const uint64_t origin_before = fs_->reader().counters().origin_bytes.load();
+  ASSERT_EQ(::pread(same.get(), buf.data(), buf.size(), 0), ssize_t(want.size())) << std::strerror(errno);
+  EXPECT_TRUE(buf == want);
+  EXPECT_EQ(fs_->reader().counters().origin_bytes.load(), origin_before);
+  // ...and a changed one gets EIO, not the new bytes.
+  char small[100];
+  EXPECT_LT(::pread(changed.get(), small, sizeof small, 0), 0);
+  EXPECT_EQ(errno, EIO);
+}
+
 }  // namespace
 }  // namespace hoard::fuse

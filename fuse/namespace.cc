@@ -21,6 +21,19 @@ const MountedDataset* Namespace::Find(std::string_view name) const {
   return it->second;
 }
 
+const MountedDataset* Namespace::Successor(const MountedDataset& md, uint32_t entry,
+                                           uint32_t* current_entry) const {
+  const MountedDataset* current = Find(md.name);
+  if (current == nullptr || current == &md || current->view->meta.uid != md.view->meta.uid) return nullptr;
+  const EntryRecord& old = md.manifest().entry(entry);
+  std::optional<uint32_t> e = current->manifest().Resolve(md.manifest().Path(entry));
+  if (!e || !current->manifest().entry(*e).is_file() || current->manifest().entry(*e).file_key() != old.file_key()) {
+    return nullptr;
+  }
+  *current_entry = *e;
+  return current;
+}
+
 std::shared_ptr<const Namespace::Listing> Namespace::List() const {
   std::lock_guard lock(mu_);
   return listing_;

@@ -61,6 +61,11 @@ class Namespace {
   }
   // The current dataset called `name`, or null.
   const MountedDataset* Find(std::string_view name) const;
+  // For file `entry` of a retired version `md`: the current version of the
+  // same dataset (same uid) if it has the same file (same path and FileKey),
+  // with the file's entry there in *current_entry; else null (the dataset was
+  // removed, or the file changed or is gone at the origin).
+  const MountedDataset* Successor(const MountedDataset& md, uint32_t entry, uint32_t* current_entry) const;
   std::shared_ptr<const Listing> List() const;
 
   // Brings the slots in line with `view`: new datasets (or new versions) get

@@ -55,7 +55,20 @@ void HoardFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
     fuse_reply_err(req, IsDatasetIno(ino) ? ESTALE : EISDIR);
     return;
   }
-  const auto entry = static_cast<uint32_t>(entry_id);
+  auto entry = static_cast<uint32_t>(entry_id);
+  if (ds->retired.load(std::memory_order_acquire)) {
+    // A file opened before its version was replaced (`dataset refresh`): if
+    // the current version has the same file (the same key: same path, size
+    // and mtime), read it as that file, whose owners serve it. A file that
+    // changed keeps reading its own version: its chunks wherever they still
+    // are, else the origin, which refuses a changed file: EIO, never the new
+    // bytes.
+    uint32_t current_entry = 0;
+    if (const MountedDataset* current = ns_.Successor(*ds, entry, &current_entry); current != nullptr) {
+      ds = current;
+      entry = current_entry;
+    }
+  }
   const Manifest& m = ds->manifest();
   const uint64_t file_size = m.entry(entry).size;
   if (off < 0 || uint64_t(off) >= file_size || size == 0) {

@@ -2,6 +2,7 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <set>
 #include <unordered_set>
 
@@ -244,12 +245,10 @@ void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
     gate_->SetLimits(limits);
   }
   std::vector<Warmer::Target> targets;
-  std::set<uint64_t> live_uids;
   {
     std::lock_guard lock(mu_);
     std::map<uint64_t, Owned> owned;
     for (const auto& [name, ds] : view->datasets()) {
-      live_uids.insert(ds->meta.uid);
       if (view->self_index() < 0) continue;
       auto old = owned_.find(ds->meta.uid);
       Owned o;
@@ -271,18 +270,62 @@ void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
     placement_epoch_ = view->map().placement_epoch;
   }
   warmer_->SetTargets(std::move(targets));
-  // Garbage: chunks of datasets that no longer exist. Only trust a view that
-  // came from the coordinator (epoch != 0), never the empty or saved one.
-  if (view->epoch() != 0) {
-    std::set<uint64_t> stored;
-    store_->ForEach([&](const ChunkKey&, uint64_t uid, uint64_t) { stored.insert(uid); });
-    for (uint64_t uid : stored) {
-      if (!live_uids.count(uid)) {
-        size_t n = store_->RemoveDataset(uid);
-        options_.logger->info("removed {} chunks of a removed dataset (uid {:016x})", n, uid);
+  // Only trust a view that came from the coordinator (epoch != 0), never the
+  // empty or saved one, nor one missing a dataset it could not load.
+  if (view->epoch() != 0) CollectGarbage(*view);
+}
+
+void NodeAgent::CollectGarbage(const ClusterView& view) {
+  std::map<uint64_t, const DatasetView*> live;  // by uid
+  for (const auto& [name, ds] : view.datasets()) live.emplace(ds->meta.uid, ds.get());
+  std::set<uint64_t> removed;
+  // Chunks of versions not checked yet: a dataset refreshed since we last
+  // looked (or since this process started).
+  std::map<uint64_t, std::vector<ChunkKey>> unchecked;
+  store_->ForEach([&](const ChunkKey& key, uint64_t uid, uint64_t) {
+    auto it = live.find(uid);
+    if (it == live.end()) {
+      removed.insert(uid);
+      return;
+    }
+    auto done = collected_.find(uid);
+    if (done == collected_.end() || done->second != it->second->meta.version) unchecked[uid].push_back(key);
+  });
+  for (uint64_t uid : removed) {
+    size_t n = store_->RemoveDataset(uid);
+    options_.logger->info("removed {} chunks of a removed dataset (uid {:016x})", n, uid);
+  }
+  // A chunk whose file key the current version does not have belongs to a
+  // file that changed or was removed at the origin: no reader of this
+  // version can ask for it (its bytes could only serve a file still open
+  // from the previous version, which then reads EIO, never other bytes).
+  // The version is adopted by now: owned_ and the warmer work on it.
+  for (const auto& [uid, keys] : unchecked) {
+    const DatasetView& ds = *live.at(uid);
+    std::vector<FileKey> files;
+    files.reserve(ds.manifest.file_count());
+    for (uint32_t e = 0; e < ds.manifest.entry_count(); ++e) {
+      if (ds.manifest.entry(e).is_file()) files.push_back(ds.manifest.entry(e).file_key());
+    }
+    std::sort(files.begin(), files.end());
+    uint64_t dropped = 0;
+    for (const ChunkKey& key : keys) {
+      if (std::binary_search(files.begin(), files.end(), key.file)) continue;
+      if (Status s = store_->Remove(key); s.ok()) {
+        ++dropped;
+      } else {
+        options_.logger->warn("cannot drop chunk {}: {}", key.Name(), s.ToString());
       }
     }
+    if (dropped > 0) {
+      options_.logger->info("dataset {} version {}: dropped {} chunks of files that changed or were removed at the "
+                            "origin",
+                            ds.meta.name, ds.meta.version, dropped);
+    }
   }
+  std::map<uint64_t, uint32_t> collected;
+  for (const auto& [uid, ds] : live) collected.emplace(uid, ds->meta.version);
+  collected_ = std::move(collected);
 }
 
 std::vector<proto::DatasetReport> NodeAgent::BuildReports() {

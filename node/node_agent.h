@@ -13,6 +13,11 @@
 //   - removes the chunks of datasets that were removed, and the copies it
 //     holds but no longer owns once the coordinator says every chunk of the
 //     dataset is on its owners (after a join, a drain, or a node's return);
+//   - follows new versions of a dataset (`hoard dataset refresh`): owns and
+//     warms the new version's chunks (unchanged files keep their keys, so
+//     their chunks are already here and are not fetched again) and, once it
+//     has adopted the version, deletes the chunks of files the version no
+//     longer has (changed or removed at the origin);
 //   - registers with a placement weight from its capacity (--capacity, or
 //     the size of the store's disk when unlimited).
 //
@@ -101,6 +106,10 @@ class NodeAgent {
   Status RegisterSelf();
   // Recomputes owned chunks, warm targets and garbage after a map change.
   void OnViewChange(const std::shared_ptr<const ClusterView>& view);
+  // Deletes stored chunks of datasets the view no longer has, and chunks of
+  // the view's datasets whose file is not in the current version (once per
+  // dataset version and process). REQUIRES: a view from the coordinator.
+  void CollectGarbage(const ClusterView& view);
   std::vector<proto::DatasetReport> BuildReports();
   // Removes stored chunks of `settled` datasets that this node does not own,
   // once per dataset and placement epoch.
@@ -133,6 +142,9 @@ class NodeAgent {
   uint64_t placement_epoch_ = 0;           // guarded by mu_; of owned_
   std::map<uint64_t, uint64_t> dropped_at_;  // guarded by mu_; uid -> placement epoch of the last drop
   uint64_t capacity_ = 0;                  // set once by Init
+  // OnViewChange only (the watcher serialises it): by dataset uid, the
+  // version whose stale chunks CollectGarbage has removed.
+  std::map<uint64_t, uint32_t> collected_;
 
   // Control thread only.
   bool registered_ = false;

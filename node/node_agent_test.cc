@@ -54,6 +54,20 @@ class NodeAgentTest : public ::testing::Test {
 
   proto::DatasetStatus Status(const std::string& name = "ds") { return coord().GetStatus(name)->datasets.at(0); }
 
+  // Waits until every file of "ds" but `path` is cached and `path` is listed
+  // as failed, with an error naming `code`; the dataset is then incomplete.
+  void ExpectOnlyFailure(const std::string& path, const std::string& code) {
+    ASSERT_TRUE(Eventually([&] {
+      proto::DatasetStatus st = Status();
+      return st.files_cached == st.meta.file_count - 1 && !st.failures.empty();
+    }));
+    proto::DatasetStatus st = Status();
+    ASSERT_EQ(st.failures.size(), 1u);
+    EXPECT_EQ(st.failures[0].path, path);
+    EXPECT_NE(st.failures[0].error.find(code), std::string::npos) << st.failures[0].error;
+    EXPECT_FALSE(st.complete);
+  }
+
   Result<std::string> Get(NodeAgent* from, const proto::DatasetMeta& meta, const std::string& path, uint32_t index,
                           bool fill = true) {
     std::string bytes;
@@ -429,15 +443,7 @@ TEST_F(NodeAgentTest, MissingOriginFileIsAPerFileFailure) {
   AddDataset();
   ASSERT_TRUE(origin().Remove("small/f3").ok());
   ASSERT_TRUE(coord().Warm("ds").ok());
-  ASSERT_TRUE(Eventually([&] {
-    proto::DatasetStatus st = Status();
-    return st.files_cached == st.meta.file_count - 1 && !st.failures.empty();
-  }));
-  proto::DatasetStatus st = Status();
-  ASSERT_EQ(st.failures.size(), 1u);
-  EXPECT_EQ(st.failures[0].path, "small/f3");
-  EXPECT_NE(st.failures[0].error.find("NotFound"), std::string::npos) << st.failures[0].error;
-  EXPECT_FALSE(st.complete);
+  ExpectOnlyFailure("small/f3", "NotFound");
 }
 
 TEST_F(NodeAgentTest, ChangedOriginFileIsStaleNeverMixed) {
@@ -491,6 +497,135 @@ TEST_F(NodeAgentTest, RestartedAgentResumesWithoutRefetching) {
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(origin().TotalBytesRead(), read) << "a restart must not refetch cached chunks";
   (void)meta;
+}
+
+// ---- dataset refresh ---------------------------------------------------------
+
+// After `dataset refresh`, owners fetch only the files that changed or were
+// added (unchanged files keep their keys, so their cached chunks count), and
+// drop the chunks of the old versions of changed files and of removed files.
+TEST_F(NodeAgentTest, ARefreshFetchesOnlyWhatChangedAndDropsWhatIsGone) {
+  std::vector<NodeAgent*> agents{StartAgent("node1"), StartAgent("node2"), StartAgent("node3")};
+  ASSERT_TRUE(Eventually([&] { return coord().GetClusterMap().nodes.size() == 3; }));
+  proto::DatasetMeta v1 = AddDataset("ds", /*replicas=*/2);
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] { return Status().complete; })) << Status().cached_bytes;
+  auto stored = [&] {
+    uint64_t n = 0;
+    for (NodeAgent* a : agents) n += a->store()->usage().chunks;
+    return n;
+  };
+  ASSERT_EQ(stored(), v1.total_chunks * 2);
+
+  // big.bin: the same size, new bytes and mtime; small/f7: a new size;
+  // small/f3 gone; extra.bin new.
+  MemAttributes later;
+  later.mtime_ns += 1'000'000'000;
+  const std::string big = Pattern(files_["big.bin"].size(), 1234);
+  const std::string f7 = Pattern(4321, 77);
+  const std::string extra = Pattern(2 * 65536 + 5, 55);
+  ASSERT_TRUE(origin().AddFile("big.bin", big, later).ok());
+  ASSERT_TRUE(origin().AddFile("small/f7", f7).ok());
+  ASSERT_TRUE(origin().Remove("small/f3").ok());
+  ASSERT_TRUE(origin().AddFile("extra.bin", extra).ok());
+  origin().ResetCounters();
+
+  auto r = coord().RefreshDataset("ds");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->changed);
+  EXPECT_EQ(r->files_changed, 2u);
+  EXPECT_EQ(r->files_added, 1u);
+  EXPECT_EQ(r->files_removed, 1u);
+  EXPECT_EQ(r->fetch_bytes, big.size() + f7.size() + extra.size());
+  const proto::DatasetMeta v2 = r->meta;
+  ASSERT_TRUE(Eventually([&] {
+    proto::DatasetStatus st = Status();
+    return st.meta.version == 2 && st.complete;
+  }, 20s)) << Status().cached_bytes;
+  proto::DatasetStatus st = Status();
+  EXPECT_EQ(st.files_cached, v2.file_count);
+  EXPECT_EQ(st.cached_bytes, v2.total_bytes * 2);
+  EXPECT_TRUE(st.failures.empty());
+
+  // The origin was read for the changed and added files only (at most once
+  // per copy: a second owner may copy a chunk from the first).
+  for (const auto& [path, bytes] : files_) {
+    if (path != "big.bin" && path != "small/f7" && path != "small/f3") {
+      EXPECT_EQ(origin().BytesRead(path), 0u) << path << " did not change but was fetched again";
+    }
+  }
+  EXPECT_GE(origin().BytesRead("big.bin"), big.size());
+  EXPECT_GE(origin().BytesRead("small/f7"), f7.size());
+  EXPECT_GE(origin().BytesRead("extra.bin"), extra.size());
+  EXPECT_LE(origin().TotalBytesRead(), r->fetch_bytes * 2);
+
+  // Exactly the new version's chunks are left, two copies each.
+  ASSERT_TRUE(Eventually([&] { return stored() == v2.total_chunks * 2; })) << stored();
+  auto view = agents[0]->view();
+  const Manifest& m2 = view->dataset("ds")->manifest;
+  std::set<FileKey> keys;
+  for (uint32_t e = 0; e < m2.entry_count(); ++e) {
+    if (m2.entry(e).is_file()) keys.insert(m2.entry(e).file_key());
+  }
+  for (NodeAgent* a : agents) {
+    a->store()->ForEach([&](const ChunkKey& key, uint64_t uid, uint64_t) {
+      EXPECT_EQ(uid, v1.uid);
+      EXPECT_TRUE(keys.count(key.file)) << "chunk " << key.Name() << " of an old version is still stored";
+    });
+  }
+  // And they serve the new bytes.
+  for (NodeAgent* a : agents) {
+    Result<std::string> got = Get(a, v2, "big.bin", 0);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(*got == big.substr(0, 65536));
+  }
+}
+
+// A file that changed at the origin fails the warm-up (kStale, never mixed);
+// the refresh that adopts it clears the failure and caches the new bytes.
+TEST_F(NodeAgentTest, AFileThatChangedFailsUntilTheRefreshAdoptsIt) {
+  NodeAgent* a = StartAgent("node1");
+  AddDataset();
+  MemAttributes later;
+  later.mtime_ns += 1'000'000'000;
+  const std::string f5 = Pattern(files_["small/f5"].size(), 555);
+  ASSERT_TRUE(origin().AddFile("small/f5", f5, later).ok());
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ExpectOnlyFailure("small/f5", "Stale");
+
+  auto r = coord().RefreshDataset("ds");
+  ASSERT_TRUE(r.ok() && r->changed) << r.status().ToString();
+  EXPECT_EQ(r->files_changed, 1u);
+  EXPECT_EQ(r->fetch_bytes, f5.size());
+  ASSERT_TRUE(Eventually([&] {
+    proto::DatasetStatus s = Status();
+    return s.meta.version == 2 && s.complete && s.failures.empty();
+  })) << Status().failures.size();
+  Result<std::string> got = Get(a, r->meta, "small/f5", 0);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == f5);
+}
+
+// A node that was down during a refresh drops the stale chunks when it
+// starts on the new version; its unchanged chunks count at once.
+TEST_F(NodeAgentTest, ANodeRestartedAfterARefreshDropsWhatTheVersionNoLongerHas) {
+  NodeAgent* a = StartAgent("node1");
+  proto::DatasetMeta v1 = AddDataset();
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] { return Status().complete; }));
+  (void)a;
+  cluster_->StopAgent("node1");
+  ASSERT_TRUE(origin().Remove("big.bin").ok());
+  auto r = coord().RefreshDataset("ds");
+  ASSERT_TRUE(r.ok() && r->changed) << r.status().ToString();
+  EXPECT_EQ(r->fetch_bytes, 0u);
+  origin().ResetCounters();
+  a = StartAgent("node1");
+  ASSERT_TRUE(Eventually([&] { return Status().meta.version == 2 && Status().complete; }));
+  EXPECT_TRUE(Eventually([&] { return a->store()->usage().chunks == r->meta.total_chunks; }))
+      << a->store()->usage().chunks << " chunks, want " << r->meta.total_chunks;
+  EXPECT_EQ(origin().TotalBytesRead(), 0u);
+  (void)v1;
 }
 
 }  // namespace

@@ -5,6 +5,18 @@
 #include "node/chunk_file.h"
 
 namespace hoard {
+namespace {
+
+// True if `ds` (this uid and version) is one of `targets`: a job of another
+// version (it ran across a refresh, whose ordinals name other chunks) has
+// nothing to say about the current failures.
+bool Targeted(const std::vector<Warmer::Target>& targets, const DatasetView& ds) {
+  return std::any_of(targets.begin(), targets.end(), [&](const Warmer::Target& t) {
+    return t.dataset->meta.uid == ds.meta.uid && t.dataset->meta.version == ds.meta.version;
+  });
+}
+
+}  // namespace
 
 Warmer::Warmer(ChunkFiller* filler, ChunkStore* store, Options options)
     : filler_(filler), store_(store), options_(std::move(options)) {}
@@ -37,8 +49,10 @@ void Warmer::SetTargets(std::vector<Target> targets) {
     std::lock_guard lock(mu_);
     // A backoff outlives a map change: the origin is no more available for it.
     std::map<uint64_t, Backoff> backoffs;
+    std::map<uint64_t, uint32_t> versions;  // of the previous targets, by uid
     for (size_t t = 0; t < targets_.size(); ++t) {
       backoffs[targets_[t].dataset->meta.uid] = std::move(backoff_[t]);
+      versions[targets_[t].dataset->meta.uid] = targets_[t].dataset->meta.version;
     }
     targets_ = std::move(targets);
     cursor_.assign(targets_.size(), 0);
@@ -54,11 +68,13 @@ void Warmer::SetTargets(std::vector<Target> targets) {
     }
     ++generation_;
     idle_notified_ = false;
-    // Failures of datasets no longer targeted are stale.
+    // Failures of datasets no longer targeted are stale, and so are those of
+    // a previous version (a refresh): its ordinals name other chunks now.
     std::map<uint64_t, std::map<uint64_t, proto::FileFailure>> kept;
     for (const auto& t : targets_) {
       auto it = failures_.find(t.dataset->meta.uid);
-      if (it != failures_.end()) kept.insert(*it);
+      auto v = versions.find(t.dataset->meta.uid);
+      if (it != failures_.end() && v != versions.end() && v->second == t.dataset->meta.version) kept.insert(*it);
     }
     failures_ = std::move(kept);
     failure_generation_.fetch_add(1);
@@ -81,6 +97,7 @@ std::vector<proto::FileFailure> Warmer::Failures(uint64_t uid) const {
 
 void Warmer::RecordFailure(const Job& job, const std::string& path, const std::string& error) {
   std::lock_guard lock(mu_);
+  if (!Targeted(targets_, *job.dataset)) return;
   auto& f = failures_[job.dataset->meta.uid];
   if (f.size() < kMaxFailures || f.count(job.chunk.ordinal)) {
     f[job.chunk.ordinal] = proto::FileFailure{path, error};
@@ -90,6 +107,7 @@ void Warmer::RecordFailure(const Job& job, const std::string& path, const std::s
 
 void Warmer::ClearFailure(const Job& job) {
   std::lock_guard lock(mu_);
+  if (!Targeted(targets_, *job.dataset)) return;
   auto it = failures_.find(job.dataset->meta.uid);
   if (it != failures_.end() && it->second.erase(job.chunk.ordinal) > 0) failure_generation_.fetch_add(1);
 }

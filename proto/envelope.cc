@@ -40,6 +40,8 @@ bool IsKnownType(uint16_t t) {
     case MsgType::kNodeDrainReply:
     case MsgType::kNodeRemove:
     case MsgType::kNodeRemoveReply:
+    case MsgType::kDatasetRefresh:
+    case MsgType::kDatasetRefreshReply:
     case MsgType::kGetChunk:
     case MsgType::kChunkData:
     case MsgType::kNodeStatus:
@@ -76,6 +78,8 @@ const char* TypeName(MsgType t) {
     case MsgType::kNodeDrainReply: return "NodeDrainReply";
     case MsgType::kNodeRemove: return "NodeRemove";
     case MsgType::kNodeRemoveReply: return "NodeRemoveReply";
+    case MsgType::kDatasetRefresh: return "DatasetRefresh";
+    case MsgType::kDatasetRefreshReply: return "DatasetRefreshReply";
     case MsgType::kGetChunk: return "GetChunk";
     case MsgType::kChunkData: return "ChunkData";
     case MsgType::kNodeStatus: return "NodeStatus";

@@ -77,6 +77,8 @@ enum class MsgType : uint16_t {
   kNodeDrainReply = 39,
   kNodeRemove = 40,
   kNodeRemoveReply = 41,
+  kDatasetRefresh = 42,
+  kDatasetRefreshReply = 43,
   // Mount or peer -> node agent.
   kGetChunk = 50,
   kChunkData = 51,
@@ -331,6 +333,43 @@ struct DatasetAdd {
   MSGPACK_DEFINE_MAP(name, source, chunk_size, replicas);
 };
 
+// One file a refresh found added, changed (a new size or mtime) or removed.
+struct FileChange {
+  std::string path;
+  std::string change;  // "added", "changed" or "removed"
+  uint64_t size = 0;   // in the new version; the old size for "removed"
+  MSGPACK_DEFINE_MAP(path, change, size);
+};
+
+struct DatasetRefreshReply {
+  // The dataset as now recorded: the new version, or the current one when
+  // nothing changed (then no version was made).
+  DatasetMeta meta;
+  bool changed = false;
+  uint32_t previous_version = 0;
+  uint64_t files_added = 0;
+  uint64_t files_changed = 0;
+  uint64_t files_removed = 0;
+  uint64_t other_changes = 0;  // directories, symlinks, modes, owners: nothing to fetch
+  // The added and changed files: what owners fetch again (once per replica).
+  // Unchanged files keep their chunks, and their owners.
+  uint64_t fetch_bytes = 0;
+  uint64_t fetch_chunks = 0;
+  std::vector<FileChange> files;  // the first 100 file changes
+  uint64_t walk_ms = 0;
+  MSGPACK_DEFINE_MAP(meta, changed, previous_version, files_added, files_changed, files_removed, other_changes,
+                     fetch_bytes, fetch_chunks, files, walk_ms);
+};
+// Walks the dataset's source again and, if anything changed, records it as
+// the next version (same uid, replicas, chunk size and warm flag). Mounts
+// switch to it, nodes fetch the new chunks and drop the ones it no longer has.
+struct DatasetRefresh {
+  static constexpr MsgType kType = MsgType::kDatasetRefresh;
+  using Reply = DatasetRefreshReply;
+  std::string name;
+  MSGPACK_DEFINE_MAP(name);
+};
+
 struct DatasetListReply {
   std::vector<DatasetMeta> datasets;
   MSGPACK_DEFINE_MAP(datasets);
@@ -444,6 +483,7 @@ HOARD_REPLY_TYPE(ClusterMap, kClusterMap);
 HOARD_REPLY_TYPE(ManifestPart, kManifestPart);
 HOARD_REPLY_TYPE(ClusterStatusReply, kClusterStatusReply);
 HOARD_REPLY_TYPE(DatasetAddReply, kDatasetAddReply);
+HOARD_REPLY_TYPE(DatasetRefreshReply, kDatasetRefreshReply);
 HOARD_REPLY_TYPE(DatasetListReply, kDatasetListReply);
 HOARD_REPLY_TYPE(DatasetRemoveReply, kDatasetRemoveReply);
 HOARD_REPLY_TYPE(WarmReply, kWarmReply);
