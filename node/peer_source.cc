@@ -16,8 +16,28 @@ PeerSource::PeerSource(zmq::context_t& context, std::string self, std::chrono::m
 
 void PeerSource::OnView(const std::shared_ptr<const ClusterView>& view) {
   std::lock_guard lock(mu_);
-  if (current_ != nullptr && current_->map().placement_epoch != view->map().placement_epoch) previous_ = current_;
+  if (current_ != nullptr && current_->map().placement_epoch != view->map().placement_epoch) {
+    previous_ = current_;
+    misses_.clear();  // chunks move now: ask everyone again
+  }
   current_ = view;
+}
+
+bool PeerSource::Barren(const std::string& peer, uint64_t uid) {
+  std::lock_guard lock(mu_);
+  auto it = misses_.find({peer, uid});
+  return it != misses_.end() && std::chrono::steady_clock::now() < it->second.skip_until;
+}
+
+void PeerSource::Answered(const std::string& peer, uint64_t uid, bool hit) {
+  std::lock_guard lock(mu_);
+  Misses& m = misses_[{peer, uid}];
+  if (hit) {
+    m = Misses{};
+  } else if (++m.in_a_row >= kBarrenAfter) {
+    m.in_a_row = 0;
+    m.skip_until = std::chrono::steady_clock::now() + kBarrenFor;
+  }
 }
 
 Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const ChunkRef& chunk) {
@@ -63,7 +83,7 @@ Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const C
     for (const auto& n : current->map().nodes) {
       if (n.name == name) node = &n;
     }
-    if (node == nullptr || !node->up) continue;
+    if (node == nullptr || !node->up || Barren(name, dataset.meta.uid)) continue;
     {
       std::lock_guard lock(mu_);
       auto it = suspect_until_.find(node->endpoint);
@@ -77,7 +97,9 @@ Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const C
         std::lock_guard lock(mu_);
         suspect_until_[node->endpoint] = std::chrono::steady_clock::now() + kSuspectFor;
       }
-      if (r.status().code() != Code::kNotFound) {
+      if (r.status().code() == Code::kNotFound) {
+        Answered(name, dataset.meta.uid, /*hit=*/false);
+      } else {
         logger_->debug("chunk {} from peer {}: {}", key.Name(), name, r.status().ToString());
       }
       continue;
@@ -87,6 +109,7 @@ Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const C
                     chunk.length, key.Name());
       continue;
     }
+    Answered(name, dataset.meta.uid, /*hit=*/true);
     return Bytes(std::make_shared<const std::string>(static_cast<const char*>(payload.data()), payload.size()));
   }
   return Status::NotFound("no peer holds chunk " + key.Name());

@@ -13,6 +13,14 @@
 // reached is skipped for 5 s (a dead node costs one connect timeout, not one
 // per chunk, until the coordinator marks it down).
 //
+// Barren peers: in a first warm-up nobody holds anything yet, and asking the
+// next-ranked member about every chunk would cost one wasted round trip per
+// chunk (for a tree of small files, per file). A peer that answers "not here"
+// for kBarrenAfter chunks of a dataset in a row, with no hit between, is not
+// asked about that dataset again for kBarrenFor, or until the placement
+// changes (when chunks really move). A peer that holds a dataset's chunks
+// (the old owner after a join) answers hits and is never skipped.
+//
 // Thread-safety: OnView from the map watcher's thread, Fetch from any thread.
 #pragma once
 
@@ -42,6 +50,15 @@ class PeerSource : public ChunkSource {
 
  private:
   static constexpr std::chrono::seconds kSuspectFor{5};
+  static constexpr int kBarrenAfter = 32;
+  static constexpr std::chrono::seconds kBarrenFor{10};
+  struct Misses {
+    int in_a_row = 0;
+    std::chrono::steady_clock::time_point skip_until;
+  };
+  // True if `peer` is to be skipped for dataset `uid`; records an answer.
+  bool Barren(const std::string& peer, uint64_t uid);
+  void Answered(const std::string& peer, uint64_t uid, bool hit);
   const std::string self_;
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<spdlog::logger> logger_;
@@ -50,6 +67,7 @@ class PeerSource : public ChunkSource {
   std::shared_ptr<const ClusterView> current_;   // guarded by mu_
   std::shared_ptr<const ClusterView> previous_;  // guarded by mu_; an older placement
   std::map<std::string, std::chrono::steady_clock::time_point> suspect_until_;  // guarded by mu_
+  std::map<std::pair<std::string, uint64_t>, Misses> misses_;  // guarded by mu_; by (peer, dataset uid)
 };
 
 }  // namespace hoard
