@@ -94,6 +94,7 @@ Status NodeAgent::Init() {
   }
   warmer_->Start();
   control_ = std::thread([this] { ControlLoop(); });
+  janitor_ = std::thread([this] { JanitorLoop(); });
   ChunkStore::Usage u = store_->usage();
   log->info("node {} serving on {} (store {}: {} chunks, {} bytes used of {})", options_.name, Advertised(),
             store_->dir(), u.chunks, u.used_bytes, u.capacity_bytes == 0 ? std::string("unlimited")
@@ -108,7 +109,9 @@ void NodeAgent::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  janitor_cv_.notify_all();
   if (control_.joinable()) control_.join();
+  if (janitor_.joinable()) janitor_.join();
   if (warmer_) warmer_->Stop();
   if (server_) server_->Stop();
 }
@@ -182,8 +185,30 @@ Status NodeAgent::Tick() {
   }
   if (r->need_reports) last_report_chunks_ = UINT64_MAX;
   Status synced = r->epoch != watcher_->Current()->epoch() ? watcher_->Sync(r->epoch) : Status::Ok();
-  DropUnownedCopies(r->settled);
+  if (!r->settled.empty()) {
+    {
+      std::lock_guard lock(mu_);
+      to_drop_ = r->settled;
+    }
+    janitor_cv_.notify_all();
+  }
   return synced;
+}
+
+void NodeAgent::JanitorLoop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    janitor_cv_.wait(lock, [this] { return stopping_ || gc_view_ != nullptr || !to_drop_.empty(); });
+    if (stopping_) return;
+    std::shared_ptr<const ClusterView> view = std::move(gc_view_);
+    gc_view_.reset();
+    std::vector<proto::SettledDataset> settled = std::move(to_drop_);
+    to_drop_.clear();
+    lock.unlock();
+    if (view != nullptr) CollectGarbage(*view);
+    if (!settled.empty()) DropUnownedCopies(settled);
+    lock.lock();
+  }
 }
 
 void NodeAgent::DropUnownedCopies(const std::vector<proto::SettledDataset>& settled) {
@@ -272,7 +297,13 @@ void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
   warmer_->SetTargets(std::move(targets));
   // Only trust a view that came from the coordinator (epoch != 0), never the
   // empty or saved one, nor one missing a dataset it could not load.
-  if (view->epoch() != 0) CollectGarbage(*view);
+  if (view->epoch() != 0) {
+    {
+      std::lock_guard lock(mu_);
+      gc_view_ = view;
+    }
+    janitor_cv_.notify_all();
+  }
 }
 
 void NodeAgent::CollectGarbage(const ClusterView& view) {

@@ -103,6 +103,7 @@ class NodeAgent {
   explicit NodeAgent(Options options);
   Status Init();
   void ControlLoop();
+  void JanitorLoop();
   Status RegisterSelf();
   // Recomputes owned chunks, warm targets and garbage after a map change.
   void OnViewChange(const std::shared_ptr<const ClusterView>& view);
@@ -142,8 +143,16 @@ class NodeAgent {
   uint64_t placement_epoch_ = 0;           // guarded by mu_; of owned_
   std::map<uint64_t, uint64_t> dropped_at_;  // guarded by mu_; uid -> placement epoch of the last drop
   uint64_t capacity_ = 0;                  // set once by Init
-  // OnViewChange only (the watcher serialises it): by dataset uid, the
-  // version whose stale chunks CollectGarbage has removed.
+  // The janitor thread deletes chunks: thousands of unlinks take seconds,
+  // and a control thread busy with them would miss heartbeats and have the
+  // node marked down. It collects against the latest view handed to it, and
+  // drops the unowned copies of the datasets the coordinator called settled.
+  std::thread janitor_;
+  std::condition_variable janitor_cv_;
+  std::shared_ptr<const ClusterView> gc_view_;     // guarded by mu_
+  std::vector<proto::SettledDataset> to_drop_;     // guarded by mu_
+  // Janitor thread only: by dataset uid, the version whose stale chunks
+  // CollectGarbage has removed.
   std::map<uint64_t, uint32_t> collected_;
 
   // Control thread only.
