@@ -31,12 +31,13 @@ import argparse
 import json
 import os
 import random
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import time
+
+from bench_data import generate_once, random_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, os.environ.get("HOARD_BUILD_DIR", "build"), "bin")
@@ -64,36 +65,25 @@ def run(args, capture=True, check=True, timeout=1800):
 
 def generate(src, a):
     """Builds the three trees once; a marker records the parameters."""
-    want = f"{a.large_count} {a.large_mib} {a.small_count} {a.meta_entries}"
-    marker = os.path.join(src, ".complete")
-    if os.path.exists(marker) and open(marker).read() == want:
-        return
-    log(f"generating the benchmark data in {src} (once) ...")
-    shutil.rmtree(src, ignore_errors=True)
-    os.makedirs(os.path.join(src, "large"))
-    for i in range(a.large_count):
-        with open(os.path.join(src, "large", f"shard-{i:03d}.bin"), "wb") as f:
-            for _ in range(a.large_mib):
-                f.write(os.urandom(1 << 20))
-    rng = random.Random(3)
-    dirs = 100
-    for i in range(a.small_count):
-        d = os.path.join(src, "small", f"n{i % dirs:08d}")
-        os.makedirs(d, exist_ok=True)
-        size = int(rng.uniform(100, 124) * 1024)
-        with open(os.path.join(d, f"img_{i:08d}.JPEG"), "wb") as f:
-            f.write(os.urandom(size))
-    # The metadata tree: 1,000 directories of 999 empty files (1,000,000
-    # entries with the directories themselves).
-    per_dir = max(1, a.meta_entries // 1000 - 1)
-    ndirs = max(1, a.meta_entries // (per_dir + 1))
-    for i in range(ndirs):
-        d = os.path.join(src, "meta", f"d{i:04d}")
-        os.makedirs(d, exist_ok=True)
-        for j in range(per_dir):
-            os.close(os.open(os.path.join(d, f"f{j:04d}"), os.O_CREAT | os.O_WRONLY, 0o644))
-    with open(marker, "w") as f:
-        f.write(want)
+    def build(src):
+        for i in range(a.large_count):
+            random_file(os.path.join(src, "large", f"shard-{i:03d}.bin"), a.large_mib << 20)
+        rng = random.Random(3)
+        dirs = 100
+        for i in range(a.small_count):
+            size = int(rng.uniform(100, 124) * 1024)
+            random_file(os.path.join(src, "small", f"n{i % dirs:08d}", f"img_{i:08d}.JPEG"), size)
+        # The metadata tree: 1,000 directories of 999 empty files (1,000,000
+        # entries with the directories themselves).
+        per_dir = max(1, a.meta_entries // 1000 - 1)
+        ndirs = max(1, a.meta_entries // (per_dir + 1))
+        for i in range(ndirs):
+            d = os.path.join(src, "meta", f"d{i:04d}")
+            os.makedirs(d, exist_ok=True)
+            for j in range(per_dir):
+                os.close(os.open(os.path.join(d, f"f{j:04d}"), os.O_CREAT | os.O_WRONLY, 0o644))
+
+    generate_once(src, f"{a.large_count} {a.large_mib} {a.small_count} {a.meta_entries}", build, log)
 
 
 def drop_caches():

@@ -34,6 +34,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/pass_json.h"
 #include "common/hash.h"
 
 namespace {
@@ -171,14 +172,7 @@ int main(int argc, char** argv) {
   }
   for (auto& t : pool) t.join();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  nlohmann::json out = {{"dir", root},
-                        {"files", files.size()},
-                        {"bytes", bytes.load()},
-                        {"seconds", secs},
-                        {"bytes_per_s", secs > 0 ? double(bytes.load()) / secs : 0.0},
-                        {"files_per_s", secs > 0 ? double(files.size()) / secs : 0.0},
-                        {"checksum", sum.load()},
-                        {"errors", errors.load()}};
+  nlohmann::json out = hoard::bench::PassJson(root, files.size(), bytes.load(), secs, sum.load(), errors.load());
   std::printf("%s\n", out.dump().c_str());
   return errors.load() == 0 ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "fuse/local_fds.h"
@@ -26,10 +27,31 @@ ChunkReader::ChunkReader(Options options, std::function<std::shared_ptr<const Cl
       peers_(*options_.context, 16, options_.peer_connect_timeout),
       origins_(options_.origin, options_.open_origin),
       origin_reader_(nullptr, &origins_, options_.logger),
-      id_(NextReaderId()) {}
+      id_(NextReaderId()),
+      streams_(kStreamSlots) {
+  // Read-ahead must leave room in the memory cache for what readers use.
+  options_.readahead_max_bytes = std::min(options_.readahead_max_bytes, options_.memory_cache_bytes / 2);
+  if (options_.readahead_chunks != 0) {
+    for (int i = 0; i < options_.readahead_threads; ++i) ahead_threads_.emplace_back([this] { AheadLoop(); });
+  }
+}
 
 ChunkReader::~ChunkReader() {
+  {
+    std::lock_guard lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  for (std::thread& t : ahead_threads_) t.join();
   if (int fd = chunks_dir_.load(); fd >= 0) ::close(fd);
+}
+
+uint32_t ChunkReader::ReadaheadChunks(uint64_t chunk_size) const {
+  if (options_.readahead_chunks == 0 || ahead_threads_.empty() || chunk_size == 0) return 0;
+  if (options_.readahead_chunks > 0) return static_cast<uint32_t>(options_.readahead_chunks);
+  constexpr uint64_t kAutoBytes = 16u << 20;
+  constexpr uint64_t kAutoMaxChunks = 64;  // small chunks: 16 MiB would be hundreds of requests
+  return static_cast<uint32_t>(std::clamp<uint64_t>(kAutoBytes / chunk_size, 4, kAutoMaxChunks));
 }
 
 int ChunkReader::ChunksDir() {
@@ -107,21 +129,44 @@ int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t in
   return fd.Release();
 }
 
+ChunkReader::Bytes ChunkReader::LookupLocked(const ChunkKey& key) {
+  auto hit = lru_index_.find(key);
+  if (hit == lru_index_.end()) return nullptr;
+  Cached& c = *hit->second;
+  CacheList& from = c.ahead ? ahead_ : lru_;
+  if (c.ahead) {
+    // The first read of a chunk read ahead: from now on an ordinary entry.
+    c.ahead = false;
+    ahead_bytes_ -= c.bytes->size();
+    lru_bytes_ += c.bytes->size();
+    counters_.readahead_used.fetch_add(1, std::memory_order_relaxed);
+  }
+  lru_.splice(lru_.begin(), from, hit->second);
+  return c.bytes;
+}
+
 Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, uint32_t entry, uint32_t index) {
   const ChunkKey key = ds.manifest().chunk_key(entry, index);
   {
     std::lock_guard lock(cache_mu_);
-    auto hit = lru_index_.find(key);
-    if (hit != lru_index_.end()) {
-      lru_.splice(lru_.begin(), lru_, hit->second);
-      return hit->second->second;
-    }
+    if (Bytes b = LookupLocked(key)) return b;
   }
-  return flights_.Do(key, [&]() -> Result<Bytes> {
-    Result<Bytes> r = FetchUncached(ds, entry, index);
-    if (r.ok()) Remember(key, *r);
-    return r;
-  });
+  bool leader = false;
+  Result<Bytes> r = flights_.Do(
+      key,
+      [&]() -> Result<Bytes> {
+        Result<Bytes> f = FetchUncached(ds, entry, index);
+        if (f.ok()) Remember(key, *f, /*ahead=*/false);
+        return f;
+      },
+      &leader);
+  if (!leader && r.ok()) {
+    // We joined another transfer, maybe a read-ahead one, which left the
+    // chunk among those read ahead: it is used now.
+    std::lock_guard lock(cache_mu_);
+    (void)LookupLocked(key);
+  }
+  return r;
 }
 
 Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index) {
@@ -142,6 +187,7 @@ Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, 
     Result<Bytes> r = FetchFromPeer(node, view->map().placement_epoch, ds, entry, index, chunk_len);
     if (r.ok()) {
       counters_.peer_bytes.fetch_add(chunk_len);
+      counters_.remote_fetches.fetch_add(1, std::memory_order_relaxed);
       return r;
     }
     counters_.peer_failures.fetch_add(1);
@@ -155,6 +201,7 @@ Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, 
   Result<ChunkFiller::FillResult> f = origin_reader_.Fill(*ds.view, ref, /*cache=*/false);
   if (!f.ok()) return f.status();
   counters_.origin_bytes.fetch_add(chunk_len);
+  counters_.remote_fetches.fetch_add(1, std::memory_order_relaxed);
   return f->bytes;
 }
 
@@ -202,16 +249,215 @@ void ChunkReader::MarkSuspect(const std::string& endpoint, uint64_t map_epoch) {
   suspects_[endpoint] = {std::chrono::steady_clock::now() + options_.suspect_for, map_epoch};
 }
 
-void ChunkReader::Remember(const ChunkKey& key, Bytes bytes) {
+void ChunkReader::Remember(const ChunkKey& key, Bytes bytes, bool ahead) {
   std::lock_guard lock(cache_mu_);
   if (lru_index_.count(key) || bytes->size() > options_.memory_cache_bytes) return;
-  lru_bytes_ += bytes->size();
-  lru_.emplace_front(key, std::move(bytes));
-  lru_index_[key] = lru_.begin();
-  while (lru_bytes_ > options_.memory_cache_bytes && !lru_.empty()) {
-    lru_bytes_ -= lru_.back().second->size();
-    lru_index_.erase(lru_.back().first);
-    lru_.pop_back();
+  const auto now = std::chrono::steady_clock::now();
+  const size_t size = bytes->size();
+  if (ahead) {
+    ahead_bytes_ += size;
+    ahead_.push_back(Cached{key, std::move(bytes), true, now});
+    lru_index_[key] = std::prev(ahead_.end());
+  } else {
+    lru_bytes_ += size;
+    lru_.push_front(Cached{key, std::move(bytes), false, now});
+    lru_index_[key] = lru_.begin();
+  }
+  ExpireAheadLocked(now);
+  EvictLocked();
+}
+
+void ChunkReader::EvictLocked() {
+  // Ordinary entries go first; chunks read ahead only when nothing else is
+  // left (they are at most readahead_max_bytes, half the cache at most).
+  while (lru_bytes_ + ahead_bytes_ > options_.memory_cache_bytes) {
+    if (!lru_.empty()) {
+      lru_bytes_ -= lru_.back().bytes->size();
+      lru_index_.erase(lru_.back().key);
+      lru_.pop_back();
+    } else if (!ahead_.empty()) {
+      ahead_bytes_ -= ahead_.front().bytes->size();
+      lru_index_.erase(ahead_.front().key);
+      ahead_.pop_front();
+      counters_.readahead_unused.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      break;
+    }
+  }
+}
+
+void ChunkReader::ExpireAheadLocked(std::chrono::steady_clock::time_point now) {
+  while (!ahead_.empty() && now - ahead_.front().fetched > options_.readahead_ttl) {
+    Cached& c = ahead_.front();
+    c.ahead = false;
+    ahead_bytes_ -= c.bytes->size();
+    lru_bytes_ += c.bytes->size();
+    counters_.readahead_unused.fetch_add(1, std::memory_order_relaxed);
+    lru_.splice(lru_.end(), ahead_, ahead_.begin());  // the next to be evicted
+  }
+}
+
+bool ChunkReader::HeldLocally(const ChunkKey& key) {
+  const int dir = ChunksDir();
+  if (dir < 0) return false;
+  char rel[ChunkStore::kRelativePathSize];
+  ChunkStore::RelativeChunkPath(key, rel);
+  return ::faccessat(dir, rel, F_OK, 0) == 0;
+}
+
+// ---------------------------------------------------------------------------
+// Read-ahead
+
+void ChunkReader::NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end) {
+  const Manifest& m = ds.manifest();
+  const uint64_t chunk_size = m.chunk_size();
+  const auto chunks = static_cast<uint32_t>(m.chunk_count(entry));
+  const uint32_t depth = ReadaheadChunks(chunk_size);
+  if (chunks <= 1 || depth == 0 || end <= offset) return;
+  const uint64_t stream = StreamKey(ds, entry);
+  const auto last = static_cast<uint32_t>((end - 1) / chunk_size);  // the last chunk this read touches
+  const uint64_t slack = options_.sequential_slack;
+  uint32_t from = 0, to = 0;
+  bool turned_random = false;
+  {
+    std::lock_guard lock(streams_mu_);
+    Stream& s = streams_[Mix64(stream, 0x5eed) % kStreamSlots];
+    if (s.stream != stream) {
+      s = Stream{.stream = stream, .end = end, .streak = 0, .ahead_to = last + 1};
+      return;
+    }
+    if (offset <= s.end + slack && end + slack >= s.end) {
+      // Near where the reads ended: sequential, and progress if it goes
+      // further (a late request of the same window, or another reader of
+      // the same bytes, is neither progress nor a jump).
+      if (end > s.end) {
+        ++s.streak;
+        s.end = end;
+      }
+    } else {
+      turned_random = s.streak >= kSequentialReads;
+      s.streak = 0;
+      s.end = end;
+      s.ahead_to = last + 1;
+    }
+    if (s.streak >= kSequentialReads) {
+      from = std::max(s.ahead_to, last + 1);
+      to = static_cast<uint32_t>(std::min<uint64_t>(chunks, uint64_t(last) + 1 + depth));
+      if (from < to) s.ahead_to = to;
+    }
+  }
+  if (turned_random) DropAhead(stream, m.chunk_key(entry, 0).file);
+  if (from >= to) return;
+  const uint32_t stopped = QueueAhead(ds, entry, stream, from, to);
+  if (stopped < to) {
+    // Out of budget: the next read of the file tries again from there.
+    std::lock_guard lock(streams_mu_);
+    Stream& s = streams_[Mix64(stream, 0x5eed) % kStreamSlots];
+    if (s.stream == stream) s.ahead_to = std::min(s.ahead_to, stopped);
+  }
+}
+
+uint32_t ChunkReader::QueueAhead(const MountedDataset& ds, uint32_t entry, uint64_t stream, uint32_t from,
+                                 uint32_t to) {
+  const Manifest& m = ds.manifest();
+  const uint64_t file_size = m.entry(entry).size;
+  std::vector<AheadTask> tasks;
+  uint32_t c = from;
+  for (; c < to; ++c) {
+    const ChunkKey key = m.chunk_key(entry, c);
+    if (HeldLocally(key)) continue;  // read from the store directly
+    const uint64_t len = ChunkLength(file_size, m.chunk_size(), c);
+    std::lock_guard lock(cache_mu_);
+    if (lru_index_.count(key) || ahead_pending_.count(key)) continue;
+    if (ahead_bytes_ + ahead_pending_bytes_ + len > options_.readahead_max_bytes) {
+      ExpireAheadLocked(std::chrono::steady_clock::now());
+      if (ahead_bytes_ + ahead_pending_bytes_ + len > options_.readahead_max_bytes) break;
+    }
+    ahead_pending_.insert(key);
+    ahead_pending_bytes_ += len;
+    tasks.push_back(AheadTask{&ds, entry, c, stream, key, len});
+  }
+  if (!tasks.empty()) {
+    {
+      std::lock_guard lock(queue_mu_);
+      for (AheadTask& t : tasks) queue_.push_back(t);
+    }
+    queue_cv_.notify_all();
+  }
+  return c;
+}
+
+void ChunkReader::DropAhead(uint64_t stream, const FileKey& file) {
+  std::vector<AheadTask> dropped;
+  {
+    std::lock_guard lock(queue_mu_);
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->stream == stream) {
+        dropped.push_back(*it);
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  std::lock_guard lock(cache_mu_);
+  for (const AheadTask& t : dropped) {
+    ahead_pending_.erase(t.key);
+    ahead_pending_bytes_ -= t.len;
+  }
+  counters_.readahead_unused.fetch_add(dropped.size(), std::memory_order_relaxed);
+  // What was already read ahead for it ages like any other entry.
+  for (auto it = ahead_.begin(); it != ahead_.end();) {
+    auto next = std::next(it);
+    if (it->key.file == file) {
+      it->ahead = false;
+      ahead_bytes_ -= it->bytes->size();
+      lru_bytes_ += it->bytes->size();
+      counters_.readahead_unused.fetch_add(1, std::memory_order_relaxed);
+      lru_.splice(lru_.end(), ahead_, it);
+    }
+    it = next;
+  }
+}
+
+void ChunkReader::AheadLoop() {
+  for (;;) {
+    AheadTask task;
+    {
+      std::unique_lock lock(queue_mu_);
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      task = queue_.front();
+      queue_.pop_front();
+    }
+    FetchAhead(task);
+    std::lock_guard lock(cache_mu_);
+    ahead_pending_.erase(task.key);
+    ahead_pending_bytes_ -= task.len;
+  }
+}
+
+void ChunkReader::FetchAhead(const AheadTask& task) {
+  // A demand read may have fetched it meanwhile, or the node agent stored it.
+  {
+    std::lock_guard lock(cache_mu_);
+    if (lru_index_.count(task.key)) return;
+  }
+  if (HeldLocally(task.key)) return;
+  counters_.readahead_chunks.fetch_add(1, std::memory_order_relaxed);
+  Result<Bytes> r = flights_.Do(task.key, [&]() -> Result<Bytes> {
+    Result<Bytes> f = FetchUncached(*task.ds, task.entry, task.index);
+    // This node's own agent may have stored it while serving us (it owns
+    // it): the demand read will open the file, so keep no second copy.
+    if (f.ok() && !HeldLocally(task.key)) Remember(task.key, *f, /*ahead=*/true);
+    return f;
+  });
+  if (r.ok()) {
+    counters_.readahead_bytes.fetch_add((*r)->size(), std::memory_order_relaxed);
+  } else {
+    // Silent: the demand read of the chunk tries again, and reports.
+    counters_.readahead_failures.fetch_add(1, std::memory_order_relaxed);
+    options_.logger->debug("read-ahead of {} of {}: {}", task.key.Name(), task.ds->name, r.status().ToString());
   }
 }
 

@@ -16,6 +16,33 @@
 // the kernel asks for a chunk in many reads (128 KiB to 1 MiB each), and a
 // fetch is single-flight: concurrent readers of a chunk share one transfer.
 //
+// Sequential read-ahead: a chunk fetched on demand costs the reader a whole
+// round trip (to an owner that may itself read the origin), so a reader
+// streaming a large file would have one chunk in flight at a time, two where
+// the kernel's 4 MiB read-ahead window crosses a chunk boundary. NoteRead,
+// called for every read request, follows each file's reads. Once a file is
+// read sequentially (kSequentialReads requests in a row that start within
+// `sequential_slack` of where its reads so far ended and take that end
+// further: FUSE threads pass the requests of one kernel read-ahead window in
+// any order), the `readahead_chunks` chunks after the one being read are
+// fetched by a pool of `readahead_threads`, through the same single flight
+// as demand reads: a demand read of a chunk being read ahead waits for that
+// transfer instead of starting another. Read-ahead never goes past the
+// file's last chunk and skips chunks that the local store holds (read from
+// there directly) or that are in memory already; a file whose reads stop
+// being sequential has its queued read-ahead dropped. A failed read-ahead is
+// counted and otherwise silent: the demand read tries again and reports.
+//
+// Memory: chunks read ahead wait in their own list, not in the LRU, until a
+// demand read uses them (then they join the LRU) or `readahead_ttl` passes
+// (then they become the LRU's oldest entries), so a burst of other reads
+// never evicts what was just read ahead for a reader that has yet to get
+// there. Those chunks plus the read-ahead transfers in flight are at most
+// `readahead_max_bytes`; read-ahead waits while they are not. A chunk that
+// read-ahead finds in the local store once fetched (this node owns it, and
+// its node agent stored it while serving us) is not kept: the demand read
+// opens the file.
+//
 // A failure of every source is returned as the last source's Status; the
 // FUSE layer turns it into EIO.
 //
@@ -24,11 +51,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
@@ -61,7 +93,30 @@ class ChunkReader {
     // Called (from a reading thread; keep it cheap) when a peer's reply
     // shows a placement epoch newer than the current view's.
     std::function<void()> on_newer_placement;
+
+    // Read-ahead (see above). Chunks fetched ahead of a sequential reader:
+    // kAutoReadahead = enough for 16 MiB, at least 4 (4 chunks of 4 MiB);
+    // 0 = no read-ahead.
+    int readahead_chunks = kAutoReadahead;
+    // Threads fetching ahead: the most read-ahead transfers in flight for
+    // all readers together (a demand read never waits for a free one).
+    int readahead_threads = 8;
+    // Bytes read ahead and not yet used, plus those in flight. Part of
+    // memory_cache_bytes, and at most half of it (the rest is for chunks
+    // readers are using).
+    size_t readahead_max_bytes = 128u << 20;
+    // How long a chunk read ahead is kept for its reader before it becomes
+    // an ordinary LRU entry (a reader that stopped, or was far behind).
+    std::chrono::milliseconds readahead_ttl{10000};
+    // How far from where a file's reads ended the next one may start (or
+    // end) and still count as sequential: the kernel's read-ahead window
+    // plus a request, since FUSE worker threads pass the requests of one
+    // window in any order.
+    uint64_t sequential_slack = 8u << 20;
   };
+  static constexpr int kAutoReadahead = -1;
+  // Reads in a row that make a file sequential.
+  static constexpr uint32_t kSequentialReads = 2;
 
   struct Counters {
     std::atomic<uint64_t> local_bytes{0};
@@ -69,6 +124,12 @@ class ChunkReader {
     std::atomic<uint64_t> origin_bytes{0};
     std::atomic<uint64_t> peer_failures{0};
     std::atomic<uint64_t> corrupt_local_chunks{0};
+    std::atomic<uint64_t> remote_fetches{0};    // chunks fetched from a peer or the origin
+    std::atomic<uint64_t> readahead_chunks{0};  // read-ahead transfers started
+    std::atomic<uint64_t> readahead_bytes{0};   // and their bytes, when they succeeded
+    std::atomic<uint64_t> readahead_used{0};    // chunks read ahead that a demand read then used
+    std::atomic<uint64_t> readahead_unused{0};  // dropped or expired before any read used them
+    std::atomic<uint64_t> readahead_failures{0};
   };
 
   using Bytes = std::shared_ptr<const std::string>;
@@ -92,6 +153,16 @@ class ChunkReader {
   // The whole chunk from peers or the origin (step 2 and 3 above).
   Result<Bytes> FetchRemote(const MountedDataset& ds, uint32_t entry, uint32_t index);
 
+  // Notes a read request of bytes [offset, end) of file `entry` and, when
+  // the file is being read sequentially, queues read-ahead of the chunks
+  // after it (see above). Cheap: a single-chunk file returns at once, others
+  // take one short lock. `ds` must outlive this reader (Namespace keeps every
+  // MountedDataset until it is destroyed, after the reader).
+  void NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end);
+
+  // The read-ahead depth in chunks for `chunk_size` (0 = none).
+  uint32_t ReadaheadChunks(uint64_t chunk_size) const;
+
   Counters& counters() { return counters_; }
   const Counters& counters() const { return counters_; }
 
@@ -103,9 +174,43 @@ class ChunkReader {
   // create the store after the mount starts); -1 while it does not exist.
   int ChunksDir();
   Result<Bytes> FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index);
+  // Whether the local store holds the chunk file (not checked further).
+  bool HeldLocally(const ChunkKey& key);
+
+  // ---- read-ahead ----
+  struct AheadTask {
+    const MountedDataset* ds;
+    uint32_t entry;
+    uint32_t index;
+    uint64_t stream;  // StreamKey of the file
+    ChunkKey key;
+    uint64_t len;
+  };
+  // Where a file's reads have got to. `stream` 0 = a free slot.
+  struct Stream {
+    uint64_t stream = 0;
+    uint64_t end = 0;       // where the sequential reads so far ended
+    uint32_t streak = 0;    // requests in a row that were sequential
+    uint32_t ahead_to = 0;  // chunks below this one were queued (or skipped)
+  };
+  static uint64_t StreamKey(const MountedDataset& ds, uint32_t entry) { return (uint64_t(ds.slot) << 32 | entry) + 1; }
+  // Queues read-ahead of chunks [from, to) of the file; returns the first
+  // chunk it did not queue for lack of budget (`to` when all were).
+  uint32_t QueueAhead(const MountedDataset& ds, uint32_t entry, uint64_t stream, uint32_t from, uint32_t to);
+  // The file's reads are no longer sequential: drop its queued read-ahead
+  // and let the chunks it read ahead age like any other.
+  void DropAhead(uint64_t stream, const FileKey& file);
+  void AheadLoop();
+  void FetchAhead(const AheadTask& task);
+  // Moves read-ahead chunks older than the TTL into the LRU's tail.
+  void ExpireAheadLocked(std::chrono::steady_clock::time_point now);
   Result<Bytes> FetchFromPeer(const proto::NodeInfo& node, uint64_t placement_epoch, const MountedDataset& ds,
                               uint32_t entry, uint32_t index, uint64_t chunk_len);
-  void Remember(const ChunkKey& key, Bytes bytes);
+  // The cached chunk, or null; a chunk read ahead becomes an LRU entry.
+  Bytes LookupLocked(const ChunkKey& key);
+  // Caches a fetched chunk: at the LRU's head, or in the read-ahead list.
+  void Remember(const ChunkKey& key, Bytes bytes, bool ahead);
+  void EvictLocked();
   // A peer that could not be reached is skipped for `suspect_for`, or until
   // the map changes (it may say the node restarted, or is down), so one
   // dead node costs one connect timeout, not one per chunk. The coordinator
@@ -127,11 +232,41 @@ class ChunkReader {
   SingleFlight<ChunkKey, Result<ChunkTrailer>, ChunkKeyHash> verify_flights_;
 
   SingleFlight<ChunkKey, Result<Bytes>, ChunkKeyHash> flights_;
-  // In-memory LRU of remote chunks.
-  std::mutex cache_mu_;
-  std::list<std::pair<ChunkKey, Bytes>> lru_;  // guarded by cache_mu_; front = newest
-  std::unordered_map<ChunkKey, std::list<std::pair<ChunkKey, Bytes>>::iterator, ChunkKeyHash> lru_index_;
-  size_t lru_bytes_ = 0;  // guarded by cache_mu_
+  // In-memory cache of remote chunks: the LRU, and the chunks read ahead that
+  // no read has used yet (oldest first). One index covers both lists; an
+  // entry says which it is on.
+  struct Cached {
+    ChunkKey key;
+    Bytes bytes;
+    bool ahead = false;
+    std::chrono::steady_clock::time_point fetched;
+  };
+  using CacheList = std::list<Cached>;
+  std::mutex cache_mu_;  // never held while taking another lock of this class
+  CacheList lru_;        // guarded by cache_mu_; front = newest
+  CacheList ahead_;      // guarded by cache_mu_; front = oldest
+  // Both lists' entries by key; guarded by cache_mu_.
+  std::unordered_map<ChunkKey, CacheList::iterator, ChunkKeyHash> lru_index_;
+  size_t lru_bytes_ = 0;    // guarded by cache_mu_
+  size_t ahead_bytes_ = 0;  // guarded by cache_mu_: bytes in ahead_
+  // Read-ahead queued or being fetched, and their bytes; guarded by cache_mu_.
+  std::unordered_set<ChunkKey, ChunkKeyHash> ahead_pending_;
+  size_t ahead_pending_bytes_ = 0;
+
+  // Files being read: a small direct-mapped table (a collision only makes a
+  // file look new, as if it had just been opened).
+  static constexpr size_t kStreamSlots = 1024;
+  // Never held while taking another lock of this class.
+  std::mutex streams_mu_;
+  std::vector<Stream> streams_;  // guarded by streams_mu_; kStreamSlots entries
+
+  // Never held while taking another lock of this class.
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<AheadTask> queue_;  // guarded by queue_mu_
+  bool stopping_ = false;        // guarded by queue_mu_
+  // Started in the constructor, joined in the destructor.
+  std::vector<std::thread> ahead_threads_;
 
   struct Suspicion {
     std::chrono::steady_clock::time_point until;

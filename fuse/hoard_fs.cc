@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 
@@ -38,6 +39,12 @@ void Guarded(fuse_req_t req, const char* op, F&& f) {
   }
 }
 
+// How far apart the requests of a sequential reader may arrive: those of one
+// kernel read-ahead window come in any order (several FUSE threads take them).
+uint64_t SequentialSlack(uint32_t read_ahead_kb) {
+  return std::max<uint64_t>(8u << 20, 2 * (uint64_t(read_ahead_kb) << 10));
+}
+
 }  // namespace
 
 HoardFs::HoardFs(Options options)
@@ -63,7 +70,10 @@ HoardFs::HoardFs(Options options)
                                            poll_now_ = true;
                                          }
                                          cv_.notify_all();
-                                       }},
+                                       },
+                                   .readahead_chunks = options_.readahead_chunks,
+                                   .readahead_threads = options_.readahead_threads,
+                                   .sequential_slack = SequentialSlack(options_.read_ahead_kb)},
               [this] { return watcher_.Current(); }),
       start_time_(static_cast<int64_t>(::time(nullptr))) {}
 
@@ -180,6 +190,11 @@ void HoardFs::WriteStats() {
                      ", \"origin_bytes\": " + std::to_string(v(c.origin_bytes)) +
                      ", \"peer_failures\": " + std::to_string(v(c.peer_failures)) +
                      ", \"corrupt_local_chunks\": " + std::to_string(v(c.corrupt_local_chunks)) +
+                     ", \"readahead_chunks\": " + std::to_string(v(c.readahead_chunks)) +
+                     ", \"readahead_bytes\": " + std::to_string(v(c.readahead_bytes)) +
+                     ", \"readahead_used\": " + std::to_string(v(c.readahead_used)) +
+                     ", \"readahead_unused\": " + std::to_string(v(c.readahead_unused)) +
+                     ", \"readahead_failures\": " + std::to_string(v(c.readahead_failures)) +
                      ", \"read_sizes_kib\": {" + sizes + "}}\n";
   if (json == last_stats_) return;
   // Replaced by rename so readers never see half a file, but not fsynced:
@@ -202,8 +217,12 @@ void HoardFs::Init(fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
   if (conn->capable & FUSE_CAP_SPLICE_MOVE) conn->want |= FUSE_CAP_SPLICE_MOVE;
   // Directory listings come with attributes: `ls -l` and os.scandir need no
-  // extra lookups.
+  // extra lookups. Every part of a listing, not only its first (the kernel's
+  // "auto" mode): the entries cost the mount nothing extra, and a reader that
+  // lists a directory and then opens its files would otherwise send a LOOKUP
+  // for each file past the first few dozen.
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   // Lookups in different directories may run in parallel.
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // Symlink targets never change within a dataset version.

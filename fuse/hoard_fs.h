@@ -69,6 +69,11 @@ class HoardFs {
     // The kernel's read-ahead window for the mount; 0 leaves the kernel's
     // default (128 KiB, which makes a 256 MiB file 2,048 round trips).
     uint32_t read_ahead_kb = 4096;
+    // The mount's own read-ahead of chunks for sequential readers
+    // (fuse/chunk_reader.h): chunks ahead (ChunkReader::kAutoReadahead:
+    // 16 MiB worth, at least 4; 0 = none) and threads fetching them.
+    int readahead_chunks = ChunkReader::kAutoReadahead;
+    int readahead_threads = 8;
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;
     OriginPool::Opener open_origin;  // tests substitute an in-memory origin

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   bool allow_other = false, debug = false;
   int threads = 16;
   uint32_t read_ahead_kb = 4096;
+  int readahead_chunks = hoard::fuse::ChunkReader::kAutoReadahead, readahead_threads = 8;
   app.add_option("mountpoint", mountpoint, "Where to mount")->required();
   app.add_option("--coordinator", coordinator, "Coordinator endpoint")->capture_default_str();
   app.add_option("--node-store", node_store,
@@ -28,7 +29,13 @@ int main(int argc, char** argv) {
   app.add_option("--read-ahead-kb", read_ahead_kb, "Kernel read-ahead for the mount, KiB (0: kernel default)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-
+  app.add_option("--readahead-chunks", readahead_chunks,
+                 "Chunks fetched ahead of a sequential reader (-1: 16 MiB worth, at least 4; 0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1024));
+  app.add_option("--readahead-threads", readahead_threads, "Threads fetching chunks ahead (all readers together)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   app.add_flag("--fuse-debug", debug, "Print every FUSE request");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -48,6 +55,8 @@ int main(int argc, char** argv) {
                            .cache_dir = cache_dir,
                            .mountpoint = mountpoint,
                            .read_ahead_kb = read_ahead_kb,
+                           .readahead_chunks = readahead_chunks,
+                           .readahead_threads = readahead_threads,
                            .logger = log,
                            .context = &context});
   if (hoard::Status s = fs.Start(); !s.ok()) {

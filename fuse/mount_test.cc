@@ -58,20 +58,10 @@ class MountTest : public ::testing::Test {
     ASSERT_TRUE(add.ok()) << add.status().ToString();
     meta_ = add->meta;
 
-    fs_ = std::make_unique<HoardFs>(HoardFs::Options{.coordinator = cluster_->endpoint(),
-                                                     .local_store = JoinPath(dir_, "node1/store"),
-                                                     .cache_dir = JoinPath(dir_, "mount-cache"),
-                                                     .poll_interval = 100ms,
-                                                     .peer_timeout = 2000ms,
-                                                     .peer_connect_timeout = 300ms,
-                                                     .logger = cluster_->logger(),
-                                                     .context = &cluster_->zmq(),
-                                                     .open_origin = cluster_->opener()});
-    ASSERT_TRUE(fs_->Start().ok());
+    fs_ = std::make_unique<HoardFs>(TestMountOptions(*cluster_));
     mnt_ = JoinPath(dir_, "mnt");
-    ASSERT_TRUE(MakeDirs(mnt_).ok());
-    mount_ = std::make_unique<TestMount>(fs_.get(), mnt_);
-    ASSERT_TRUE(mount_->ok()) << "cannot mount FUSE here";
+    mount_ = TestMount::Start(fs_.get(), mnt_);
+    ASSERT_NE(mount_, nullptr) << "cannot start the mount, or mount FUSE here";
     root_ = JoinPath(mnt_, "datasets/ds");
     ASSERT_TRUE(Eventually([&] { return ::access(root_.c_str(), F_OK) == 0; }));
   }
@@ -88,12 +78,7 @@ class MountTest : public ::testing::Test {
 
   // Another mount of the same cluster, reading node1's store.
   std::unique_ptr<HoardFs> SecondMount(const std::string& cache) {
-    return std::make_unique<HoardFs>(HoardFs::Options{.coordinator = cluster_->endpoint(),
-                                                      .local_store = JoinPath(dir_, "node1/store"),
-                                                      .cache_dir = JoinPath(dir_, cache),
-                                                      .logger = cluster_->logger(),
-                                                      .context = &cluster_->zmq(),
-                                                      .open_origin = cluster_->opener()});
+    return std::make_unique<HoardFs>(TestMountOptions(*cluster_, cache));
   }
 
   void WarmAll() {

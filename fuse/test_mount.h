@@ -11,14 +11,33 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <string>
 #include <thread>
 
+#include "common/file_util.h"
 #include "common/mountinfo.h"
 #include "fuse/hoard_fs.h"
+#include "node/test_cluster.h"
 
 namespace hoard::fuse {
+
+// Options for a mount of `cluster` that reads node1's store (DIR/node1/store)
+// and keeps its cache in DIR/`cache`, with short timeouts for tests.
+inline HoardFs::Options TestMountOptions(hoard::testing::TestCluster& cluster,
+                                         const std::string& cache = "mount-cache") {
+  using namespace std::chrono_literals;
+  return HoardFs::Options{.coordinator = cluster.endpoint(),
+                          .local_store = JoinPath(cluster.dir(), "node1/store"),
+                          .cache_dir = JoinPath(cluster.dir(), cache),
+                          .poll_interval = 100ms,
+                          .peer_timeout = 2000ms,
+                          .peer_connect_timeout = 300ms,
+                          .logger = cluster.logger(),
+                          .context = &cluster.zmq(),
+                          .open_origin = cluster.opener()};
+}
 
 class TestMount {
  public:
@@ -77,6 +96,14 @@ class TestMount {
   }
 
   bool ok() const { return se_ != nullptr; }
+
+  // Starts `fs` and mounts it on `mountpoint` (created if missing); null if
+  // either fails (the reason is logged by the test's assertions).
+  static std::unique_ptr<TestMount> Start(HoardFs* fs, const std::string& mountpoint) {
+    if (!fs->Start().ok() || !MakeDirs(mountpoint).ok()) return nullptr;
+    auto m = std::make_unique<TestMount>(fs, mountpoint);
+    return m->ok() ? std::move(m) : nullptr;
+  }
 
  private:
   std::string mountpoint_;

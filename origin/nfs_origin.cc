@@ -578,6 +578,18 @@ class NfsFile : public OriginFile {
 
 }  // namespace
 
+std::vector<std::string> NfsUrl::ExportCandidates() const {
+  std::vector<std::string> out;
+  for (std::string p = path; !p.empty(); p = p.substr(0, p.rfind('/'))) out.push_back(p);
+  if (out.empty() || out.back() != "/") out.push_back("/");
+  return out;
+}
+
+std::string NfsUrl::BelowExport(const std::string& candidate) const {
+  if (candidate == "/") return path.substr(1);
+  return candidate.size() < path.size() ? path.substr(candidate.size() + 1) : "";
+}
+
 // ---------------------------------------------------------------------------
 // NfsOrigin
 
@@ -586,27 +598,15 @@ Result<std::unique_ptr<NfsOrigin>> NfsOrigin::Create(const std::string& source, 
   NfsTarget target{source, url, std::max(1, options.timeout_ms)};
 
   // The export: the longest prefix of the path the server lets us mount.
-  std::vector<std::string> parts;
-  for (size_t start = 1; start < url.path.size();) {
-    size_t end = url.path.find('/', start);
-    if (end == std::string::npos) end = url.path.size();
-    parts.push_back(url.path.substr(start, end - start));
-    start = end + 1;
-  }
   std::unique_ptr<NfsConnection> conn;
   std::string export_path;
-  size_t used = 0;
   Status last;
-  for (size_t n = parts.size() + 1; n-- > 0;) {
-    std::string candidate;
-    for (size_t i = 0; i < n; ++i) candidate += "/" + parts[i];
-    if (candidate.empty()) candidate = "/";
+  for (const std::string& candidate : url.ExportCandidates()) {
     Failure failure;
     Result<std::unique_ptr<NfsConnection>> c = Connect(target, candidate, &failure);
     if (c.ok()) {
       conn = std::move(*c);
       export_path = candidate;
-      used = n;
       break;
     }
     // Only a refusal from the MOUNT service means "try a shorter prefix";
@@ -618,8 +618,7 @@ Result<std::unique_ptr<NfsOrigin>> NfsOrigin::Create(const std::string& source, 
     return Status::NotFound(source + ": no prefix of " + url.path + " is exported by " + url.host + " (" +
                             last.message() + ")");
   }
-  std::string root;
-  for (size_t i = used; i < parts.size(); ++i) root = JoinOriginPath(root, parts[i]);
+  const std::string root = url.BelowExport(export_path);
   const uint64_t read_max = conn->read_max();
 
   auto pool = std::make_shared<NfsConnectionPool>(target, export_path, root, options.max_connections);

@@ -66,6 +66,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "origin/origin.h"
 
@@ -80,6 +81,13 @@ struct NfsUrl {
 
   // kInvalidArgument with the reason for anything malformed.
   static Result<NfsUrl> Parse(std::string_view url);
+
+  // Where the export may be: `path` and each directory above it, longest
+  // first ("/a/b", "/a", "/").
+  std::vector<std::string> ExportCandidates() const;
+  // What is left of `path` below the export `candidate` ("b" for "/a"; ""
+  // for the path itself).
+  std::string BelowExport(const std::string& candidate) const;
 };
 
 class NfsConnectionPool;

@@ -109,5 +109,18 @@ TEST(NfsUrlTest, ParsesHostPortPathAndMountPort) {
   EXPECT_EQ(u->path, "/with space/naïve");
 }
 
+TEST(NfsUrlTest, ExportCandidatesAreThePathAndItsParentsLongestFirst) {
+  auto u = NfsUrl::Parse("nfs://h:1/srv/data/imagenet");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->ExportCandidates(), (std::vector<std::string>{"/srv/data/imagenet", "/srv/data", "/srv", "/"}));
+  EXPECT_EQ(u->BelowExport("/srv/data/imagenet"), "");
+  EXPECT_EQ(u->BelowExport("/srv"), "data/imagenet");
+  EXPECT_EQ(u->BelowExport("/"), "srv/data/imagenet");
+  u = NfsUrl::Parse("nfs://h/");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->ExportCandidates(), (std::vector<std::string>{"/"}));
+  EXPECT_EQ(u->BelowExport("/"), "");
+}
+
 }  // namespace
 }  // namespace hoard

@@ -103,13 +103,14 @@ def _now():
 
 class HostCluster:
     def __init__(self, workdir, nodes=3, export_dir=None, nfs_port=20490, mounts="all", coordinator_args=(),
-                 node_args=()):
+                 node_args=(), mount_args=()):
         """`mounts`: "all" (a mount on every node host, also those added
-        later) or "first" (node 1 only). `coordinator_args` and `node_args`
-        are extra flags for every start of the coordinator and the node
-        agents."""
+        later) or "first" (node 1 only). `coordinator_args`, `node_args` and
+        `mount_args` are extra flags for every start of the coordinator, the
+        node agents and the mounts."""
         self.coordinator_args = list(coordinator_args)
         self.node_args = list(node_args)
+        self.mount_args = list(mount_args)
         if mounts not in ("all", "first"):
             raise ValueError(f"mounts must be 'all' or 'first', not {mounts!r}")
         self.workdir = os.path.realpath(workdir)
@@ -327,7 +328,7 @@ class HostCluster:
         self.mounts.append(mnt)
         self._spawn(f"mount{i}", [os.path.join(BIN, "hoard-fuse"), mnt, "--coordinator", self.coordinator,
                                   "--node-store", os.path.join(self.store_dir(i), "store"),
-                                  "--cache-dir", os.path.join(self.workdir, f"mount-cache{i}")],
+                                  "--cache-dir", os.path.join(self.workdir, f"mount-cache{i}")] + self.mount_args,
                     self.node_ns[i - 1])
         if wait:
             self.wait_for(lambda: mounted(mnt), 15, f"the mount of node {i}")
