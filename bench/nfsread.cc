@@ -13,7 +13,9 @@
 // connection pool, no handle cache, no attribute checks): one nfs_context per
 // thread, mounted once, and per file nfs_open, nfs_pread of --block bytes
 // until the end, nfs_close, as a training job reading NFS directly would.
-// Threads take the next file from a shared list.
+// Threads take the next file from a shared list. libnfs's directory cache is
+// on, as by default: the listing (READDIRPLUS) fills it, and an open then
+// needs no LOOKUP (--no-dircache: one per path component).
 //
 // Prints files, bytes, seconds, MB/s (and files/s); --json prints one object
 // instead, with a checksum computed as hoard-readtree computes it (a sum over
@@ -54,12 +56,13 @@ using Context = std::unique_ptr<nfs_context, ContextDeleter>;
 
 // A context connected to `url`'s server with `export_path` mounted, or null
 // (the reason in *error).
-Context Mount(const hoard::NfsUrl& url, const std::string& export_path, std::string* error) {
+Context Mount(const hoard::NfsUrl& url, const std::string& export_path, bool dircache, std::string* error) {
   Context ctx(nfs_init_context());
   if (!ctx) {
     *error = "nfs_init_context failed";
     return nullptr;
   }
+  nfs_set_dircache(ctx.get(), dircache ? 1 : 0);
   // libnfs 4.0 takes the ports only as URL arguments.
   std::string args = "nfs://server/?";
   if (url.port != 0) args += "nfsport=" + std::to_string(url.port);
@@ -83,9 +86,10 @@ Context Mount(const hoard::NfsUrl& url, const std::string& export_path, std::str
 
 // Finds the export (the longest mountable prefix of url.path); sets *root to
 // the rest, with a leading '/' ("" for the export itself).
-Context MountLongestPrefix(const hoard::NfsUrl& url, std::string* export_path, std::string* root, std::string* error) {
+Context MountLongestPrefix(const hoard::NfsUrl& url, bool dircache, std::string* export_path, std::string* root,
+                           std::string* error) {
   for (const std::string& candidate : url.ExportCandidates()) {
-    if (Context ctx = Mount(url, candidate, error)) {
+    if (Context ctx = Mount(url, candidate, dircache, error)) {
       *export_path = candidate;
       const std::string below = url.BelowExport(candidate);
       *root = below.empty() ? "" : "/" + below;
@@ -127,7 +131,7 @@ int main(int argc, char** argv) {
   std::string source, list;
   int threads = 4;
   size_t block = 1 << 20;
-  bool shuffle = false, json = false;
+  bool shuffle = false, json = false, no_dircache = false;
   app.add_option("url", source, "nfs://HOST[:PORT]/PATH[?mountport=M], a directory")->required();
   app.add_option("--list", list, "Read these files (one path per line, relative to PATH) instead of the tree");
   app.add_option("--threads", threads, "Parallel readers, one NFS connection each")
@@ -136,6 +140,9 @@ int main(int argc, char** argv) {
   app.add_option("--block", block, "Bytes per READ call")->capture_default_str()->check(CLI::Range(4096, 64 << 20));
   app.add_flag("--shuffle", shuffle, "Read the files in a random order (like a training epoch)");
   app.add_flag("--json", json, "Print one JSON object");
+  app.add_flag("--no-dircache", no_dircache,
+               "Turn off libnfs's directory cache (on by default): every open then LOOKUPs each path component, "
+               "as hoard's NFS origin does");
   CLI11_PARSE(app, argc, argv);
 
   hoard::Result<hoard::NfsUrl> url = hoard::NfsUrl::Parse(source);
@@ -144,7 +151,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string export_path, root, error;
-  Context first = MountLongestPrefix(*url, &export_path, &root, &error);
+  Context first = MountLongestPrefix(*url, !no_dircache, &export_path, &root, &error);
   if (!first) {
     std::fprintf(stderr, "hoard-nfsread: cannot mount any prefix of %s: %s\n", url->path.c_str(), error.c_str());
     return 1;
@@ -171,7 +178,7 @@ int main(int argc, char** argv) {
   std::vector<Context> contexts;
   contexts.push_back(std::move(first));
   for (int t = 1; t < threads; ++t) {
-    Context c = Mount(*url, export_path, &error);
+    Context c = Mount(*url, export_path, !no_dircache, &error);
     if (!c) {
       std::fprintf(stderr, "hoard-nfsread: mount %s: %s\n", export_path.c_str(), error.c_str());
       return 1;

@@ -18,15 +18,24 @@ of each run's ratio, whose two sides ran back to back):
                 10% and 90% of the total); both as a ratio to `link`
   warm_small    the same for the small-file tree
   rt_*          the first pass through node 1's mount (read-through: the
-                dataset added under a new name, not warmed, page cache
-                dropped), with hoard-readtree (--readers threads; 1 MiB reads
+                dataset added under a new name, not warmed), with hoard-readtree (--readers threads; 1 MiB reads
                 of the large files in order, whole small files shuffled),
                 against hoard-nfsread reading the same files with the same
                 threads and read size straight from NFS over the same link
                 (raw libnfs, one connection per thread)
-  second_*      the second pass through the mount (page cache dropped)
-                against hoard-readtree over the export directory on this
-                machine's disk (page cache dropped): "local speed"
+  second_*      the second pass through the mount against hoard-readtree
+                over the export directory on this machine's disk: "local
+                speed"
+
+Every phase starts with the page cache dropped. Those that read NFS (warm-up,
+the first pass, hoard-nfsread) then have the storage host's files of their
+dataset read back into it, unless --cold-export: the storage host's disk is
+this machine's only disk, where the node agents' chunk stores write too, and
+their writeback (gigabytes at a time, once the dirty pages pass
+vm.dirty_background_ratio) would otherwise stall the NFS server's reads,
+which a storage host with disks of its own never sees. The link stays the
+only bottleneck of those phases; the second pass and the local-disk pass read
+the disk cold.
 
 Each pass's checksum (of every file's bytes and relative path) must equal the
 local disk's; a pass that read other bytes fails the benchmark.
@@ -248,8 +257,18 @@ def reader_args(kind, a):
     return args
 
 
-def readtree_pass(path, kind, a):
+def drop_caches(a, export_kind=None):
+    """Drops the page cache. With `export_kind`, the storage host's files of
+    that dataset are then read back into it (unless --cold-export): the
+    storage host's disk is this machine's disk, which the node agents' chunk
+    stores write to as well, and their writeback would otherwise slow the
+    NFS server's reads, which a real storage host's disks never see."""
     hosts.drop_caches()
+    if export_kind is not None and not a.cold_export:
+        run_json([READTREE, os.path.join(a.export, export_kind), "--threads", "4"])
+
+
+def readtree_pass(path, kind, a):
     r = run_json([READTREE, path] + reader_args(kind, a))
     if r.get("errors"):
         raise RuntimeError(f"hoard-readtree {path}: {r['errors']} errors")
@@ -257,8 +276,7 @@ def readtree_pass(path, kind, a):
 
 
 def nfs_pass(url, kind, a):
-    hosts.drop_caches()
-    r = run_json([NFSREAD, url, "--json"] + reader_args(kind, a))
+    r = run_json([NFSREAD, url, "--json"] + reader_args(kind, a) + a.nfsread_arg)
     if r.get("errors"):
         raise RuntimeError(f"hoard-nfsread {url}: {r['errors']} errors")
     return r
@@ -273,12 +291,12 @@ def counter_delta(after, before):
     return {k: v - before.get(k, 0) for k, v in after.items() if isinstance(v, (int, float))}
 
 
-def warm(cluster, name, source, nbytes):
+def warm(cluster, a, kind, name, source, nbytes):
     """Adds `name` and warms it with --wait; returns the figures."""
     t = time.monotonic()
     cluster.cli("dataset", "add", name, source, timeout=1800)
     add_s = time.monotonic() - t
-    hosts.drop_caches()
+    drop_caches(a, kind)
     sampler = TxSampler(cluster)
     meter = CpuMeter(cluster)
     downs0 = downs(cluster)
@@ -333,9 +351,11 @@ def downs(cluster):
         return 0
 
 
-def read_phase(cluster, a, fn):
-    """Runs one read pass `fn()` under the CPU meter and the storage host's
-    byte sampler; adds what they saw to its result."""
+def read_phase(cluster, a, fn, export_kind):
+    """Drops the page cache (see drop_caches), then runs one read pass `fn()`
+    under the CPU meter and the storage host's byte sampler; adds what they
+    saw to its result."""
+    drop_caches(a, export_kind)
     meter = CpuMeter(cluster)
     sampler = TxSampler(cluster)
     downs0 = downs(cluster)
@@ -358,7 +378,7 @@ def one_run(cluster, a, run, sizes, link_rate):
     for kind in (kinds if "warm" in a.phases else []):
         name = f"w{kind}{run}"
         log(f"run {run}: warm-up of {kind} (load {load()})")
-        res[f"warm_{kind}"] = warm(cluster, name, cluster.nfs_source(kind), sizes[kind][0])
+        res[f"warm_{kind}"] = warm(cluster, a, kind, name, cluster.nfs_source(kind), sizes[kind][0])
         w = res[f"warm_{kind}"]
         log(f"  {w['bytes'] / w['seconds'] / 1e6:.1f} MB/s over {w['seconds']:.1f} s "
             f"(steady {(w['steady_bytes_per_s'] or 0) / 1e6:.1f} MB/s, 1% sent after {w['head_s'] or 0:.2f} s, "
@@ -377,16 +397,17 @@ def one_run(cluster, a, run, sizes, link_rate):
         cluster.cli("dataset", "add", name, cluster.nfs_source(kind), timeout=1800)
         root = cluster.dataset_root(name)
         cluster.wait_for(lambda: os.path.isdir(root), 30, f"{root} in the mount")
-        passes = [("rt", "first pass through the mount", lambda: readtree_pass(root, kind, a)),
+        # (key, what, the pass, whether it reads NFS)
+        passes = [("rt", "first pass through the mount", lambda: readtree_pass(root, kind, a), True),
                   ("nfs", "the same files straight from NFS with libnfs",
-                   lambda: nfs_pass(cluster.nfs_source(kind), kind, a)),
-                  ("second", "second pass through the mount", lambda: readtree_pass(root, kind, a)),
+                   lambda: nfs_pass(cluster.nfs_source(kind), kind, a), True),
+                  ("second", "second pass through the mount", lambda: readtree_pass(root, kind, a), False),
                   ("local", "the same files from the local disk",
-                   lambda: readtree_pass(os.path.join(a.export, kind), kind, a))]
-        for key, what, fn in passes:
+                   lambda: readtree_pass(os.path.join(a.export, kind), kind, a), False)]
+        for key, what, fn, reads_nfs in passes:
             log(f"run {run}: {kind}: {what} (load {load()})")
             before = cluster.mount_stats(1)
-            r = read_phase(cluster, a, fn)
+            r = read_phase(cluster, a, fn, kind if reads_nfs else None)
             if key in ("rt", "second"):
                 r["mount"] = counter_delta(mount_counters(cluster), before)
             res[f"{key}_{kind}"] = r
@@ -483,9 +504,12 @@ def main():
     ap.add_argument("--link-mib", type=int, default=400, help="bytes of the raw TCP probe")
     ap.add_argument("--node-arg", action="append", default=[], help="extra hoard-node argument (repeatable)")
     ap.add_argument("--mount-arg", action="append", default=[], help="extra hoard-fuse argument (repeatable)")
+    ap.add_argument("--nfsread-arg", action="append", default=[], help="extra hoard-nfsread argument (repeatable)")
     ap.add_argument("--phases", default="warm,read", help="warm (warm-up), read (passes); both by default")
     ap.add_argument("--kinds", default="large,small", help="datasets: large, small or both")
     ap.add_argument("--keep", action="store_true", help="keep the read-through datasets (to look at them)")
+    ap.add_argument("--cold-export", action="store_true",
+                    help="leave the storage host's files out of the page cache for the passes that read NFS")
     ap.add_argument("--quick", action="store_true", help="small sizes, to check that the benchmark works")
     ap.add_argument("--out", help="write every figure as JSON here")
     a = ap.parse_args()
