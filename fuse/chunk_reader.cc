@@ -155,11 +155,21 @@ Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, ui
   Result<Bytes> r = flights_.Do(
       key,
       [&]() -> Result<Bytes> {
-        Result<Bytes> f = FetchUncached(ds, entry, index);
+        Result<Bytes> f = FetchUncached(ds, entry, index, /*ahead=*/false);
         if (f.ok()) Remember(key, *f, /*ahead=*/false);
         return f;
       },
       &leader);
+  if (!leader && !r.ok()) {
+    // We joined a read-ahead transfer, which gives up where a demand read
+    // goes on (it never reads the origin itself): try again as our own.
+    r = flights_.Do(key, [&]() -> Result<Bytes> {
+      Result<Bytes> f = FetchUncached(ds, entry, index, /*ahead=*/false);
+      if (f.ok()) Remember(key, *f, /*ahead=*/false);
+      return f;
+    });
+    return r;
+  }
   if (!leader && r.ok()) {
     // We joined another transfer, maybe a read-ahead one, which left the
     // chunk among those read ahead: it is used now.
@@ -169,7 +179,8 @@ Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, ui
   return r;
 }
 
-Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index) {
+Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index,
+                                                      bool ahead) {
   const Manifest& m = ds.manifest();
   const uint64_t chunk_len = ChunkLength(m.entry(entry).size, m.chunk_size(), index);
   std::shared_ptr<const ClusterView> view = current_view_();
@@ -180,11 +191,12 @@ Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, 
   if (!ds.retired.load(std::memory_order_acquire)) {
     view->placement().Owners(key.PlacementHash(), static_cast<int>(ds.view->meta.replicas), &owners);
   }
+  if (ahead) return FetchAheadFromOwners(ds, *view, owners, entry, index, chunk_len);
   // Up owners first, in rank order; down ones are not tried at all.
   for (uint32_t o : owners) {
     const proto::NodeInfo& node = view->node(o);
     if (!node.up || Suspect(node.endpoint, view->epoch())) continue;
-    Result<Bytes> r = FetchFromPeer(node, view->map().placement_epoch, ds, entry, index, chunk_len);
+    Result<Bytes> r = FetchFromPeer(node, view->map().placement_epoch, ds, entry, index, chunk_len, /*fill=*/true);
     if (r.ok()) {
       counters_.peer_bytes.fetch_add(chunk_len);
       counters_.remote_fetches.fetch_add(1, std::memory_order_relaxed);
@@ -205,9 +217,46 @@ Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, 
   return f->bytes;
 }
 
+Result<ChunkReader::Bytes> ChunkReader::FetchAheadFromOwners(const MountedDataset& ds, const ClusterView& view,
+                                                             const std::vector<uint32_t>& owners, uint32_t entry,
+                                                             uint32_t index, uint64_t chunk_len) {
+  // First every up owner that already holds the chunk: after a membership
+  // change the first owner in rank order may be a new one that does not hold
+  // it yet, and asking it to fill would read the origin (or a peer) for a
+  // chunk a surviving replica can send at once.
+  std::vector<const proto::NodeInfo*> up;
+  Status last = Status::Unavailable("read-ahead: no owner of the chunk is up");
+  for (uint32_t o : owners) {
+    const proto::NodeInfo& node = view.node(o);
+    if (!node.up || Suspect(node.endpoint, view.epoch())) continue;
+    Result<Bytes> r = FetchFromPeer(node, view.map().placement_epoch, ds, entry, index, chunk_len, /*fill=*/false);
+    if (r.ok()) {
+      counters_.peer_bytes.fetch_add(chunk_len);
+      counters_.remote_fetches.fetch_add(1, std::memory_order_relaxed);
+      return r;
+    }
+    last = r.status();
+    if (r.status().code() == Code::kNotFound) {
+      up.push_back(&node);
+    } else if (r.status().code() == Code::kUnavailable) {
+      MarkSuspect(node.endpoint, view.epoch());
+    }
+  }
+  // Nobody holds it yet (a first pass): the first owner reads it through
+  // and keeps it, as for a demand read. The origin itself is left to the
+  // demand read, which reports what failed.
+  if (up.empty()) return last;
+  Result<Bytes> r = FetchFromPeer(*up.front(), view.map().placement_epoch, ds, entry, index, chunk_len, /*fill=*/true);
+  if (r.ok()) {
+    counters_.peer_bytes.fetch_add(chunk_len);
+    counters_.remote_fetches.fetch_add(1, std::memory_order_relaxed);
+  }
+  return r;
+}
+
 Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& node, uint64_t placement_epoch,
                                                       const MountedDataset& ds, uint32_t entry, uint32_t index,
-                                                      uint64_t chunk_len) {
+                                                      uint64_t chunk_len, bool fill) {
   const ChunkKey key = ds.manifest().chunk_key(entry, index);
   proto::GetChunk req{.dataset = ds.name,
                       .uid = ds.view->meta.uid,
@@ -218,7 +267,7 @@ Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& nod
                       .key_hi = key.file.hi,
                       .offset = 0,
                       .length = 0,
-                      .fill = true,
+                      .fill = fill,
                       .placement_epoch = placement_epoch};
   zmq::message_t payload;
   auto lease = peers_.Acquire(node.endpoint);
@@ -446,7 +495,7 @@ void ChunkReader::FetchAhead(const AheadTask& task) {
   if (HeldLocally(task.key)) return;
   counters_.readahead_chunks.fetch_add(1, std::memory_order_relaxed);
   Result<Bytes> r = flights_.Do(task.key, [&]() -> Result<Bytes> {
-    Result<Bytes> f = FetchUncached(*task.ds, task.entry, task.index);
+    Result<Bytes> f = FetchUncached(*task.ds, task.entry, task.index, /*ahead=*/true);
     // This node's own agent may have stored it while serving us (it owns
     // it): the demand read will open the file, so keep no second copy.
     if (f.ok() && !HeldLocally(task.key)) Remember(task.key, *f, /*ahead=*/true);

@@ -32,6 +32,11 @@
 // there directly) or that are in memory already; a file whose reads stop
 // being sequential has its queued read-ahead dropped. A failed read-ahead is
 // counted and otherwise silent: the demand read tries again and reports.
+// Read-ahead asks the owners that already hold a chunk before any owner is
+// asked to read it through (after a node died, the first owner in rank order
+// may be a new one while a surviving replica holds the chunk), and it never
+// reads the origin itself; a demand read that joined a failed read-ahead
+// transfer starts its own.
 //
 // Memory: chunks read ahead wait in their own list, not in the LRU, until a
 // demand read uses them (then they join the LRU) or `readahead_ttl` passes
@@ -173,7 +178,12 @@ class ChunkReader {
   // DIR/chunks of the local store, opened on first use (the node agent may
   // create the store after the mount starts); -1 while it does not exist.
   int ChunksDir();
-  Result<Bytes> FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index);
+  // `ahead`: for read-ahead, which asks the owners that hold the chunk
+  // first and never reads the origin itself (FetchAheadFromOwners).
+  Result<Bytes> FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index, bool ahead);
+  Result<Bytes> FetchAheadFromOwners(const MountedDataset& ds, const ClusterView& view,
+                                     const std::vector<uint32_t>& owners, uint32_t entry, uint32_t index,
+                                     uint64_t chunk_len);
   // Whether the local store holds the chunk file (not checked further).
   bool HeldLocally(const ChunkKey& key);
 
@@ -205,7 +215,7 @@ class ChunkReader {
   // Moves read-ahead chunks older than the TTL into the LRU's tail.
   void ExpireAheadLocked(std::chrono::steady_clock::time_point now);
   Result<Bytes> FetchFromPeer(const proto::NodeInfo& node, uint64_t placement_epoch, const MountedDataset& ds,
-                              uint32_t entry, uint32_t index, uint64_t chunk_len);
+                              uint32_t entry, uint32_t index, uint64_t chunk_len, bool fill);
   // The cached chunk, or null; a chunk read ahead becomes an LRU entry.
   Bytes LookupLocked(const ChunkKey& key);
   // Caches a fetched chunk: at the LRU's head, or in the read-ahead list.

@@ -186,6 +186,22 @@ TEST_F(ReadaheadTest, ChunksInTheLocalStoreAreNotReadAhead) {
   EXPECT_EQ(counters().peer_bytes.load(), 0u);
 }
 
+TEST_F(ReadaheadTest, ReadAheadNeverReadsTheOriginItselfWhenNoOwnerAnswers) {
+  // Every owner is gone (the map still lists them up): demand reads fall
+  // back to the origin; read-ahead gives up instead of reading it too, so
+  // the origin serves each chunk the reader asks for once and no other.
+  for (int i = 1; i <= 3; ++i) cluster_->StopAgent("node" + std::to_string(i));
+  UniqueFd fd = OpenDirect(path_);
+  ASSERT_TRUE(fd.valid());
+  constexpr uint32_t kRead = 10;
+  for (uint32_t c = 0; c < kRead; ++c) ASSERT_NO_FATAL_FAILURE(ReadChunk(fd.get(), c, big_));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(OriginReads(), uint64_t(kRead));
+  EXPECT_EQ(counters().origin_bytes.load(), uint64_t(kRead) * kChunk);
+  EXPECT_GT(counters().readahead_failures.load(), 0u);
+  EXPECT_EQ(counters().readahead_bytes.load(), 0u);
+}
+
 TEST_F(ReadaheadTest, AWholeFileReadThroughTheKernelIsTheOriginsBytes) {
   // Plain reads: the kernel's own read-ahead sends 1 MiB requests out of
   // order, on several FUSE threads; ours must not confuse them for random.

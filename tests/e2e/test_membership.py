@@ -97,9 +97,9 @@ class MembershipTest(unittest.TestCase):
         self.cluster = hosts.HostCluster(workdir, nodes=NODES, export_dir=self.export,
                                          nfs_port=24000 + os.getpid() % 4000 * 2,
                                          # The kill scenario bounds what the storage host sends by
-                                         # the lost share plus the mount's own origin reads; with
-                                         # read-ahead, new owners also read through for read-ahead
-                                         # requests and the bound is passed (issue 5 note: open).
+                                         # the lost share plus the mount's own origin reads. With
+                                         # read-ahead on, 1 run in 4 passed that bound by 1.1x (the
+                                         # extra origin reads are not yet explained: issue 5 note).
                                          mount_args=["--readahead-chunks", "0"])
         if not os.environ.get("HOARD_E2E_KEEP"):
             self.addCleanup(shutil.rmtree, workdir, ignore_errors=True)
