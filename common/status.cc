@@ -17,12 +17,15 @@ std::string_view CodeName(Code code) {
     case Code::kIoError: return "IoError";
     case Code::kStale: return "Stale";
     case Code::kInternal: return "Internal";
+    case Code::kNotEmpty: return "NotEmpty";
+    case Code::kIsDirectory: return "IsDirectory";
+    case Code::kNotDirectory: return "NotDirectory";
   }
   return "Unknown";
 }
 
 Code CodeFromWire(uint32_t value) {
-  if (value > static_cast<uint32_t>(Code::kInternal)) return Code::kInternal;
+  if (value > static_cast<uint32_t>(Code::kNotDirectory)) return Code::kInternal;
   return static_cast<Code>(value);
 }
 
@@ -39,6 +42,14 @@ Status Status::FromErrno(int err, std::string_view context) {
     case EINVAL:
     case ENAMETOOLONG:
       return InvalidArgument(std::move(msg));
+    case EEXIST:
+      return AlreadyExists(std::move(msg));
+    case ENOTEMPTY:
+      return NotEmpty(std::move(msg));
+    case EISDIR:
+      return IsDirectory(std::move(msg));
+    case ENOTDIR:
+      return NotDirectory(std::move(msg));
     case ETIMEDOUT:
     case ECONNREFUSED:
     case EHOSTUNREACH:

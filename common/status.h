@@ -25,6 +25,13 @@
 //                     dataset version, changed origin file). Refresh the view;
 //                     the same request against the old view never succeeds.
 //   kInternal         A broken invariant: a bug in hoard.
+//   kNotEmpty         Removing or replacing a directory that has entries
+//                     (the checkpoint namespace). Not retryable as is.
+//   kIsDirectory      A file operation named a directory, or a directory was
+//                     would replace a file. Not retryable as is.
+//   kNotDirectory     A directory operation named a file, or a path went
+//                     through a file. The last three exist because the
+//                     writable checkpoint namespace must give POSIX's errors.
 //
 // At the FUSE edge, fuse/errno.h turns a Status into an errno in one place.
 //
@@ -49,6 +56,9 @@ enum class Code : uint8_t {
   kIoError = 7,
   kStale = 8,
   kInternal = 9,
+  kNotEmpty = 10,
+  kIsDirectory = 11,
+  kNotDirectory = 12,
 };
 
 // Returns the code's name, e.g. "Unavailable"; "Unknown" for values that are
@@ -74,6 +84,9 @@ class [[nodiscard]] Status {
   static Status IoError(std::string msg) { return {Code::kIoError, std::move(msg)}; }
   static Status Stale(std::string msg) { return {Code::kStale, std::move(msg)}; }
   static Status Internal(std::string msg) { return {Code::kInternal, std::move(msg)}; }
+  static Status NotEmpty(std::string msg) { return {Code::kNotEmpty, std::move(msg)}; }
+  static Status IsDirectory(std::string msg) { return {Code::kIsDirectory, std::move(msg)}; }
+  static Status NotDirectory(std::string msg) { return {Code::kNotDirectory, std::move(msg)}; }
   // An I/O error from a failed system call: "CONTEXT: strerror(err)", with
   // ENOSPC/EDQUOT mapped to kNoSpace and ENOENT to kNotFound.
   static Status FromErrno(int err, std::string_view context);

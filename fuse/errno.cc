@@ -11,6 +11,9 @@ int ToErrno(const Status& status) {
     case Code::kInvalidArgument: return EINVAL;
     case Code::kNoSpace: return ENOSPC;
     case Code::kAlreadyExists: return EEXIST;
+    case Code::kNotEmpty: return ENOTEMPTY;
+    case Code::kIsDirectory: return EISDIR;
+    case Code::kNotDirectory: return ENOTDIR;
     case Code::kUnavailable:
     case Code::kCorruption:
     case Code::kIoError:

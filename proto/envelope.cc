@@ -46,6 +46,29 @@ bool IsKnownType(uint16_t t) {
     case MsgType::kChunkData:
     case MsgType::kNodeStatus:
     case MsgType::kNodeStatusReply:
+    case MsgType::kCkptLookup:
+    case MsgType::kCkptEntryReply:
+    case MsgType::kCkptList:
+    case MsgType::kCkptListReply:
+    case MsgType::kCkptCreate:
+    case MsgType::kCkptRename:
+    case MsgType::kCkptRenameReply:
+    case MsgType::kCkptRemove:
+    case MsgType::kCkptRemoveReply:
+    case MsgType::kCkptCommit:
+    case MsgType::kCkptSetAttr:
+    case MsgType::kCkptStatus:
+    case MsgType::kCkptStatusReply:
+    case MsgType::kCkptFlush:
+    case MsgType::kCkptFlushReply:
+    case MsgType::kCkptWork:
+    case MsgType::kCkptWorkReply:
+    case MsgType::kCkptDrained:
+    case MsgType::kCkptDrainedReply:
+    case MsgType::kPutCkptChunk:
+    case MsgType::kCkptPutReply:
+    case MsgType::kGetCkptChunk:
+    case MsgType::kCkptChunkData:
       return true;
   }
   return false;
@@ -84,6 +107,29 @@ const char* TypeName(MsgType t) {
     case MsgType::kChunkData: return "ChunkData";
     case MsgType::kNodeStatus: return "NodeStatus";
     case MsgType::kNodeStatusReply: return "NodeStatusReply";
+    case MsgType::kCkptLookup: return "CkptLookup";
+    case MsgType::kCkptEntryReply: return "CkptEntryReply";
+    case MsgType::kCkptList: return "CkptList";
+    case MsgType::kCkptListReply: return "CkptListReply";
+    case MsgType::kCkptCreate: return "CkptCreate";
+    case MsgType::kCkptRename: return "CkptRename";
+    case MsgType::kCkptRenameReply: return "CkptRenameReply";
+    case MsgType::kCkptRemove: return "CkptRemove";
+    case MsgType::kCkptRemoveReply: return "CkptRemoveReply";
+    case MsgType::kCkptCommit: return "CkptCommit";
+    case MsgType::kCkptSetAttr: return "CkptSetAttr";
+    case MsgType::kCkptStatus: return "CkptStatus";
+    case MsgType::kCkptStatusReply: return "CkptStatusReply";
+    case MsgType::kCkptFlush: return "CkptFlush";
+    case MsgType::kCkptFlushReply: return "CkptFlushReply";
+    case MsgType::kCkptWork: return "CkptWork";
+    case MsgType::kCkptWorkReply: return "CkptWorkReply";
+    case MsgType::kCkptDrained: return "CkptDrained";
+    case MsgType::kCkptDrainedReply: return "CkptDrainedReply";
+    case MsgType::kPutCkptChunk: return "PutCkptChunk";
+    case MsgType::kCkptPutReply: return "CkptPutReply";
+    case MsgType::kGetCkptChunk: return "GetCkptChunk";
+    case MsgType::kCkptChunkData: return "CkptChunkData";
   }
   return "Unknown";
 }

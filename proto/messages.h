@@ -84,6 +84,31 @@ enum class MsgType : uint16_t {
   kChunkData = 51,
   kNodeStatus = 52,
   kNodeStatusReply = 53,
+  // Checkpoints (proto/ckpt_messages.h): mount/CLI/node -> coordinator.
+  kCkptLookup = 60,
+  kCkptEntryReply = 61,
+  kCkptList = 62,
+  kCkptListReply = 63,
+  kCkptCreate = 64,
+  kCkptRename = 65,
+  kCkptRenameReply = 66,
+  kCkptRemove = 67,
+  kCkptRemoveReply = 68,
+  kCkptCommit = 69,
+  kCkptSetAttr = 70,
+  kCkptStatus = 71,
+  kCkptStatusReply = 72,
+  kCkptFlush = 73,
+  kCkptFlushReply = 74,
+  kCkptWork = 75,
+  kCkptWorkReply = 76,
+  kCkptDrained = 77,
+  kCkptDrainedReply = 78,
+  // Checkpoint replicas: mount/node -> node.
+  kPutCkptChunk = 80,
+  kCkptPutReply = 81,
+  kGetCkptChunk = 82,
+  kCkptChunkData = 83,
 };
 
 // True for the types above; a header naming any other type is rejected.
@@ -471,6 +496,12 @@ struct NodeStatus {
   HOARD_EMPTY_BODY
 };
 
+}  // namespace hoard::proto
+
+#include "proto/ckpt_messages.h"
+
+namespace hoard::proto {
+
 // Reply types, for the envelope encoder.
 template <typename Body> struct ReplyType;
 #define HOARD_REPLY_TYPE(Body, T) \
@@ -491,6 +522,16 @@ HOARD_REPLY_TYPE(NodeDrainReply, kNodeDrainReply);
 HOARD_REPLY_TYPE(NodeRemoveReply, kNodeRemoveReply);
 HOARD_REPLY_TYPE(ChunkData, kChunkData);
 HOARD_REPLY_TYPE(NodeStatusReply, kNodeStatusReply);
+HOARD_REPLY_TYPE(CkptEntryReply, kCkptEntryReply);
+HOARD_REPLY_TYPE(CkptListReply, kCkptListReply);
+HOARD_REPLY_TYPE(CkptRenameReply, kCkptRenameReply);
+HOARD_REPLY_TYPE(CkptRemoveReply, kCkptRemoveReply);
+HOARD_REPLY_TYPE(CkptStatusReply, kCkptStatusReply);
+HOARD_REPLY_TYPE(CkptFlushReply, kCkptFlushReply);
+HOARD_REPLY_TYPE(CkptWorkReply, kCkptWorkReply);
+HOARD_REPLY_TYPE(CkptDrainedReply, kCkptDrainedReply);
+HOARD_REPLY_TYPE(CkptPutReply, kCkptPutReply);
+HOARD_REPLY_TYPE(CkptChunkData, kCkptChunkData);
 #undef HOARD_REPLY_TYPE
 
 }  // namespace hoard::proto

@@ -1,0 +1,32 @@
+#include "proto/messages.h"
+
+namespace hoard::proto {
+
+const char* CkptLevelName(CkptLevel level) {
+  switch (level) {
+    case CkptLevel::kNone: return "-";
+    case CkptLevel::kL: return "L";
+    case CkptLevel::kR: return "R";
+    case CkptLevel::kP: return "P";
+  }
+  return "?";
+}
+
+bool IsSafeCkptPath(std::string_view path) {
+  if (path.empty()) return true;
+  if (path.size() > 4096) return false;
+  size_t start = 0;
+  while (true) {
+    const size_t slash = path.find('/', start);
+    const std::string_view name = path.substr(start, slash == std::string_view::npos ? path.npos : slash - start);
+    // Not empty (no leading, trailing or double '/'), not "." or "..", no NUL.
+    if (name.empty() || name.size() > 255 || name == "." || name == ".." ||
+        name.find('\0') != std::string_view::npos) {
+      return false;
+    }
+    if (slash == std::string_view::npos) return true;
+    start = slash + 1;
+  }
+}
+
+}  // namespace hoard::proto

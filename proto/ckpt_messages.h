@@ -1,0 +1,298 @@
+// File: proto/ckpt_messages.h
+//
+// The checkpoint namespace's messages (issue 6), part of proto/messages.h
+// (which includes this file after MsgType; the wire rules there apply). Three conversations:
+//
+//   mount -> coordinator   the namespace: lookups, listings, create, mkdir,
+//                          rename, unlink, rmdir, and Commit, which makes a
+//                          file's new bytes the committed generation;
+//   CLI -> coordinator     status and flush of a job's checkpoints;
+//   node -> coordinator    drain work: which files this node uploads to the
+//                          checkpoint origin, which replicas it must hold
+//                          (rebuild) and which it may delete (eviction);
+//   mount/node -> node     PutCkptChunk (a replica, fsynced before the reply)
+//                          and GetCkptChunk (restore, rebuild, drain).
+//
+// Paths are relative to MOUNT/checkpoints, '/'-separated, with no leading
+// '/', no "." or ".." components and no NUL ("" is checkpoints/ itself); the
+// first component is the job. A receiver checks every path and name it is
+// given (IsSafeCkptPath) and answers kInvalidArgument otherwise.
+//
+// A file's identity is its id (stable across renames); its bytes are those of
+// its committed generation `gen`, split into chunks of `chunk_size`, each with
+// an XXH3 checksum (common/hash.h Checksum64). Copies of committed bytes:
+//   - the writer's whole-file copy (`writer`, the L copy), and
+//   - per chunk, `replicas[i]`: the other nodes that stored chunk i of this
+//     generation (PutCkptChunk) before the commit was acknowledged.
+// Level R means every chunk is on `replicas_wanted` distinct nodes counting
+// the writer; P means the generation is at its path on the checkpoint origin.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <msgpack.hpp>
+
+// Included by proto/messages.h only (it needs MsgType).
+
+namespace hoard::proto {
+
+// Durability of a file's committed generation (user.hoard.state shows the
+// letter). Ordered: a higher level includes the lower ones' guarantees except
+// that L and R copies may be evicted after P.
+enum class CkptLevel : uint8_t {
+  kNone = 0,  // created, nothing committed yet (reads see 0 bytes)
+  kL = 1,     // on the writer's disk
+  kR = 2,     // on replicas_wanted nodes' disks
+  kP = 3,     // on the checkpoint origin (NFS), at its path
+};
+const char* CkptLevelName(CkptLevel level);  // "-", "L", "R", "P"
+
+// True when `path` is a valid checkpoint path (see the top); "" is valid.
+bool IsSafeCkptPath(std::string_view path);
+
+struct CkptEntry {
+  std::string path;
+  uint64_t id = 0;  // unique, never reused; stable across renames
+  bool is_dir = false;
+  uint32_t mode = 0;  // permission bits only
+  int64_t mtime_ns = 0;
+  // The committed generation (files only).
+  uint64_t gen = 0;  // 0: never committed
+  uint64_t size = 0;
+  uint8_t level = 0;  // CkptLevel
+  uint64_t chunk_size = 0;
+  std::vector<uint64_t> checksums;                  // one per chunk
+  std::string writer;                               // node with the whole file; "" once evicted
+  std::vector<std::vector<std::string>> replicas;   // per chunk: other nodes with it
+  uint32_t replicas_wanted = 0;                     // K when committed
+  int64_t committed_unix_ms = 0;
+  int64_t drained_unix_ms = 0;  // when it reached P (0: not yet)
+  MSGPACK_DEFINE_MAP(path, id, is_dir, mode, mtime_ns, gen, size, level, chunk_size, checksums, writer, replicas,
+                     replicas_wanted, committed_unix_ms, drained_unix_ms);
+};
+
+struct CkptEntryReply {
+  CkptEntry entry;
+  MSGPACK_DEFINE_MAP(entry);
+};
+
+// ---- mount -> coordinator -------------------------------------------------
+
+struct CkptLookup {
+  static constexpr MsgType kType = MsgType::kCkptLookup;
+  using Reply = CkptEntryReply;
+  std::string path;
+  MSGPACK_DEFINE_MAP(path);
+};
+
+struct CkptListReply {
+  CkptEntry dir;
+  std::vector<CkptEntry> children;  // sorted by name
+  MSGPACK_DEFINE_MAP(dir, children);
+};
+struct CkptList {
+  static constexpr MsgType kType = MsgType::kCkptList;
+  using Reply = CkptListReply;
+  std::string path;
+  MSGPACK_DEFINE_MAP(path);
+};
+
+// Creates a file (level kNone) or, with is_dir, a directory. The parent must
+// exist and be a directory. An existing path: kAlreadyExists.
+struct CkptCreate {
+  static constexpr MsgType kType = MsgType::kCkptCreate;
+  using Reply = CkptEntryReply;
+  std::string path;
+  bool is_dir = false;
+  uint32_t mode = 0644;
+  MSGPACK_DEFINE_MAP(path, is_dir, mode);
+};
+
+// POSIX rename: replaces an existing file, or an empty directory with a
+// directory; `noreplace` refuses an existing target (kAlreadyExists).
+struct CkptRenameReply {
+  CkptEntry entry;  // the renamed entry at its new path
+  MSGPACK_DEFINE_MAP(entry);
+};
+struct CkptRename {
+  static constexpr MsgType kType = MsgType::kCkptRename;
+  using Reply = CkptRenameReply;
+  std::string from;
+  std::string to;
+  bool noreplace = false;
+  MSGPACK_DEFINE_MAP(from, to, noreplace);
+};
+
+// Removes a file (is_dir false) or an empty directory (is_dir true).
+struct CkptRemoveReply {
+  uint64_t id = 0;
+  MSGPACK_DEFINE_MAP(id);
+};
+struct CkptRemove {
+  static constexpr MsgType kType = MsgType::kCkptRemove;
+  using Reply = CkptRemoveReply;
+  std::string path;
+  bool is_dir = false;
+  MSGPACK_DEFINE_MAP(path, is_dir);
+};
+
+// Makes new bytes of file `id` its committed generation `gen` (greater than
+// the current one; kStale otherwise, or when the file was removed). The
+// caller stored the whole file on `writer` and each chunk i on replicas[i].
+struct CkptCommit {
+  static constexpr MsgType kType = MsgType::kCkptCommit;
+  using Reply = CkptEntryReply;
+  uint64_t id = 0;
+  uint64_t gen = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint32_t mode = 0;  // 0: unchanged
+  uint64_t chunk_size = 0;
+  std::vector<uint64_t> checksums;
+  std::string writer;
+  std::vector<std::vector<std::string>> replicas;
+  uint32_t replicas_wanted = 0;
+  uint8_t level = 0;  // kL or kR: what the caller achieved
+  MSGPACK_DEFINE_MAP(id, gen, size, mtime_ns, mode, chunk_size, checksums, writer, replicas, replicas_wanted,
+                     level);
+};
+
+// chmod / utimens of an entry (truncate is a commit of new bytes).
+struct CkptSetAttr {
+  static constexpr MsgType kType = MsgType::kCkptSetAttr;
+  using Reply = CkptEntryReply;
+  std::string path;
+  bool set_mode = false;
+  uint32_t mode = 0;
+  bool set_mtime = false;
+  int64_t mtime_ns = 0;
+  MSGPACK_DEFINE_MAP(path, set_mode, mode, set_mtime, mtime_ns);
+};
+
+// ---- CLI -> coordinator ---------------------------------------------------
+
+struct CkptJobStatus {
+  std::string job;
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+  std::vector<uint64_t> files_by_level = std::vector<uint64_t>(4);  // indexed by CkptLevel
+  uint64_t undrained_bytes = 0;               // committed, not yet P
+  int64_t oldest_undrained_unix_ms = 0;       // 0: none
+  uint64_t overdue_files = 0;                 // past the drain deadline
+  MSGPACK_DEFINE_MAP(job, files, bytes, files_by_level, undrained_bytes, oldest_undrained_unix_ms, overdue_files);
+};
+struct CkptStatusReply {
+  std::vector<CkptJobStatus> jobs;
+  std::vector<CkptEntry> files;  // with `files`: every file of the job(s)
+  int64_t now_unix_ms = 0;
+  MSGPACK_DEFINE_MAP(jobs, files, now_unix_ms);
+};
+struct CkptStatus {
+  static constexpr MsgType kType = MsgType::kCkptStatus;
+  using Reply = CkptStatusReply;
+  std::string job;     // "" = every job
+  bool files = false;  // also list the files
+  MSGPACK_DEFINE_MAP(job, files);
+};
+
+// Drains the job's undrained files first, ahead of their deadlines.
+struct CkptFlushReply {
+  CkptJobStatus status;
+  MSGPACK_DEFINE_MAP(status);
+};
+struct CkptFlush {
+  static constexpr MsgType kType = MsgType::kCkptFlush;
+  using Reply = CkptFlushReply;
+  std::string job;
+  MSGPACK_DEFINE_MAP(job);
+};
+
+// ---- node -> coordinator --------------------------------------------------
+
+// One file generation to upload to the checkpoint origin at `tmp_path` (a
+// name under the origin's staging directory; the coordinator renames it into
+// place once uploaded, so the origin never shows a partial file).
+struct CkptDrainTask {
+  CkptEntry entry;
+  std::string tmp_path;
+  MSGPACK_DEFINE_MAP(entry, tmp_path);
+};
+// A replica this node should hold and does not report holding: fetch it from
+// the other holders (rebuild), never from the origin.
+struct CkptChunkRef {
+  uint64_t id = 0;
+  uint64_t gen = 0;
+  uint32_t index = 0;
+  uint64_t checksum = 0;
+  uint64_t length = 0;
+  MSGPACK_DEFINE_MAP(id, gen, index, checksum, length);
+};
+struct CkptWorkReply {
+  std::vector<CkptDrainTask> drain;       // oldest first
+  std::vector<uint64_t> keep_files;       // ids whose copies on this node are still wanted
+  uint64_t max_drain_bytes_per_s = 0;     // this node's share (0 = unlimited)
+  MSGPACK_DEFINE_MAP(drain, keep_files, max_drain_bytes_per_s);
+};
+struct CkptWork {
+  static constexpr MsgType kType = MsgType::kCkptWork;
+  using Reply = CkptWorkReply;
+  std::string node;
+  MSGPACK_DEFINE_MAP(node);
+};
+
+// Reports uploads: each task's tmp_path now holds the whole generation,
+// fsynced (ok), or the upload failed (error says why; it is retried).
+struct CkptDrainedReply {
+  uint8_t level = 0;
+  MSGPACK_DEFINE_MAP(level);
+};
+struct CkptDrained {
+  static constexpr MsgType kType = MsgType::kCkptDrained;
+  using Reply = CkptDrainedReply;
+  std::string node;
+  uint64_t id = 0;
+  uint64_t gen = 0;
+  bool ok = false;
+  std::string error;
+  MSGPACK_DEFINE_MAP(node, id, gen, ok, error);
+};
+
+// ---- mount / node -> node -------------------------------------------------
+
+// Stores chunk `index` of generation `gen` of file `id` (the payload), checks
+// it against `checksum`, and fsyncs it before replying.
+struct CkptPutReply {
+  uint64_t stored_bytes = 0;
+  MSGPACK_DEFINE_MAP(stored_bytes);
+};
+struct PutCkptChunk {
+  static constexpr MsgType kType = MsgType::kPutCkptChunk;
+  using Reply = CkptPutReply;
+  uint64_t id = 0;
+  uint64_t gen = 0;
+  uint32_t index = 0;
+  uint64_t checksum = 0;
+  MSGPACK_DEFINE_MAP(id, gen, index, checksum);
+};
+
+// Reply: CkptChunkData + the chunk's bytes [offset, offset+length) as payload.
+struct CkptChunkData {
+  uint64_t chunk_length = 0;
+  MSGPACK_DEFINE_MAP(chunk_length);
+};
+struct GetCkptChunk {
+  static constexpr MsgType kType = MsgType::kGetCkptChunk;
+  using Reply = CkptChunkData;
+  uint64_t id = 0;
+  uint64_t gen = 0;
+  uint32_t index = 0;
+  uint64_t checksum = 0;  // the node serves only bytes that match it
+  uint64_t chunk_size = 0;  // to find the chunk inside a whole-file copy
+  uint64_t chunk_length = 0;
+  MSGPACK_DEFINE_MAP(id, gen, index, checksum, chunk_size, chunk_length);
+};
+
+}  // namespace hoard::proto
