@@ -289,7 +289,8 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, zmq::
     HOARD_ASSIGN_OR_RETURN(
         Proc m, start({"mount", "hoard-fuse", JoinPath(dir, "logs/mount.log")},
                       {bin("hoard-fuse"), mnt, "--coordinator", coordinator, "--node-store",
-                       JoinPath(dir, "node1/store"), "--cache-dir", JoinPath(dir, "mount-cache"), "--log-level",
+                       JoinPath(dir, "node1/store"), "--node-name", "node1", "--cache-dir",
+                       JoinPath(dir, "mount-cache"), "--log-level",
                        o.log_level},
                       [&](const Proc& p) {
                         doc["mount"] = {{"path", mnt},

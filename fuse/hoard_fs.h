@@ -5,6 +5,8 @@
 //
 //   MOUNT/datasets/NAME/...   every registered dataset, read-only, with the
 //                             origin's names, sizes, modes, owners and mtimes
+//   MOUNT/checkpoints/JOB/... the writable checkpoint namespace, served by
+//                             CkptFs (fuse/ckpt_fs.h)
 //
 // Metadata never leaves the process: lookups, getattr and readdir are
 // answered from the dataset's manifest (an immutable, validated index shared
@@ -17,10 +19,9 @@
 // datasets are added or removed: short timeouts there, and the kernel is told
 // to drop a name when its dataset goes away or changes version.
 //
-// State: no per-inode and no per-open-file state (fuse/inode.h): a read finds
-// its dataset and file from the inode number alone, so the kernel is told to
-// skip open and release, and each worker thread
-// keeps the chunk files it read last open (fuse/local_fds.h).
+// State: no per-inode and no per-open-file state for datasets (fuse/inode.h):
+// a read finds its dataset and file from the inode number alone, and each
+// worker thread keeps the chunk files it read last open (fuse/local_fds.h).
 //
 // Failures: every operation is wrapped so that an exception (bad_alloc, a
 // library error) becomes EIO for that request and a log line, never the end
@@ -48,6 +49,7 @@
 
 #include "coordinator/cluster_view.h"
 #include "fuse/chunk_reader.h"
+#include "fuse/ckpt_fs.h"
 #include "fuse/mount_stats.h"
 #include "fuse/namespace.h"
 
@@ -77,6 +79,12 @@ class HoardFs {
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;
     OriginPool::Opener open_origin;  // tests substitute an in-memory origin
+    // Checkpoints (fuse/ckpt_fs.h): this node's name in the cluster map, the
+    // level fsync/close wait for, and the checkpoint origin for files only
+    // there. Without a local_store, checkpoints are read-only here.
+    std::string node_name;
+    proto::CkptLevel ckpt_sync_level = proto::CkptLevel::kR;
+    std::function<Result<std::unique_ptr<CkptOrigin>>()> open_ckpt_origin;
   };
 
   explicit HoardFs(Options options);
@@ -109,6 +117,8 @@ class HoardFs {
   void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   // Every operation that would change a dataset.
   void ReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+  // The checkpoint namespace, for the operations that only it serves.
+  CkptFs& ckpt() { return *ckpt_; }
   // An operation threw: log it (the request then gets EIO).
   void OpFailed(const char* op, const char* what) { options_.logger->error("{} failed: {}", op, what); }
 
@@ -134,9 +144,9 @@ class HoardFs {
   Namespace ns_;
   ClusterWatcher watcher_;
   ChunkReader reader_;
+  std::unique_ptr<CkptFs> ckpt_;
   MountStats stats_;
   std::atomic<fuse_session*> session_{nullptr};
-  std::atomic<bool> no_open_{false};  // the kernel may skip open (set in Init)
   std::atomic<bool> initialized_{false};
   bool read_ahead_done_ = false;  // watch thread only
   std::string last_stats_;        // watch thread only

@@ -5,6 +5,8 @@
 //
 //   1                      the mount root          (FUSE_ROOT_ID)
 //   2                      /datasets
+//   3                      /checkpoints (fuse/ckpt_fs.h)
+//   2^32 + id              the checkpoint entry with coordinator id `id`
 //   slot << 40 | entry     entry `entry` of the dataset mounted in `slot`;
 //                          entry 0 is /datasets/NAME itself
 //

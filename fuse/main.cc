@@ -36,6 +36,13 @@ int main(int argc, char** argv) {
   app.add_option("--readahead-threads", readahead_threads, "Threads fetching chunks ahead (all readers together)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  std::string node_name, ckpt_sync_level = "R";
+  app.add_option("--node-name", node_name,
+                 "This node's name (its hoard-node --name): checkpoints written here are held by it");
+  app.add_option("--ckpt-sync-level", ckpt_sync_level,
+                 "What fsync/close of a checkpoint file wait for: R (replicated on K nodes) or L (this disk only)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"R", "L"}));
   app.add_flag("--fuse-debug", debug, "Print every FUSE request");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -58,16 +65,18 @@ int main(int argc, char** argv) {
                            .readahead_chunks = readahead_chunks,
                            .readahead_threads = readahead_threads,
                            .logger = log,
-                           .context = &context});
+                           .context = &context,
+                           .node_name = node_name,
+                           .ckpt_sync_level = ckpt_sync_level == "L" ? hoard::proto::CkptLevel::kL
+                                                                     : hoard::proto::CkptLevel::kR});
   if (hoard::Status s = fs.Start(); !s.ok()) {
     log->critical("cannot start: {}", s.ToString());
     return 1;
   }
 
-  // The kernel checks the origin's modes and owners itself, and refuses every
-  // write open of a dataset (read-only versions of the origin) without
-  // asking the mount.
-  std::string opts = "fsname=hoard,subtype=hoard,default_permissions,ro";
+  // The kernel checks modes and owners itself; datasets answer EROFS to
+  // every change, checkpoints take them.
+  std::string opts = "fsname=hoard,subtype=hoard,default_permissions";
   if (allow_other) opts += ",allow_other";
   std::vector<std::string> fuse_argv = {argv[0], "-o", opts};
   if (debug) fuse_argv.push_back("-d");

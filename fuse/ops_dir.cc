@@ -31,6 +31,10 @@ bool AddEntry(fuse_req_t req, std::vector<char>* buf, size_t* used, bool plus, c
 }  // namespace
 
 void HoardFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (IsCkptIno(ino)) {
+    fuse_reply_open(req, fi);  // listed fresh from the coordinator at each readdir
+    return;
+  }
   struct stat st;
   if (!Stat(ino, &st).ok()) {
     fuse_reply_err(req, ESTALE);
@@ -55,6 +59,10 @@ void HoardFs::ReleaseDir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_rep
 
 void HoardFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*, bool plus) {
   stats_.readdirs.fetch_add(1, std::memory_order_relaxed);
+  if (IsCkptIno(ino)) {
+    ckpt_->ReadDir(req, ino, size, off, plus);
+    return;
+  }
   std::vector<char> buf(size);
   size_t used = 0;
   fuse_entry_param e;
@@ -96,7 +104,8 @@ void HoardFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fu
   if (off < 1 && !dot(".", ino, 1)) goto reply;
   if (off < 2 && !dot("..", parent, 2)) goto reply;
   if (ino == kRootIno) {
-    if (off < 3) emit("datasets", kDatasetsIno, 3);
+    if (off < 3 && !emit("datasets", kDatasetsIno, 3)) goto reply;
+    if (off < 4) emit("checkpoints", kCheckpointsIno, 4);
   } else if (ino == kDatasetsIno) {
     std::shared_ptr<const Namespace::Listing> list = ns_.List();
     for (size_t k = off < 3 ? 0 : size_t(off - 2); k < list->datasets.size(); ++k) {

@@ -39,7 +39,11 @@ constexpr blksize_t kBlockSize = 128 * 1024;
 
 Status HoardFs::Stat(fuse_ino_t ino, struct stat* st) const {
   if (ino == kRootIno) {
-    FillSynthDir(ino, 3, start_time_, st);
+    FillSynthDir(ino, 4, start_time_, st);
+    return Status::Ok();
+  }
+  if (ino == kCheckpointsIno) {
+    ckpt_->StatRoot(st);
     return Status::Ok();
   }
   if (ino == kDatasetsIno) {
@@ -84,10 +88,15 @@ void HoardFs::FillEntry(fuse_ino_t ino, const struct stat& st, fuse_entry_param*
 
 void HoardFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   stats_.lookups.fetch_add(1, std::memory_order_relaxed);
+  if (IsCkptIno(parent)) {
+    ckpt_->Lookup(req, parent, name);
+    return;
+  }
   fuse_ino_t child = 0;
   double negative_timeout = 0;
   if (parent == kRootIno) {
     if (std::strcmp(name, "datasets") == 0) child = kDatasetsIno;
+    if (std::strcmp(name, "checkpoints") == 0) child = kCheckpointsIno;
   } else if (parent == kDatasetsIno) {
     // A dataset may be added any moment: never cache its absence.
     const MountedDataset* ds = ns_.Find(name);
@@ -127,6 +136,10 @@ void HoardFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void HoardFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   stats_.getattrs.fetch_add(1, std::memory_order_relaxed);
+  if (IsCkptIno(ino)) {
+    ckpt_->GetAttr(req, ino);
+    return;
+  }
   struct stat st;
   if (Status s = Stat(ino, &st); !s.ok()) {
     fuse_reply_err(req, ESTALE);

@@ -1,10 +1,8 @@
 // File operations: open, read, release.
 //
-// Reads are stateless: everything a read needs is in its inode number (the
-// dataset slot and the manifest entry), so an open needs no per-file state and
-// the mount can tell the kernel to skip open and release altogether (zero
-// messages per open; see HoardFs::Init). The open handler below is for
-// kernels without that capability. A warm read of a local chunk is one
+// Dataset reads are stateless: everything a read needs is in its inode number
+// (the dataset slot and the manifest entry), so an open needs no per-file
+// state. Checkpoint files go to CkptFs (fuse/ckpt_fs.h). A warm read of a local chunk is one
 // thread-local fd lookup and a splice from the chunk file: no lock, no
 // allocation, no copy through this process.
 #include <fcntl.h>
@@ -21,11 +19,8 @@ namespace hoard::fuse {
 
 void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   stats_.opens.fetch_add(1, std::memory_order_relaxed);
-  if (no_open_) {
-    // The kernel then opens every file itself, without asking again: reads
-    // need nothing from an open. The mount is read-only at the VFS level
-    // (`ro`), so the kernel refuses write opens before they get here.
-    fuse_reply_err(req, ENOSYS);
+  if (IsCkptIno(ino)) {
+    ckpt_->Open(req, ino, fi);
     return;
   }
   const MountedDataset* ds = ns_.Slot(SlotOf(ino));
@@ -48,7 +43,11 @@ void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_open(req, fi);
 }
 
-void HoardFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+void HoardFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  if (IsCkptIno(ino)) {
+    ckpt_->Read(req, ino, size, off, fi);
+    return;
+  }
   // AnySlot: a file opened before its dataset was removed keeps reading it.
   const MountedDataset* ds = ns_.AnySlot(SlotOf(ino));
   const uint64_t entry_id = EntryOf(ino);
@@ -152,6 +151,12 @@ void HoardFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   fuse_reply_iov(req, iov, static_cast<int>(pieces));
 }
 
-void HoardFs::Release(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+void HoardFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (IsCkptIno(ino)) {
+    ckpt_->Release(req, ino, fi);
+    return;
+  }
+  fuse_reply_err(req, 0);
+}
 
 }  // namespace hoard::fuse

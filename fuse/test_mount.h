@@ -46,7 +46,7 @@ class TestMount {
   TestMount(HoardFs* fs, const std::string& mountpoint, const std::string& extra_options = "")
       : mountpoint_(mountpoint) {
     std::vector<std::string> argv = {"hoard-test", "-o",
-                                     "fsname=hoard,subtype=hoard,default_permissions,ro" + extra_options};
+                                     "fsname=hoard,subtype=hoard,default_permissions" + extra_options};
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(a.data());
     fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <zmq.hpp>
@@ -69,12 +70,14 @@ class RpcClient {
 
   // Sends `req` and waits up to `timeout` for its reply. When the reply has a
   // payload frame and `payload` is not null, it is moved there.
+  // `request_payload`, when not empty, goes as the request's payload frame
+  // (a chunk sent to a peer).
   template <typename Req>
   Result<typename Req::Reply> Call(const Req& req, std::chrono::milliseconds timeout,
-                                   zmq::message_t* payload = nullptr) {
+                                   zmq::message_t* payload = nullptr, std::string_view request_payload = {}) {
     uint64_t id = ++next_id_;
     Result<Envelope> env =
-        Exchange(EncodeHeader(Req::kType, id, Status::Ok(), req), id, timeout);
+        Exchange(EncodeHeader(Req::kType, id, Status::Ok(), req), id, timeout, request_payload);
     if (!env.ok()) return env.status();
     if (env->type != ReplyType<typename Req::Reply>::kType) {
       return Status::InvalidArgument(std::string("expected ") +
@@ -91,7 +94,8 @@ class RpcClient {
  private:
   // Sends one header frame and receives the reply with the same id. A kError
   // reply becomes its Status.
-  Result<Envelope> Exchange(std::string header, uint64_t id, std::chrono::milliseconds timeout);
+  Result<Envelope> Exchange(std::string header, uint64_t id, std::chrono::milliseconds timeout,
+                            std::string_view payload = {});
   Result<Envelope> Receive(uint64_t id, std::chrono::steady_clock::time_point deadline);
   void Reconnect();
 

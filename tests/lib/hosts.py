@@ -328,6 +328,7 @@ class HostCluster:
         self.mounts.append(mnt)
         self._spawn(f"mount{i}", [os.path.join(BIN, "hoard-fuse"), mnt, "--coordinator", self.coordinator,
                                   "--node-store", os.path.join(self.store_dir(i), "store"),
+                                  "--node-name", self.node_name(i),
                                   "--cache-dir", os.path.join(self.workdir, f"mount-cache{i}")] + self.mount_args,
                     self.node_ns[i - 1])
         if wait:

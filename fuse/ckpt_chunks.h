@@ -1,0 +1,99 @@
+// File: fuse/ckpt_chunks.h
+//
+// CkptChunks reads the committed bytes of checkpoint files for the mount:
+// each chunk from its holders (the writer, then the replicas, this node
+// first, then the others rotated by chunk index so that a restore pulls from
+// every holder at once), verified by the node that serves it against the
+// checksum in the entry; when no holder has it and the file is at P, from the
+// checkpoint origin at the file's path.
+//
+// Chunks are kept in a small LRU (the kernel asks for a chunk in many 128 KiB
+// to 1 MiB reads), fetches are single-flight, and a read of chunk i starts
+// fetches of the next `ahead` chunks on a pool of threads, so a sequential
+// restore has many chunks in flight from many nodes.
+//
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/ckpt_origin.h"
+#include "common/single_flight.h"
+#include "coordinator/cluster_view.h"
+#include "proto/messages.h"
+#include "proto/rpc_client.h"
+
+namespace hoard::fuse {
+
+class CkptChunks {
+ public:
+  struct Options {
+    std::string node_name;
+    std::chrono::milliseconds peer_timeout{10000};
+    size_t cache_bytes = 128u << 20;
+    int ahead = 8;    // chunks fetched ahead of a reader
+    int threads = 8;  // fetching ahead, for all readers
+    std::shared_ptr<spdlog::logger> logger;
+    std::function<Result<std::unique_ptr<CkptOrigin>>()> open_origin;  // null: no origin
+  };
+  using Bytes = std::shared_ptr<const std::string>;
+
+  CkptChunks(Options options, proto::ClientPool* pool, std::function<std::shared_ptr<const ClusterView>()> view);
+  ~CkptChunks();
+
+  // Copies bytes [off, off + len) of the committed generation of `e` into
+  // `out` (fewer at the end of the file).
+  Result<size_t> Read(const proto::CkptEntry& e, uint64_t off, size_t len, char* out);
+
+  uint64_t peer_bytes() const { return peer_bytes_.load(); }
+  uint64_t origin_bytes() const { return origin_bytes_.load(); }
+
+ private:
+  struct Key {
+    uint64_t id, gen;
+    uint32_t index;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.id * 1000003 ^ k.gen * 131 ^ k.index); }
+  };
+  Result<Bytes> Get(const proto::CkptEntry& e, uint32_t index);
+  Result<Bytes> Fetch(const proto::CkptEntry& e, uint32_t index);
+  Result<Bytes> FromOrigin(const proto::CkptEntry& e, uint32_t index);
+  Bytes Cached(const Key& k);
+  void Keep(const Key& k, Bytes b);
+  void AheadLoop();
+
+  Options options_;
+  proto::ClientPool* pool_;
+  std::function<std::shared_ptr<const ClusterView>()> view_;
+  SingleFlight<Key, Result<Bytes>, KeyHash> flights_;
+  std::atomic<uint64_t> peer_bytes_{0}, origin_bytes_{0};
+
+  std::mutex mu_;
+  std::list<std::pair<Key, Bytes>> lru_;  // newest first; guarded by mu_
+  std::unordered_map<Key, std::list<std::pair<Key, Bytes>>::iterator, KeyHash> index_;  // guarded by mu_
+  size_t cached_bytes_ = 0;  // guarded by mu_
+  std::deque<std::pair<std::shared_ptr<const proto::CkptEntry>, uint32_t>> ahead_;  // guarded by mu_
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::vector<std::thread> threads_;
+
+  std::mutex origin_mu_;
+  std::unique_ptr<CkptOrigin> origin_;  // opened on first use; guarded by origin_mu_
+};
+
+}  // namespace hoard::fuse

@@ -1,0 +1,146 @@
+#include "fuse/ckpt_commit.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <ctime>
+#include <thread>
+
+#include "common/hash.h"
+
+namespace hoard::fuse {
+
+Result<std::shared_ptr<LocalFile>> OpenLocalFile(const std::string& dir, uint64_t id, bool truncate) {
+  HOARD_RETURN_IF_ERROR(MakeDirs(dir));
+  auto f = std::make_shared<LocalFile>();
+  f->id = id;
+  f->path = dir + "/" + std::to_string(id);
+  f->fd = UniqueFd(::open(f->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!f->fd.valid()) return Status::FromErrno(errno, "open " + f->path);
+  // Shared: several mounts' handles never exclude each other; the node
+  // agent's exclusive attempt fails while any is held.
+  if (::flock(f->fd.get(), LOCK_SH) != 0) return Status::FromErrno(errno, "flock " + f->path);
+  if (truncate && ::ftruncate(f->fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + f->path);
+  struct stat st;
+  if (::fstat(f->fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + f->path);
+  f->size = static_cast<uint64_t>(st.st_size);
+  return f;
+}
+
+Committer::Committer(Options options, proto::ClientPool* pool, std::string coordinator,
+                     std::function<std::shared_ptr<const ClusterView>()> current_view)
+    : options_(std::move(options)),
+      pool_(pool),
+      coordinator_(std::move(coordinator)),
+      current_view_(std::move(current_view)) {}
+
+std::vector<uint32_t> Committer::ReplicaCandidates(const ClusterView& view, uint64_t id, uint32_t index,
+                                                   const std::string& self) {
+  // Rendezvous: each up node's score for (file, chunk); the highest first.
+  const uint64_t key = Mix64(Hash64(std::to_string(id), 0x636b7074), index);
+  std::vector<std::pair<uint64_t, uint32_t>> scored;
+  const auto& nodes = view.map().nodes;
+  for (uint32_t i = 0; i < nodes.size(); ++i) {
+    if (!nodes[i].up || nodes[i].name == self) continue;
+    scored.emplace_back(Mix64(key, Hash64(nodes[i].name)), i);
+  }
+  std::sort(scored.begin(), scored.end(), std::greater<>());
+  std::vector<uint32_t> out;
+  for (const auto& [score, i] : scored) out.push_back(i);
+  return out;
+}
+
+std::vector<std::string> Committer::Replicate(const ClusterView& view, const std::vector<uint32_t>& candidates,
+                                              size_t want, const proto::PutCkptChunk& put,
+                                              const std::string& bytes) {
+  std::vector<std::string> holders;
+  for (uint32_t c : candidates) {
+    if (holders.size() >= want) break;
+    const proto::NodeInfo& node = view.node(c);
+    auto lease = pool_->Acquire(node.endpoint);
+    Result<proto::CkptPutReply> r = lease->Call(put, options_.peer_timeout, nullptr, bytes);
+    if (r.ok()) {
+      holders.push_back(node.name);
+    } else {
+      options_.logger->warn("checkpoint file {} chunk {}: not stored on {}: {}; trying the next node", put.id,
+                            put.index, node.name, r.status().ToString());
+    }
+  }
+  return holders;
+}
+
+Result<Committer::Done> Committer::Commit(LocalFile& f) {
+  const int fd = f.fd.get();
+  if (::fdatasync(fd) != 0) return Status::FromErrno(errno, "fdatasync " + f.path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + f.path);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::shared_ptr<const ClusterView> view = current_view_();
+  const uint64_t cs = options_.chunk_size;
+  const uint64_t chunks = (size + cs - 1) / cs;
+  const bool replicate = options_.sync_level != proto::CkptLevel::kL && options_.replicas > 1;
+  const size_t want = replicate ? options_.replicas - 1 : 0;
+
+  proto::CkptCommit commit{.id = f.id,
+                           .gen = f.gen + 1,
+                           .size = size,
+                           .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+                           .chunk_size = cs,
+                           .writer = options_.node_name,
+                           .replicas_wanted = options_.replicas};
+  commit.checksums.resize(chunks);
+  commit.replicas.resize(chunks);
+
+  // Chunks are read back (from the page cache, just written), checksummed
+  // and sent by `parallel_puts` threads, each taking the next chunk.
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  Status read_error;
+  std::mutex err_mu;
+  std::atomic<uint64_t> short_chunks{0};
+  auto work = [&] {
+    std::string buf;
+    for (uint64_t i = next++; i < chunks && !failed.load(); i = next++) {
+      const uint64_t len = std::min(cs, size - i * cs);
+      buf.resize(len);
+      if (Status s = PreadAll(fd, buf.data(), len, static_cast<off_t>(i * cs)); !s.ok()) {
+        std::lock_guard lock(err_mu);
+        read_error = s;
+        failed = true;
+        return;
+      }
+      commit.checksums[i] = Checksum64(buf.data(), len);
+      if (want == 0 || view == nullptr) continue;
+      proto::PutCkptChunk put{.id = f.id, .gen = commit.gen, .index = static_cast<uint32_t>(i),
+                              .checksum = commit.checksums[i]};
+      commit.replicas[i] = Replicate(*view, ReplicaCandidates(*view, f.id, static_cast<uint32_t>(i),
+                                                              options_.node_name),
+                                     want, put, buf);
+      if (commit.replicas[i].size() < want) short_chunks.fetch_add(1);
+    }
+  };
+  const int threads = static_cast<int>(std::min<uint64_t>(std::max(1, options_.parallel_puts), std::max<uint64_t>(chunks, 1)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (failed) return read_error;
+
+  commit.level = static_cast<uint8_t>(want > 0 && short_chunks.load() == 0 ? proto::CkptLevel::kR
+                                                                           : proto::CkptLevel::kL);
+  if (want > 0 && short_chunks.load() > 0) {
+    options_.logger->warn("checkpoint file {}: {} of {} chunks on fewer than {} nodes (too few up): committed at L",
+                          f.id, short_chunks.load(), chunks, options_.replicas);
+  }
+  auto lease = pool_->Acquire(coordinator_);
+  Result<proto::CkptEntryReply> r = lease->Call(commit, options_.coordinator_timeout);
+  if (!r.ok()) return r.status().Annotate("commit of checkpoint file " + std::to_string(f.id));
+  return Done{commit.gen, static_cast<proto::CkptLevel>(r->entry.level)};
+}
+
+}  // namespace hoard::fuse

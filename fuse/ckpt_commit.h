@@ -1,0 +1,108 @@
+// File: fuse/ckpt_commit.h
+//
+// A checkpoint file open for writing on this mount (LocalFile), and the
+// Committer that turns its bytes into a committed generation.
+//
+// LocalFile: STORE/ckpt/files/<id>, opened read-write and held with a shared
+// flock for as long as any handle has it open (the node agent deletes only
+// whole-file copies it can lock exclusively). All handles of one file on this
+// mount share one LocalFile, so they see each other's writes.
+//
+// Commit (fsync, or the flush of close(2), of a file with uncommitted bytes):
+//   1. fdatasync the local file: the bytes are on this node's disk (L);
+//   2. checksum each chunk (XXH3, chunk size from the cluster map);
+//   3. unless the sync level is L, send each chunk to K-1 other up nodes,
+//      chosen by rendezvous hashing of (id, index) so a file's chunks spread
+//      over the cluster (restores then read from many nodes at once); they
+//      fsync before answering. A node that fails is replaced by the next in
+//      rank. Several chunks are in flight at once;
+//   4. CkptCommit to the coordinator with gen+1, the checksums and who holds
+//      what; it is journaled before the coordinator answers.
+// Only then does fsync/close return 0. The level achieved is R when every
+// chunk reached K nodes, else L (fewer than K nodes are up): logged, and
+// visible in user.hoard.state and `hoard checkpoint ls`, rather than failing
+// the training job's save.
+//
+// A commit that fails (coordinator unreachable, local disk error) returns the
+// error to fsync/close; the bytes stay in the local file and the next fsync,
+// close or release commits them again.
+//
+// Thread-safety: LocalFile::mu serialises writes, truncates and commits of
+// one file; Committer is thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/file_util.h"
+#include "common/result.h"
+#include "coordinator/cluster_view.h"
+#include "proto/messages.h"
+#include "proto/rpc_client.h"
+
+namespace hoard::fuse {
+
+struct LocalFile {
+  uint64_t id = 0;
+  std::string path;  // of the local file
+  UniqueFd fd;       // read-write, flocked LOCK_SH
+  std::mutex mu;
+  uint64_t size = 0;       // guarded by mu
+  bool dirty = false;      // bytes not committed yet; guarded by mu
+  uint64_t gen = 0;        // the committed generation the bytes derive from; guarded by mu
+  proto::CkptLevel level = proto::CkptLevel::kNone;  // of gen; guarded by mu
+};
+
+// Opens (creating if needed) the local file for `id` under `dir` and flocks it
+// shared; `truncate` empties it.
+Result<std::shared_ptr<LocalFile>> OpenLocalFile(const std::string& dir, uint64_t id, bool truncate);
+
+class Committer {
+ public:
+  struct Options {
+    std::string node_name;
+    proto::CkptLevel sync_level = proto::CkptLevel::kR;
+    std::chrono::milliseconds coordinator_timeout{10000};
+    std::chrono::milliseconds peer_timeout{10000};
+    int parallel_puts = 4;  // chunks in flight to peers per commit
+    // Until the cluster map carries them (the coordinator's --ckpt-replicas
+    // and chunk size): K, counting this node, and the chunk size.
+    uint32_t replicas = 2;
+    uint64_t chunk_size = 4u << 20;
+    std::shared_ptr<spdlog::logger> logger;
+  };
+  struct Done {
+    uint64_t gen = 0;
+    proto::CkptLevel level = proto::CkptLevel::kNone;
+  };
+
+  Committer(Options options, proto::ClientPool* pool, std::string coordinator,
+            std::function<std::shared_ptr<const ClusterView>()> current_view);
+
+  // Commits `f`'s bytes (see the top). REQUIRES: f.mu held by the caller.
+  Result<Done> Commit(LocalFile& f);
+
+  // The K-1 nodes (member indexes of `view`) that should hold chunk `index`
+  // of file `id` besides `self`, best first, among the up nodes.
+  static std::vector<uint32_t> ReplicaCandidates(const ClusterView& view, uint64_t id, uint32_t index,
+                                                 const std::string& self);
+
+ private:
+  // Sends one chunk to up to `want` nodes from `candidates`; returns their names.
+  std::vector<std::string> Replicate(const ClusterView& view, const std::vector<uint32_t>& candidates, size_t want,
+                                     const proto::PutCkptChunk& put, const std::string& bytes);
+
+  Options options_;
+  proto::ClientPool* pool_;
+  std::string coordinator_;
+  std::function<std::shared_ptr<const ClusterView>()> current_view_;
+};
+
+}  // namespace hoard::fuse

@@ -1,0 +1,281 @@
+// CkptFs file I/O: create, open, read, write, flush, fsync, release.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "common/hash.h"
+#include "fuse/ckpt_fs.h"
+#include "fuse/errno.h"
+
+namespace hoard::fuse {
+namespace {
+
+bool Writable(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
+
+}  // namespace
+
+uint64_t CkptFs::NewHandle(Handle h) {
+  std::lock_guard lock(mu_);
+  const uint64_t fh = next_fh_++;
+  handles_[fh] = std::move(h);
+  return fh;
+}
+
+std::shared_ptr<LocalFile> CkptFs::OpenLocal(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = local_.find(id);
+  if (it == local_.end()) return nullptr;
+  std::shared_ptr<LocalFile> f = it->second.lock();
+  if (f == nullptr) local_.erase(it);
+  return f;
+}
+
+Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& e, bool truncate) {
+  if (files_dir_.empty()) return Status::InvalidArgument("this mount has no node store to write checkpoints to");
+  if (std::shared_ptr<LocalFile> f = OpenLocal(e.id)) {
+    if (truncate) {
+      std::lock_guard lock(f->mu);
+      if (::ftruncate(f->fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + f->path);
+      f->size = 0;
+      f->dirty = true;
+    }
+    return f;
+  }
+  Result<std::shared_ptr<LocalFile>> opened = OpenLocalFile(files_dir_, e.id, truncate);
+  if (!opened.ok()) return opened.status();
+  std::shared_ptr<LocalFile> f = *opened;
+  f->gen = e.gen;
+  f->level = static_cast<proto::CkptLevel>(e.level);
+  if (truncate) {
+    f->dirty = e.size != 0 || e.gen == 0;
+  } else if (e.size > 0) {
+    // Writing into committed bytes: the local file must hold them. It does
+    // when this node wrote them (its copy checks out chunk by chunk);
+    // otherwise they are copied in from their holders first.
+    bool same = f->size == e.size && e.chunk_size > 0;
+    std::vector<char> buf(same ? e.chunk_size : 0);
+    for (uint64_t i = 0; same && i < e.checksums.size(); ++i) {
+      const uint64_t len = std::min<uint64_t>(e.chunk_size, e.size - i * e.chunk_size);
+      same = PreadAll(f->fd.get(), buf.data(), len, off_t(i * e.chunk_size)).ok() &&
+             Checksum64(buf.data(), len) == e.checksums[i];
+    }
+    if (!same) {
+      std::vector<char> chunk(std::max<uint64_t>(e.chunk_size, 1));
+      for (uint64_t off = 0; off < e.size; off += chunk.size()) {
+        Result<size_t> n = chunks_.Read(e, off, chunk.size(), chunk.data());
+        if (!n.ok()) return n.status().Annotate("copy " + e.path + " in for writing");
+        HOARD_RETURN_IF_ERROR(PwriteAll(f->fd.get(), chunk.data(), *n, off_t(off)));
+      }
+      if (::ftruncate(f->fd.get(), off_t(e.size)) != 0) return Status::FromErrno(errno, "truncate " + f->path);
+      f->size = e.size;
+    }
+  } else {
+    f->dirty = e.gen == 0;
+  }
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = local_.try_emplace(e.id, f);
+  if (!inserted) {
+    // Another thread opened it meanwhile: share theirs.
+    if (std::shared_ptr<LocalFile> other = it->second.lock()) return other;
+    it->second = f;
+  }
+  return f;
+}
+
+Status CkptFs::CommitIfDirty(LocalFile& f) {
+  std::lock_guard lock(f.mu);
+  if (!f.dirty) return Status::Ok();
+  for (int attempt = 0;; ++attempt) {
+    Result<Committer::Done> done = committer_.Commit(f);
+    if (done.ok()) {
+      f.gen = done->gen;
+      f.level = done->level;
+      f.dirty = false;
+      return Status::Ok();
+    }
+    if (done.status().code() == Code::kNotFound) {
+      // Removed while open: its bytes have nowhere to go, as on any file system.
+      f.dirty = false;
+      return Status::Ok();
+    }
+    if (done.status().code() != Code::kStale || attempt > 0) {
+      options_.logger->error("checkpoint file {}: commit failed: {}", f.id, done.status().ToString());
+      return done.status();
+    }
+    // Another mount committed a newer generation meanwhile: ours replaces it
+    // (last writer wins, as with two NFS clients).
+    Result<std::string> path = PathOf(CkptIno(f.id));
+    if (!path.ok()) return done.status();
+    Result<proto::CkptEntryReply> cur = Ask(proto::CkptLookup{.path = *path});
+    if (!cur.ok()) return cur.status();
+    f.gen = cur->entry.gen;
+  }
+}
+
+void CkptFs::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  Result<std::string> path = ChildPath(parent, name);
+  if (!path.ok()) {
+    fuse_reply_err(req, path.status().code() == Code::kNotFound ? ESTALE : EINVAL);
+    return;
+  }
+  if (files_dir_.empty()) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  Result<proto::CkptEntryReply> r = Ask(proto::CkptCreate{.path = *path, .is_dir = false, .mode = mode & 07777});
+  bool truncate = true;
+  if (!r.ok() && r.status().code() == Code::kAlreadyExists && !(fi->flags & O_EXCL)) {
+    // Created by someone else since the kernel looked: open it.
+    r = Ask(proto::CkptLookup{.path = *path});
+    truncate = (fi->flags & O_TRUNC) != 0;
+  }
+  if (!r.ok()) {
+    fuse_reply_err(req, ToErrno(r.status()));
+    return;
+  }
+  if (r->entry.is_dir) {
+    fuse_reply_err(req, EISDIR);
+    return;
+  }
+  Result<std::shared_ptr<LocalFile>> f = OpenForWrite(r->entry, truncate);
+  if (!f.ok()) {
+    fuse_reply_err(req, ToErrno(f.status()));
+    return;
+  }
+  Remember(r->entry);
+  fi->fh = NewHandle(Handle{*f, nullptr});
+  fuse_entry_param p;
+  std::memset(&p, 0, sizeof p);
+  p.ino = CkptIno(r->entry.id);
+  FillStat(r->entry, &p.attr);
+  p.attr_timeout = p.entry_timeout = options_.attr_timeout;
+  if (fuse_reply_create(req, &p, fi) != 0) Release(nullptr, p.ino, fi);
+}
+
+void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Result<std::string> path = PathOf(ino);
+  if (!path.ok()) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  Result<proto::CkptEntryReply> r = Ask(proto::CkptLookup{.path = *path});
+  if (!r.ok() || r->entry.id != ino - kCkptInoBase) {
+    fuse_reply_err(req, r.ok() || r.status().code() == Code::kNotFound ? ESTALE : ToErrno(r.status()));
+    return;
+  }
+  if (r->entry.is_dir) {
+    fuse_reply_err(req, EISDIR);
+    return;
+  }
+  Handle h;
+  if (Writable(fi->flags)) {
+    if (files_dir_.empty()) {
+      fuse_reply_err(req, EROFS);
+      return;
+    }
+    Result<std::shared_ptr<LocalFile>> f = OpenForWrite(r->entry, (fi->flags & O_TRUNC) != 0);
+    if (!f.ok()) {
+      fuse_reply_err(req, ToErrno(f.status()));
+      return;
+    }
+    h.file = *f;
+  } else {
+    // A reader on the node that is writing the file sees the writer's bytes.
+    h.file = OpenLocal(r->entry.id);
+    h.entry = std::make_shared<const proto::CkptEntry>(std::move(r->entry));
+  }
+  fi->fh = NewHandle(std::move(h));
+  // Pages cached by an earlier open may be of an older generation.
+  fi->keep_cache = 0;
+  if (fuse_reply_open(req, fi) != 0) Release(nullptr, ino, fi);
+}
+
+void CkptFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  Handle h;
+  {
+    std::lock_guard lock(mu_);
+    auto it = handles_.find(fi->fh);
+    if (it == handles_.end()) {
+      fuse_reply_err(req, EBADF);
+      return;
+    }
+    h = it->second;
+  }
+  std::vector<char> buf(size);
+  if (h.file != nullptr) {
+    std::lock_guard lock(h.file->mu);
+    const ssize_t n = ::pread(h.file->fd.get(), buf.data(), size, off);
+    if (n < 0) {
+      fuse_reply_err(req, errno);
+      return;
+    }
+    fuse_reply_buf(req, buf.data(), size_t(n));
+    return;
+  }
+  Result<size_t> n = chunks_.Read(*h.entry, uint64_t(off), size, buf.data());
+  if (!n.ok()) {
+    options_.logger->error("read checkpoint {} at {}: {}", h.entry->path, off, n.status().ToString());
+    fuse_reply_err(req, EIO);
+    return;
+  }
+  fuse_reply_buf(req, buf.data(), *n);
+}
+
+void CkptFs::Write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off, fuse_file_info* fi) {
+  std::shared_ptr<LocalFile> f;
+  {
+    std::lock_guard lock(mu_);
+    auto it = handles_.find(fi->fh);
+    if (it != handles_.end()) f = it->second.file;
+  }
+  if (f == nullptr) {
+    fuse_reply_err(req, EBADF);
+    return;
+  }
+  std::lock_guard lock(f->mu);
+  if (Status s = PwriteAll(f->fd.get(), data, size, off); !s.ok()) {
+    fuse_reply_err(req, ToErrno(s));
+    return;
+  }
+  f->size = std::max<uint64_t>(f->size, uint64_t(off) + size);
+  f->dirty = true;
+  fuse_reply_write(req, size);
+}
+
+void CkptFs::Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Fsync(req, ino, 0, fi); }
+
+void CkptFs::Fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
+  std::shared_ptr<LocalFile> f;
+  {
+    std::lock_guard lock(mu_);
+    auto it = handles_.find(fi->fh);
+    if (it != handles_.end()) f = it->second.file;
+  }
+  if (f == nullptr) {
+    fuse_reply_err(req, 0);  // a reader's handle: nothing to make durable
+    return;
+  }
+  Status s = CommitIfDirty(*f);
+  fuse_reply_err(req, s.ok() ? 0 : ToErrno(s));
+}
+
+void CkptFs::Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  Handle h;
+  {
+    std::lock_guard lock(mu_);
+    auto it = handles_.find(fi->fh);
+    if (it != handles_.end()) {
+      h = std::move(it->second);
+      handles_.erase(it);
+    }
+  }
+  // close(2) already committed through flush; this catches bytes written
+  // after it by another handle's mapping, and is the last chance to.
+  if (h.file != nullptr && h.file.use_count() == 1) (void)CommitIfDirty(*h.file);
+  if (req != nullptr) fuse_reply_err(req, 0);
+}
+
+}  // namespace hoard::fuse
