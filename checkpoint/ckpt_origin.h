@@ -68,7 +68,13 @@ class CkptOrigin {
 };
 
 // Opens `source` ("nfs://..." or an absolute local directory, created if
-// missing) and its staging directory.
+// missing) and creates its staging directory. Implementations:
+// checkpoint/posix_ckpt_origin.h, nfs_ckpt_origin.h, mem_ckpt_origin.h (tests).
 Result<std::unique_ptr<CkptOrigin>> OpenCkptOrigin(const std::string& source, const OriginOptions& options = {});
+
+// OK if `path` may be given to a CkptOrigin (proto::IsSafeCkptPath; "" names
+// the root, accepted only when `root_ok`); else kInvalidArgument naming
+// `source` and the path. Every implementation checks its paths with it.
+Status CheckCkptPath(std::string_view source, std::string_view path, bool root_ok);
 
 }  // namespace hoard

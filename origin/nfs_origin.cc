@@ -62,6 +62,13 @@ Failure Classify(int rc, std::string_view error) {
     case EINVAL:
     case EFBIG:
     case EOVERFLOW:
+    // What the writable checkpoint origin can get back (RunCall).
+    case EEXIST:
+    case ENOTEMPTY:
+    case ENOSPC:
+    case EDQUOT:
+    case EROFS:
+    case EXDEV:
       return Failure::kAnswer;
     case EINTR:  // libnfs's sync calls return -EINTR for "Command timed out"
     case ETIMEDOUT:
@@ -734,6 +741,23 @@ Result<OriginEntry> NfsOrigin::Stat(std::string_view path) {
   if (!s.ok()) return s;
   return e;
 }
+
+Status NfsOrigin::RunCall(std::string_view what, std::string_view path,
+                          const std::function<int(nfs_context*)>& op) {
+  return pool_->Run(path, [&](NfsConnection& conn) -> Outcome {
+    const int rc = op(conn.ctx());
+    if (rc >= 0) return Done();
+    std::string error(conn.error());
+    const Failure failure = Classify(rc, error);
+    std::string msg = source_ + ": " + std::string(what) + " '" + std::string(path) + "': " + error;
+    if (failure != Failure::kAnswer) return {Status::Unavailable(std::move(msg)), failure};
+    // NFS3ERR_JUKEBOX: the server asks us to come back later.
+    if (rc == -EAGAIN) return Answer(Status::Unavailable(std::move(msg)));
+    return Answer(Status::FromErrno(-rc, msg));
+  });
+}
+
+std::string NfsOrigin::NfsPath(std::string_view path) const { return pool_->Full(path); }
 
 Result<std::unique_ptr<OriginFile>> NfsOrigin::Open(std::string_view path) {
   HOARD_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitOriginPath(path));

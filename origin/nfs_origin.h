@@ -63,12 +63,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "origin/origin.h"
+
+struct nfs_context;
 
 namespace hoard {
 
@@ -109,6 +112,20 @@ class NfsOrigin : public Origin {
   const std::string& root_in_export() const { return root_; }
   // The largest READ the server accepts, in bytes; reads are split to it.
   uint64_t read_max() const { return read_max_; }
+
+  // For the writable checkpoint origin (checkpoint/nfs_ckpt_origin.h), which
+  // shares this origin's connections, timeouts and retry rule rather than
+  // keeping a second pool. Runs `op` on a leased connection; `op` returns 0
+  // (or any value >= 0) or a libnfs error (a negative errno). A timeout or a
+  // broken transport gives kUnavailable, and after a broken transport (not a
+  // timeout) `op` runs once more on a fresh connection, so `op` must be
+  // idempotent or detect its second run itself. An error answer from the
+  // server gives Status::FromErrno(-rc, "SOURCE: WHAT 'PATH': libnfs's
+  // message"), so EEXIST, ENOTEMPTY, ENOSPC... keep their POSIX meaning.
+  // Handles opened by `op` belong to that connection: close them in `op`.
+  Status RunCall(std::string_view what, std::string_view path, const std::function<int(nfs_context*)>& op);
+  // The path libnfs wants (absolute inside the export) for an origin path.
+  std::string NfsPath(std::string_view path) const;
 
  private:
   NfsOrigin(std::string source, std::string export_path, std::string root, uint64_t read_max,

@@ -47,7 +47,9 @@
 #
 # Other environment knobs: NFS_SERVER_TIMEOUT (seconds to wait for the server
 # to answer, default 20); NFS_SERVER_NETNS (run the server inside that network
-# namespace, a separate "storage host": set NFS_SERVER_ADDR to its address).
+# namespace, a separate "storage host": set NFS_SERVER_ADDR to its address);
+# NFS_SERVER_ACCESS=RW exports read-write (default RO: datasets are only read;
+# the checkpoint origin's tests write).
 #
 # Exit status: 0 on success; otherwise non-zero with one line on stderr saying
 # why.
@@ -192,6 +194,8 @@ cmd_start() {
 
   port_busy "$addr" "$port" && die "port $port is already in use"
   port_busy "$addr" "$mport" && die "port $mport (MOUNT = PORT+1) is already in use"
+  access=${NFS_SERVER_ACCESS:-RO}
+  case "$access" in RO | RW) ;; *) die "NFS_SERVER_ACCESS must be RO or RW, not '$access'" ;; esac
   if [ "$portmap" = 1 ]; then
     port_busy 127.0.0.1 111 && die "NFS_SERVER_PORTMAP=1 but port 111 is already in use (a host rpcbind?)"
   fi
@@ -213,7 +217,7 @@ EXPORT {
   Export_Id = 1;
   Path = "$export_dir";
   Pseudo = "$export_dir";
-  Access_Type = RO;
+  Access_Type = $access;
   Squash = No_Root_Squash;
   SecType = sys;
   Protocols = 3;

@@ -56,7 +56,8 @@ class NfsTestServer {
     return "";
   }
 
-  // Starts a server exporting `export_dir` (read-only), keeping its config,
+  // Starts a server exporting `export_dir` (read-only; read-write with env
+  // "NFS_SERVER_ACCESS=RW"), keeping its config,
   // log and pid files in `work_dir`. `port` 0 picks one (see above).
   // `env` is put before the command, e.g. "NFS_SERVER_PORTMAP=1".
   Status Start(const std::string& work_dir, const std::string& export_dir, int port = 0,
