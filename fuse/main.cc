@@ -36,7 +36,9 @@ int main(int argc, char** argv) {
   app.add_option("--readahead-threads", readahead_threads, "Threads fetching chunks ahead (all readers together)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  std::string node_name, ckpt_sync_level = "R";
+  std::string node_name, ckpt_sync_level = "R", ckpt_origin;
+  app.add_option("--ckpt-origin", ckpt_origin,
+                 "The checkpoint origin (nfs://HOST/EXPORT/PATH or a directory), for checkpoints only there");
   app.add_option("--node-name", node_name,
                  "This node's name (its hoard-node --name): checkpoints written here are held by it");
   app.add_option("--ckpt-sync-level", ckpt_sync_level,
@@ -68,7 +70,10 @@ int main(int argc, char** argv) {
                            .context = &context,
                            .node_name = node_name,
                            .ckpt_sync_level = ckpt_sync_level == "L" ? hoard::proto::CkptLevel::kL
-                                                                     : hoard::proto::CkptLevel::kR});
+                                                                     : hoard::proto::CkptLevel::kR,
+                           .open_ckpt_origin = ckpt_origin.empty()
+                                                   ? std::function<hoard::Result<std::unique_ptr<hoard::CkptOrigin>>()>()
+                                                   : [ckpt_origin] { return hoard::OpenCkptOrigin(ckpt_origin); }});
   if (hoard::Status s = fs.Start(); !s.ok()) {
     log->critical("cannot start: {}", s.ToString());
     return 1;
