@@ -103,11 +103,13 @@ def _now():
 
 class HostCluster:
     def __init__(self, workdir, nodes=3, export_dir=None, nfs_port=20490, mounts="all", coordinator_args=(),
-                 node_args=(), mount_args=()):
+                 node_args=(), mount_args=(), nfs_access="RO"):
         """`mounts`: "all" (a mount on every node host, also those added
         later) or "first" (node 1 only). `coordinator_args`, `node_args` and
         `mount_args` are extra flags for every start of the coordinator, the
-        node agents and the mounts."""
+        node agents and the mounts. `nfs_access` "RW" exports read-write (a
+        checkpoint origin)."""
+        self.nfs_access = nfs_access
         self.coordinator_args = list(coordinator_args)
         self.node_args = list(node_args)
         self.mount_args = list(mount_args)
@@ -240,7 +242,8 @@ class HostCluster:
     # ------------------------------------------------------------- processes
 
     def _start_nfs(self, export_dir, port):
-        env = dict(os.environ, NFS_SERVER_NETNS=self.storage_ns, NFS_SERVER_ADDR=f"{self.net}.2")
+        env = dict(os.environ, NFS_SERVER_NETNS=self.storage_ns, NFS_SERVER_ADDR=f"{self.net}.2",
+                   NFS_SERVER_ACCESS=self.nfs_access)
         r = subprocess.run([NFS_SERVER_SH, "start", self.nfs_dir, export_dir, str(port)], text=True,
                            capture_output=True, timeout=120, env=env)
         if r.returncode != 0:
@@ -300,11 +303,21 @@ class HostCluster:
     def _coordinator_argv(self):
         return [os.path.join(BIN, "hoard-coordinator"), "--listen", self.coordinator,
                 "--data-dir", os.path.join(self.workdir, "coordinator"), "--down-after-ms", "3000"] + \
-            self.coordinator_args
+            self._args(self.coordinator_args)
 
     def _node_argv(self, i):
         return [os.path.join(BIN, "hoard-node"), "--name", self.node_name(i), "--listen", self.node_endpoint(i),
-                "--coordinator", self.coordinator, "--store", self.store_dir(i)] + self.node_args
+                "--coordinator", self.coordinator, "--store", self.store_dir(i)] + self._args(self.node_args)
+
+    def _args(self, args):
+        """Extra flags with "{nfs:SUBDIR}" replaced by that NFS URL (known
+        only once the server runs)."""
+        out = []
+        for a in args:
+            if a.startswith("{nfs:") and a.endswith("}"):
+                a = self.nfs_source(a[5:-1])
+            out.append(a)
+        return out
 
     def _start_daemons(self, nodes):
         with socket.socket() as s:  # a free port on the bridge address
@@ -329,7 +342,8 @@ class HostCluster:
         self._spawn(f"mount{i}", [os.path.join(BIN, "hoard-fuse"), mnt, "--coordinator", self.coordinator,
                                   "--node-store", os.path.join(self.store_dir(i), "store"),
                                   "--node-name", self.node_name(i),
-                                  "--cache-dir", os.path.join(self.workdir, f"mount-cache{i}")] + self.mount_args,
+                                  "--cache-dir", os.path.join(self.workdir, f"mount-cache{i}")] +
+                    self._args(self.mount_args),
                     self.node_ns[i - 1])
         if wait:
             self.wait_for(lambda: mounted(mnt), 15, f"the mount of node {i}")
