@@ -1,6 +1,7 @@
 #include "node/peer_source.h"
 
 #include <algorithm>
+#include <thread>
 #include <vector>
 
 namespace hoard {
@@ -92,6 +93,16 @@ Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const C
     zmq::message_t payload;
     auto lease = peers_.Acquire(node->endpoint);
     Result<proto::ChunkData> r = lease->Call(req, timeout_, &payload);
+    // A peer whose request queue is full answers Unavailable at once. It
+    // holds the chunk all the same: waiting a moment for it costs far less
+    // than reading the origin instead (which, under load, is what refilled a
+    // dead node's replicas from NFS rather than from the surviving copy).
+    for (int retry = 0; retry < kBusyRetries && !r.ok() && lease->last_call_answered() &&
+                        r.status().code() == Code::kUnavailable;
+         ++retry) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 << retry));
+      r = lease->Call(req, timeout_, &payload);
+    }
     if (!r.ok()) {
       if (!lease->last_call_answered()) {
         std::lock_guard lock(mu_);

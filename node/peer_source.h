@@ -9,7 +9,8 @@
 // then its owners in the last map with a different placement this process saw
 // (the nodes it is moving away from). Never this node, never a node the current map says is
 // down. Each is asked with fill=false: a peer that does not hold the chunk
-// says so at once instead of reading the origin for us. A peer that cannot be
+// says so at once instead of reading the origin for us; a peer that answers
+// "busy" (its request queue is full) is asked again a few times. A peer that cannot be
 // reached is skipped for 5 s (a dead node costs one connect timeout, not one
 // per chunk, until the coordinator marks it down).
 //
@@ -50,6 +51,8 @@ class PeerSource : public ChunkSource {
 
  private:
   static constexpr std::chrono::seconds kSuspectFor{5};
+  // Retries of a peer that answered "busy" (10, 20, ... 160 ms apart).
+  static constexpr int kBusyRetries = 5;
   static constexpr int kBarrenAfter = 32;
   static constexpr std::chrono::seconds kBarrenFor{10};
   struct Misses {
