@@ -272,7 +272,19 @@ Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& nod
   zmq::message_t payload;
   auto lease = peers_.Acquire(node.endpoint);
   Result<proto::ChunkData> r = lease->Call(req, options_.peer_timeout, &payload);
-  if (!r.ok()) return r.status();
+  // An owner whose request queue is full answers Unavailable at once: it is
+  // alive and holds the chunk, so ask again shortly rather than mark it
+  // suspect and read the origin instead.
+  for (int retry = 0; retry < 5 && !r.ok() && lease->last_call_answered() && r.status().code() == Code::kUnavailable;
+       ++retry) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10 << retry));
+    r = lease->Call(req, options_.peer_timeout, &payload);
+  }
+  if (!r.ok()) {
+    // Only a peer that did not answer at all is suspect.
+    if (!lease->last_call_answered()) return Status::Unavailable(r.status().message());
+    return r.status().code() == Code::kUnavailable ? Status::IoError(r.status().message()) : r.status();
+  }
   if (r->placement_epoch > placement_epoch && options_.on_newer_placement) options_.on_newer_placement();
   if (r->chunk_length != chunk_len || payload.size() != chunk_len) {
     return Status::Corruption("peer " + node.name + " sent " + std::to_string(payload.size()) + " bytes of a " +
