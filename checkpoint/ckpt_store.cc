@@ -1,22 +1,15 @@
 #include "checkpoint/ckpt_store.h"
 
 #include "common/file_util.h"
+#include "coordinator/msgpack_codec.h"
 
 namespace hoard {
 namespace {
 
 template <typename T>
-std::string Encode(const T& value) {
-  msgpack::sbuffer buf;
-  msgpack::pack(buf, value);
-  return std::string(buf.data(), buf.size());
-}
-
-template <typename T>
 Status Decode(std::string_view bytes, T* out, const std::string& what) {
   try {
-    msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
-    oh.get().convert(*out);
+    UnpackState(bytes.data(), bytes.size(), out);
   } catch (const std::exception& e) {
     return Status::Corruption(what + " does not decode: " + e.what());
   }
@@ -64,7 +57,7 @@ Result<CkptStore::Loaded> CkptStore::Open(std::string* cut) {
   return loaded;
 }
 
-Status CkptStore::Append(const CkptRecord& record) { return log_->Append(Encode(record)); }
+Status CkptStore::Append(const CkptRecord& record) { return log_->Append(PackState(record)); }
 
 bool CkptStore::SnapshotDue() const { return log_->records() >= options_.snapshot_every_records; }
 
@@ -72,7 +65,7 @@ uint64_t CkptStore::seq() const { return log_->base_seq() + log_->records(); }
 
 Status CkptStore::WriteSnapshot(CkptSnapshot snapshot) {
   snapshot.seq = seq();
-  HOARD_RETURN_IF_ERROR(WriteFileAtomic(SnapshotPath(), Encode(snapshot)));
+  HOARD_RETURN_IF_ERROR(WriteFileAtomic(SnapshotPath(), PackState(snapshot)));
   HOARD_ASSIGN_OR_RETURN(StateLog fresh, StateLog::Create(JournalPath(), snapshot.seq));
   log_.emplace(std::move(fresh));
   return Status::Ok();

@@ -37,28 +37,17 @@
 
 #include "common/result.h"
 #include "coordinator/state_log.h"
+#include "proto/messages.h"
 
 namespace hoard {
 
-// One namespace entry as stored. The root has id 0 and is never stored.
-struct CkptNode {
-  uint64_t id = 0;
+// One namespace entry as stored: the wire entry (its `path` left empty: an
+// entry is stored by parent id and name, so moving a directory rewrites one
+// entry, not its whole subtree) plus what the table needs beyond it. The
+// root has id 0 and is never stored.
+struct CkptNode : proto::CkptEntry {
   uint64_t parent = 0;
   std::string name;
-  bool is_dir = false;
-  uint32_t mode = 0;
-  int64_t mtime_ns = 0;
-  // Files: the committed generation, as proto::CkptEntry.
-  uint64_t gen = 0;
-  uint64_t size = 0;
-  uint8_t level = 0;
-  uint64_t chunk_size = 0;
-  std::vector<uint64_t> checksums;
-  std::string writer;
-  std::vector<std::vector<std::string>> replicas;
-  uint32_t replicas_wanted = 0;
-  int64_t committed_unix_ms = 0;
-  int64_t drained_unix_ms = 0;
   uint64_t commit_seq = 0;     // order of commits across the namespace: drain order, marker rule
   uint64_t uploaded_gen = 0;   // a generation uploaded to staging whose publish is not queued yet
   uint64_t published_gen = 0;  // the generation whose publish is queued (or done)
@@ -67,9 +56,8 @@ struct CkptNode {
   // one. Decides whether a rename/unlink/rmdir is mirrored.
   bool on_origin = false;
   bool released = false;  // P and past retention: nodes may delete their copies
-  MSGPACK_DEFINE_MAP(id, parent, name, is_dir, mode, mtime_ns, gen, size, level, chunk_size, checksums, writer,
-                     replicas, replicas_wanted, committed_unix_ms, drained_unix_ms, commit_seq, uploaded_gen,
-                     published_gen, on_origin, released);
+  MSGPACK_DEFINE_MAP(MSGPACK_BASE_MAP(proto::CkptEntry), parent, name, commit_seq, uploaded_gen, published_gen,
+                     on_origin, released);
 };
 
 // An operation for the origin, applied in `seq` order by the Publisher.

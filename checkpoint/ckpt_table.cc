@@ -32,7 +32,12 @@ const CkptNode* CkptTable::FindLocked(uint64_t id) const {
 
 Result<const CkptNode*> CkptTable::ResolveLocked(const std::string& path) const {
   HOARD_RETURN_IF_ERROR(CheckPath(path));
-  static const CkptNode kRoot{.id = 0, .is_dir = true, .mode = 0755};
+  static const CkptNode kRoot = [] {
+    CkptNode root;
+    root.is_dir = true;
+    root.mode = 0755;
+    return root;
+  }();
   const CkptNode* cur = &kRoot;
   size_t start = 0;
   while (start < path.size()) {
@@ -98,21 +103,9 @@ void CkptTable::ForEachFileLocked(uint64_t id, const std::function<void(const Ck
 int64_t CkptTable::NowMs() const { return options_.now_unix_ms(); }
 
 CkptEntry CkptTable::ToEntryLocked(const CkptNode& n) const {
-  return CkptEntry{.path = PathLocked(n.id),
-                   .id = n.id,
-                   .is_dir = n.is_dir,
-                   .mode = n.mode,
-                   .mtime_ns = n.mtime_ns,
-                   .gen = n.gen,
-                   .size = n.size,
-                   .level = n.level,
-                   .chunk_size = n.chunk_size,
-                   .checksums = n.checksums,
-                   .writer = n.writer,
-                   .replicas = n.replicas,
-                   .replicas_wanted = n.replicas_wanted,
-                   .committed_unix_ms = n.committed_unix_ms,
-                   .drained_unix_ms = n.drained_unix_ms};
+  CkptEntry e = n;  // the wire part; the path is computed, never stored
+  e.path = PathLocked(n.id);
+  return e;
 }
 
 Result<CkptEntry> CkptTable::Lookup(const std::string& path) const {
@@ -138,13 +131,14 @@ Result<CkptEntry> CkptTable::Create(const proto::CkptCreate& req) {
   std::lock_guard lock(mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* parent, ResolveParentLocked(req.path));
   if (ResolveLocked(req.path).ok()) return Status::AlreadyExists("checkpoint path " + req.path + " exists");
-  CkptRecord r;
-  r.put.push_back(CkptNode{.id = next_id_,
-                           .parent = parent->id,
-                           .name = BaseName(req.path),
-                           .is_dir = req.is_dir,
-                           .mode = req.mode & 07777,
-                           .mtime_ns = NowMs() * 1'000'000});
+  CkptNode n;
+  n.id = next_id_;
+  n.parent = parent->id;
+  n.name = BaseName(req.path);
+  n.is_dir = req.is_dir;
+  n.mode = req.mode & 07777;
+  n.mtime_ns = NowMs() * 1'000'000;
+  CkptRecord r{.put = {n}};
   HOARD_RETURN_IF_ERROR(SaveLocked(r));
   return ToEntryLocked(nodes_.at(r.put[0].id));
 }

@@ -134,7 +134,9 @@ class PublisherTest : public ::testing::Test {
       EXPECT_TRUE((*w)->WriteAt(0, bytes.data(), bytes.size()).ok());
       EXPECT_TRUE((*w)->Close().ok());
     }
-    if (report) EXPECT_TRUE(table_->Drained({.node = "n1", .id = e->id, .gen = 1, .ok = true}).ok());
+    if (report) {
+      EXPECT_TRUE(table_->Drained({.node = "n1", .id = e->id, .gen = 1, .ok = true}).ok());
+    }
     return e->id;
   }
   std::string OnOrigin(const std::string& path) {
