@@ -35,7 +35,7 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
       if (auto l = leases_.find(id); l != leases_.end() && l->second.gen == n.gen && l->second.expiry > now) continue;
       if (DrainerLocked(n, up_nodes) != node) continue;
       leases_[id] = Lease{.gen = n.gen, .node = node, .expiry = now + options_.lease};
-      reply.drain.push_back({.entry = ToEntryLocked(n), .tmp_path = StagingPath(n.id, n.gen)});
+      reply.drain.push_back({.entry = ToEntryLocked(n), .tmp_path = StagingPath(n.id, n.gen, node)});
       ++held;
     }
   }
@@ -52,6 +52,9 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
 }
 
 Result<proto::CkptDrainedReply> CkptTable::Drained(const proto::CkptDrained& req) {
+  if (req.node.empty() || req.node.find('/') != std::string::npos || !proto::IsSafeCkptPath(req.node)) {
+    return Status::InvalidArgument("bad node name '" + req.node + "' in a checkpoint drain report");
+  }
   std::lock_guard lock(mu_);
   const CkptNode* n = FindLocked(req.id);
   if (n != nullptr && n->is_dir) return Status::IsDirectory("checkpoint id " + std::to_string(req.id) + " is a directory");
@@ -62,19 +65,24 @@ Result<proto::CkptDrainedReply> CkptTable::Drained(const proto::CkptDrained& req
     return proto::CkptDrainedReply{.level = n == nullptr ? uint8_t(0) : n->level};
   }
   const bool current = n != nullptr && n->gen == req.gen;
+  const std::string tmp = StagingPath(req.id, req.gen, req.node);
   if (!current || n->published_gen == req.gen || n->uploaded_gen == req.gen) {
-    // Removed, re-committed since, or reported twice: that upload is not
-    // wanted (a duplicate's staging name is the one already queued; leave it).
-    if (!current) {
-      options_.logger->info("checkpoint upload {}-{} is stale: deleting it", req.id, req.gen);
+    // Removed, re-committed since, or uploaded by another node too (a lease
+    // that ran out): this upload is not wanted. Unless it is the one held
+    // for publishing, delete it. If it is the one whose publish is queued
+    // (the same report twice), the unlink comes after the publish in the
+    // queue and finds nothing: harmless.
+    if (!current || tmp != n->uploaded_tmp) {
+      options_.logger->info("checkpoint upload {} by {} is not needed: deleting it", tmp, req.node);
       CkptRecord r;
-      QueueOriginOpLocked(&r, OriginOp::kUnlink, "", StagingPath(req.id, req.gen));
+      QueueOriginOpLocked(&r, OriginOp::kUnlink, "", tmp);
       HOARD_RETURN_IF_ERROR(SaveLocked(r));
     }
     return proto::CkptDrainedReply{.level = n == nullptr ? uint8_t(0) : n->level};
   }
   CkptNode c = *n;
   c.uploaded_gen = req.gen;
+  c.uploaded_tmp = tmp;
   CkptRecord r;
   if (!IsMarker(c.name) || MarkerReadyLocked(c)) QueuePublishLocked(&r, c);
   else PutLocked(&r, c);  // held: MarkerReady is checked again as others publish
@@ -84,10 +92,10 @@ Result<proto::CkptDrainedReply> CkptTable::Drained(const proto::CkptDrained& req
 }
 
 void CkptTable::QueuePublishLocked(CkptRecord* r, CkptNode n) {
-  QueueOriginOpLocked(r, OriginOp::kPublish, StagingPath(n.id, n.uploaded_gen), PathLocked(n.id), n.id,
-                      n.uploaded_gen);
+  QueueOriginOpLocked(r, OriginOp::kPublish, n.uploaded_tmp, PathLocked(n.id), n.id, n.uploaded_gen);
   n.published_gen = n.uploaded_gen;
   n.uploaded_gen = 0;
+  n.uploaded_tmp.clear();
   n.on_origin = true;
   *PutLocked(r, n) = n;
   MarkAncestorsOnOriginLocked(r, n.parent);

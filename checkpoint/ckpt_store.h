@@ -50,13 +50,14 @@ struct CkptNode : proto::CkptEntry {
   std::string name;
   uint64_t commit_seq = 0;     // order of commits across the namespace: drain order, marker rule
   uint64_t uploaded_gen = 0;   // a generation uploaded to staging whose publish is not queued yet
+  std::string uploaded_tmp;    // ... and its staging name
   uint64_t published_gen = 0;  // the generation whose publish is queued (or done)
   // Something is (or will be, once the queued operations are applied) at this
   // entry's path on the origin: a published file, or a directory created for
   // one. Decides whether a rename/unlink/rmdir is mirrored.
   bool on_origin = false;
   bool released = false;  // P and past retention: nodes may delete their copies
-  MSGPACK_DEFINE_MAP(MSGPACK_BASE_MAP(proto::CkptEntry), parent, name, commit_seq, uploaded_gen, published_gen,
+  MSGPACK_DEFINE_MAP(MSGPACK_BASE_MAP(proto::CkptEntry), parent, name, commit_seq, uploaded_gen, uploaded_tmp, published_gen,
                      on_origin, released);
 };
 

@@ -171,8 +171,9 @@ void CkptTable::MarkAncestorsOnOriginLocked(CkptRecord* r, uint64_t parent) {
 
 void CkptTable::DropUploadLocked(CkptRecord* r, CkptNode* n) {
   if (n->uploaded_gen == 0) return;
-  QueueOriginOpLocked(r, OriginOp::kUnlink, "", StagingPath(n->id, n->uploaded_gen));
+  QueueOriginOpLocked(r, OriginOp::kUnlink, "", n->uploaded_tmp);
   n->uploaded_gen = 0;
+  n->uploaded_tmp.clear();
 }
 
 Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
@@ -282,8 +283,8 @@ bool CkptTable::IsMarker(const std::string& name) const {
          options_.commit_markers.end();
 }
 
-std::string CkptTable::StagingPath(uint64_t id, uint64_t gen) {
-  return std::string(kCkptStagingDir) + "/" + std::to_string(id) + "-" + std::to_string(gen);
+std::string CkptTable::StagingPath(uint64_t id, uint64_t gen, const std::string& node) {
+  return std::string(kCkptStagingDir) + "/" + std::to_string(id) + "-" + std::to_string(gen) + "-" + node;
 }
 
 }  // namespace hoard

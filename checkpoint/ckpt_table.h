@@ -28,7 +28,8 @@
 // holds one of its chunks (it fetches the rest from the holders). Urgent
 // (flushed) files first, then oldest commit first; at most
 // max_tasks_per_node tasks leased to a node at once; a task not reported
-// within `lease` is handed out again. Drained(ok) queues its publish. Work
+// within `lease` is handed out again (staging names differ per node: see
+// StagingPath). Drained(ok) queues its publish. Work
 // walks the undrained files in order (an index kept by Apply), so its cost
 // grows with the undrained backlog, not the namespace; keep_files lists every
 // file id not released, which does grow with the namespace.
@@ -146,8 +147,14 @@ class CkptTable {
   // Called (with mu_ held: see the top) after operations were queued.
   void SetOriginOpListener(std::function<void()> listener);
 
-  // The staging name of a generation's upload.
-  static std::string StagingPath(uint64_t id, uint64_t gen);
+  // The staging name of a generation's upload by `node`:
+  // ".hoard-staging/<id>-<gen>-<node>". The node is in the name because a
+  // task whose lease ran out is handed to another node while the first may
+  // still be uploading: with one shared name, the late one's truncate and
+  // writes could land in a file the publisher is renaming into place (a torn
+  // file on the origin). A node must not run two uploads of one (id, gen)
+  // at once (its own re-issued task included).
+  static std::string StagingPath(uint64_t id, uint64_t gen, const std::string& node);
 
   // Test-only.
   CkptStore& TEST_store() { return store_; }

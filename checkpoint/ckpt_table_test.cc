@@ -247,7 +247,7 @@ TEST_F(CkptTableTest, DrainsOldestFirstAndFlushedJobsFirst) {
   ASSERT_EQ(work.drain.size(), 2u);  // max_tasks_per_node
   EXPECT_EQ(work.drain[0].entry.path, "b/1");
   EXPECT_EQ(work.drain[1].entry.path, "b/2");
-  EXPECT_EQ(work.drain[0].tmp_path, ".hoard-staging/" + std::to_string(IdOf("b/1")) + "-1");
+  EXPECT_EQ(work.drain[0].tmp_path, ".hoard-staging/" + std::to_string(IdOf("b/1")) + "-1-n1");
   EXPECT_EQ(work.max_drain_bytes_per_s, 500u);  // split between the two up nodes
   EXPECT_TRUE(WorkPaths("n1").empty());         // both slots taken
   ASSERT_TRUE(table_->Drained({.node = "n1", .id = IdOf("b/1"), .gen = 1, .ok = true}).ok());
@@ -284,10 +284,30 @@ TEST_F(CkptTableTest, StaleUploadIsDeletedAndNewGenerationDrained) {
   auto op = table_->NextOriginOp();
   ASSERT_TRUE(op.has_value());
   EXPECT_EQ(op->kind, OriginOp::kUnlink);
-  EXPECT_EQ(op->path, CkptTable::StagingPath(f, 1));
+  EXPECT_EQ(op->path, CkptTable::StagingPath(f, 1, "n1"));
   auto work = table_->Work("n1", {"n1"});
   ASSERT_EQ(work.drain.size(), 1u);
   EXPECT_EQ(work.drain[0].entry.gen, 2u);
+}
+
+TEST_F(CkptTableTest, ALateUploadByAnotherNodeNeverReplacesThePublishedOne) {
+  Mk("a", true);
+  const uint64_t f = Mk("a/1");
+  ASSERT_TRUE(Commit(f, 1, "n1", "n2").ok());
+  auto first = table_->Work("n1", {"n1", "n2"});
+  ASSERT_EQ(first.drain.size(), 1u);
+  clock_.Advance(std::chrono::seconds(31));  // n1 is slow: its lease runs out, n1 goes down
+  auto second = table_->Work("n2", {"n2"});
+  ASSERT_EQ(second.drain.size(), 1u);
+  EXPECT_NE(first.drain[0].tmp_path, second.drain[0].tmp_path);
+  ASSERT_TRUE(table_->Drained({.node = "n2", .id = f, .gen = 1, .ok = true}).ok());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = f, .gen = 1, .ok = true}).ok());
+  auto ops = PublishAll();
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].kind, OriginOp::kPublish);
+  EXPECT_EQ(ops[0].from, second.drain[0].tmp_path);
+  EXPECT_EQ(ops[1].kind, OriginOp::kUnlink);
+  EXPECT_EQ(ops[1].path, first.drain[0].tmp_path);
 }
 
 TEST_F(CkptTableTest, PublishIsQueuedAtTheCurrentPathAndRenamesFollowIt) {
@@ -301,7 +321,7 @@ TEST_F(CkptTableTest, PublishIsQueuedAtTheCurrentPathAndRenamesFollowIt) {
   auto ops = PublishAll();
   ASSERT_EQ(ops.size(), 2u);
   EXPECT_EQ(ops[0].kind, OriginOp::kPublish);
-  EXPECT_EQ(ops[0].from, CkptTable::StagingPath(f, 1));
+  EXPECT_EQ(ops[0].from, CkptTable::StagingPath(f, 1, "n1"));
   EXPECT_EQ(ops[0].path, "a/final");
   EXPECT_EQ(ops[1].kind, OriginOp::kRename);
   EXPECT_EQ(ops[1].from, "a/final");

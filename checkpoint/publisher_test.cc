@@ -157,7 +157,7 @@ TEST_F(PublisherTest, PublishesThenMirrorsRenameInOrder) {
   const uint64_t id = WriteAndDrain("job/a.pt", "bytes");
   ASSERT_TRUE(publisher_->WaitIdle(std::chrono::seconds(10)));
   EXPECT_EQ(OnOrigin("job/a.pt"), "bytes");
-  EXPECT_EQ(OnOrigin(CkptTable::StagingPath(id, 1)), "<absent>");
+  EXPECT_EQ(OnOrigin(CkptTable::StagingPath(id, 1, "n1")), "<absent>");
   EXPECT_EQ(table_->Lookup("job/a.pt")->level, uint8_t(CkptLevel::kP));
   EXPECT_GT(table_->Lookup("job/a.pt")->drained_unix_ms, 0);
   ASSERT_TRUE(table_->Rename({.from = "job", .to = "job2"}).ok());
@@ -204,7 +204,7 @@ TEST_F(PublisherTest, MarkerReachesTheOriginAfterTheData) {
   // The data is not uploaded yet: the marker must not be there.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(OnOrigin("job/step/.metadata"), "<absent>");
-  auto w = origin_.Create(CkptTable::StagingPath(data->id, 1));
+  auto w = origin_.Create(CkptTable::StagingPath(data->id, 1, "n1"));
   ASSERT_TRUE((*w)->WriteAt(0, "D", 1).ok());
   ASSERT_TRUE(table_->Drained({.node = "n1", .id = data->id, .gen = 1, .ok = true}).ok());
   ASSERT_TRUE(publisher_->WaitIdle(std::chrono::seconds(10)));
