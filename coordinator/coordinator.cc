@@ -53,6 +53,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(Options options) {
   }
   std::unique_ptr<Coordinator> c(new Coordinator(std::move(options)));
   HOARD_RETURN_IF_ERROR(c->Load());
+  HOARD_RETURN_IF_ERROR(c->OpenCheckpoints());
   return c;
 }
 
@@ -328,6 +329,8 @@ proto::ClusterMap Coordinator::GetClusterMap() const {
   for (const auto& [name, n] : nodes_) map.nodes.push_back(n.info);
   for (const auto& [name, d] : datasets_) map.datasets.push_back(d.meta);
   map.origin_limits = options_.origin_limits;
+  map.ckpt_replicas = options_.ckpt.replicas;
+  map.ckpt_chunk_size = options_.ckpt.chunk_size;
   return map;
 }
 
@@ -564,7 +567,10 @@ Status Coordinator::RemoveDataset(const std::string& name) {
   return Status::Ok();
 }
 
-void Coordinator::Shutdown() { shutting_down_.store(true); }
+void Coordinator::Shutdown() {
+  shutting_down_.store(true);
+  if (publisher_) publisher_->Stop();
+}
 
 Result<proto::WarmReply> Coordinator::Warm(const std::string& name) {
   std::lock_guard lock(mu_);
@@ -691,6 +697,7 @@ Result<proto::ClusterStatusReply> Coordinator::GetStatus(const std::string& data
     }
   }
   for (const StatusInput& in : inputs) r.datasets.push_back(ComputeStatus(in));
+  r.ckpt_jobs = ckpt_table_->JobSummaries();
   return r;
 }
 

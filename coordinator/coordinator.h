@@ -25,8 +25,15 @@
 // Only the current version exists here: its manifest is the only one served,
 // and nodes report on it (reports on another version are ignored).
 //
+// Checkpoints (issue 6): the namespace, drain scheduling and retention are in
+// a CkptTable (checkpoint/ckpt_table.h) kept in DATA/ckpt/, mirrored onto the
+// checkpoint origin by a Publisher thread (checkpoint/publisher.h). The
+// coordinator only adds what the table must not reach for itself: which
+// nodes are up (CkptWork), and the flags mounts learn from the cluster map.
+//
 // Thread-safety: all public methods may be called concurrently (RpcServer
-// workers). One mutex guards the state; the slow part of AddDataset and
+// workers). One mutex guards the state (the checkpoint table has its own; mu_
+// is never held while calling it); the slow part of AddDataset and
 // RefreshDataset (walking the origin) runs outside it, with the name reserved
 // so two adds or refreshes of the same name cannot race.
 #pragma once
@@ -43,6 +50,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "checkpoint/ckpt_origin.h"
+#include "checkpoint/ckpt_table.h"
+#include "checkpoint/publisher.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "coordinator/fill_rate.h"
@@ -70,6 +80,33 @@ class Coordinator {
     // What the nodes together may ask of the central storage; handed to them
     // in the cluster map.
     proto::OriginLimits origin_limits;
+
+    // Checkpoints (issue 6).
+    struct Checkpoints {
+      // The checkpoint origin: "nfs://host/export/path" or an absolute local
+      // directory. Empty: DATA/ckpt-origin, a local directory for the
+      // embedded single-host default (checkpoints then reach P on this
+      // host's disk only).
+      std::string origin;
+      // Opens the checkpoint origin. Null: checkpoints are kept, replicated
+      // and listed, but nothing is published (every file stays below P, and
+      // a warning says so). main.cc passes OpenCkptOrigin; tests a fake.
+      std::function<Result<std::unique_ptr<CkptOrigin>>(const std::string& source)> open_origin;
+      // K: nodes a committed chunk must be on, counting the writer; handed
+      // to mounts in the cluster map with the chunk size.
+      uint32_t replicas = 2;
+      uint64_t chunk_size = 4u << 20;
+      // Committed generations not at P after this long count as overdue.
+      std::chrono::seconds drain_deadline{600};
+      // Upload bandwidth of all nodes together, bytes/s, split evenly among
+      // the up nodes; 0 = unlimited. A separate budget from
+      // origin_limits.max_bytes_per_s (reads): checkpoints are written to
+      // the origin, datasets read from it, and the deadline needs its own.
+      uint64_t drain_max_bytes_per_s = 0;
+      uint32_t keep_last = 2;  // a job's checkpoints whose local copies stay after P
+      std::vector<std::string> commit_markers = {".metadata", "latest", "latest_checkpointed_iteration.txt"};
+      std::chrono::milliseconds drain_lease{std::chrono::seconds(120)};
+    } ckpt;
   };
 
   // A dataset may have at most this many chunks: progress and placement work
@@ -126,6 +163,11 @@ class Coordinator {
 
   uint64_t epoch() const;
 
+  // The checkpoint namespace (mount and CLI requests go straight to it).
+  CkptTable& checkpoints() { return *ckpt_table_; }
+  // Drain work for `node`, given the nodes up now.
+  proto::CkptWorkReply CkptWork(const std::string& node);
+
   // Test-only: the durable state, for fault injection.
   StateStore& TEST_store() { return store_; }
 
@@ -151,6 +193,8 @@ class Coordinator {
 
   explicit Coordinator(Options options);
   Status Load();
+  // Opens the checkpoint table and, if there is an origin, the publisher.
+  Status OpenCheckpoints();
   // Reserves `name` for a walk (kUnavailable when max_concurrent_adds walks
   // are running). REQUIRES: mu_ held and `name` not in adding_.
   Status ReserveWalkLocked(const std::string& name);
@@ -186,6 +230,10 @@ class Coordinator {
   std::vector<proto::SettledDataset> settled_;     // guarded by mu_; settled for a down timeout
   std::chrono::steady_clock::time_point last_liveness_check_;  // guarded by mu_
   std::atomic<bool> shutting_down_{false};
+  // Checkpoints; the publisher is declared last so it stops first.
+  std::unique_ptr<CkptTable> ckpt_table_;
+  std::unique_ptr<CkptOrigin> ckpt_origin_;
+  std::unique_ptr<Publisher> publisher_;
 };
 
 // True if `name` may name a dataset or node: 1-64 characters of [A-Za-z0-9._-],

@@ -1,6 +1,7 @@
 // hoard-coordinator: the cluster's membership and dataset registry.
 #include <CLI/CLI.hpp>
 
+#include "checkpoint/ckpt_origin.h"
 #include "common/daemon.h"
 #include "common/units.h"
 #include "coordinator/coordinator.h"
@@ -23,6 +24,25 @@ int main(int argc, char** argv) {
   app.add_option("--origin-max-rate", origin_rate,
                  "Bytes per second read from the origin, all nodes together, e.g. 800M; 0 = unlimited")
       ->capture_default_str();
+  hoard::Coordinator::Options::Checkpoints ckpt;
+  uint64_t ckpt_deadline_s = 600;
+  std::string ckpt_rate = "0";
+  app.add_option("--ckpt-origin", ckpt.origin,
+                 "Checkpoint origin: nfs://host/export/path or an absolute directory; default DATA/ckpt-origin");
+  app.add_option("--ckpt-replicas", ckpt.replicas, "Nodes each committed checkpoint chunk is on (K), writer included")
+      ->capture_default_str()->check(CLI::Range(1, 16));
+  app.add_option("--ckpt-drain-deadline-s", ckpt_deadline_s,
+                 "A checkpoint file not on the origin this long after its commit counts as overdue")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--ckpt-drain-max-rate", ckpt_rate,
+                 "Bytes per second uploaded to the checkpoint origin, all nodes together, e.g. 100M; 0 = unlimited")
+      ->capture_default_str();
+  app.add_option("--ckpt-keep-last", ckpt.keep_last,
+                 "Checkpoints per job whose local copies stay after they reach the origin")
+      ->capture_default_str();
+  app.add_option("--ckpt-commit-markers", ckpt.commit_markers,
+                 "File names published only after the rest of their directory (comma-separated)")
+      ->delimiter(',')->capture_default_str();
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   hoard::Result<uint64_t> rate = hoard::ParseBytes(origin_rate);
@@ -31,13 +51,23 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  hoard::Result<uint64_t> ckpt_rate_bytes = hoard::ParseBytes(ckpt_rate);
+  if (!ckpt_rate_bytes.ok()) {
+    std::fprintf(stderr, "hoard-coordinator: --ckpt-drain-max-rate: %s\n", ckpt_rate_bytes.status().message().c_str());
+    return 2;
+  }
+  ckpt.drain_max_bytes_per_s = *ckpt_rate_bytes;
+  ckpt.drain_deadline = std::chrono::seconds(ckpt_deadline_s);
+  ckpt.open_origin = [](const std::string& source) { return hoard::OpenCkptOrigin(source); };
+
   hoard::BlockTerminationSignals();
   auto log = hoard::MakeLogger("coordinator", log_level);
   auto coordinator = hoard::Coordinator::Open({.data_dir = data_dir,
                                                .down_after = std::chrono::milliseconds(down_after_ms),
                                                .logger = log,
                                                .origin_limits = {.max_connections = origin_connections,
-                                                                 .max_bytes_per_s = *rate}});
+                                                                 .max_bytes_per_s = *rate},
+                                               .ckpt = ckpt});
   if (!coordinator.ok()) {
     log->critical("cannot start: {}", coordinator.status().ToString());
     return 1;

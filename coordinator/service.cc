@@ -4,6 +4,16 @@ namespace hoard {
 
 using proto::Envelope;
 
+namespace {
+
+// The checkpoint table answers with entries; the wire wraps them.
+Result<proto::CkptEntryReply> EntryReply(Result<proto::CkptEntry> e) {
+  if (!e.ok()) return e.status();
+  return proto::CkptEntryReply{.entry = std::move(*e)};
+}
+
+}  // namespace
+
 CoordinatorService::CoordinatorService(Coordinator* coordinator, Options options)
     : coordinator_(coordinator),
       options_(std::move(options)),
@@ -52,6 +62,45 @@ void CoordinatorService::RegisterHandlers() {
     return c->RemoveNode(r.name, r.force);
   });
   server_.Handle<proto::Warm>([c](const proto::Warm& r, const Envelope&, std::string*) { return c->Warm(r.name); });
+  RegisterCheckpointHandlers();
+}
+
+void CoordinatorService::RegisterCheckpointHandlers() {
+  Coordinator* c = coordinator_;
+  server_.Handle<proto::CkptLookup>([c](const proto::CkptLookup& r, const Envelope&, std::string*) {
+    return EntryReply(c->checkpoints().Lookup(r.path));
+  });
+  server_.Handle<proto::CkptList>(
+      [c](const proto::CkptList& r, const Envelope&, std::string*) { return c->checkpoints().List(r.path); });
+  server_.Handle<proto::CkptCreate>(
+      [c](const proto::CkptCreate& r, const Envelope&, std::string*) { return EntryReply(c->checkpoints().Create(r)); });
+  server_.Handle<proto::CkptRename>(
+      [c](const proto::CkptRename& r, const Envelope&, std::string*) -> Result<proto::CkptRenameReply> {
+        HOARD_ASSIGN_OR_RETURN(proto::CkptEntry e, c->checkpoints().Rename(r));
+        return proto::CkptRenameReply{.entry = std::move(e)};
+      });
+  server_.Handle<proto::CkptRemove>(
+      [c](const proto::CkptRemove& r, const Envelope&, std::string*) -> Result<proto::CkptRemoveReply> {
+        HOARD_ASSIGN_OR_RETURN(uint64_t id, c->checkpoints().Remove(r));
+        return proto::CkptRemoveReply{.id = id};
+      });
+  server_.Handle<proto::CkptCommit>(
+      [c](const proto::CkptCommit& r, const Envelope&, std::string*) { return EntryReply(c->checkpoints().Commit(r)); });
+  server_.Handle<proto::CkptSetAttr>([c](const proto::CkptSetAttr& r, const Envelope&, std::string*) {
+    return EntryReply(c->checkpoints().SetAttr(r));
+  });
+  server_.Handle<proto::CkptStatus>(
+      [c](const proto::CkptStatus& r, const Envelope&, std::string*) { return c->checkpoints().GetStatus(r); });
+  server_.Handle<proto::CkptFlush>(
+      [c](const proto::CkptFlush& r, const Envelope&, std::string*) -> Result<proto::CkptFlushReply> {
+        HOARD_ASSIGN_OR_RETURN(proto::CkptJobStatus s, c->checkpoints().Flush(r.job));
+        return proto::CkptFlushReply{.status = std::move(s)};
+      });
+  server_.Handle<proto::CkptWork>([c](const proto::CkptWork& r, const Envelope&, std::string*) {
+    return Result<proto::CkptWorkReply>(c->CkptWork(r.node));
+  });
+  server_.Handle<proto::CkptDrained>(
+      [c](const proto::CkptDrained& r, const Envelope&, std::string*) { return c->checkpoints().Drained(r); });
 }
 
 Status CoordinatorService::Start() {

@@ -40,6 +40,7 @@ class CoordinatorService {
 
  private:
   void RegisterHandlers();
+  void RegisterCheckpointHandlers();
 
   Coordinator* coordinator_;
   Options options_;

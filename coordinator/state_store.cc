@@ -8,6 +8,7 @@
 
 #include "common/file_util.h"
 #include "common/hash.h"
+#include "coordinator/msgpack_codec.h"
 
 namespace hoard {
 namespace {
@@ -16,11 +17,6 @@ namespace {
 // log); 2 is a snapshot that the log continues.
 constexpr uint32_t kLegacyFormat = 1;
 constexpr uint32_t kSnapshotFormat = 2;
-
-// Decoder limits: far above any real state (16M entries), low enough that a
-// damaged file cannot make msgpack allocate gigabytes for an array header.
-const msgpack::unpack_limit kLimits(/*array=*/1u << 24, /*map=*/1u << 16, /*str=*/1u << 20,
-                                    /*bin=*/1u << 30, /*ext=*/0, /*depth=*/8);
 
 // Both formats of state.msgpack are maps with a "format" key.
 struct SnapshotFormat {
@@ -50,18 +46,6 @@ struct LogRecord {
   MSGPACK_DEFINE_MAP(seq, epoch, placement_epoch, nodes, removed_nodes, datasets, removed_datasets);
 };
 
-template <typename T>
-void Decode(const char* data, size_t len, T* out) {
-  msgpack::object_handle h = msgpack::unpack(data, len, nullptr, nullptr, kLimits);
-  h.get().convert(*out);
-}
-
-template <typename T>
-std::string Pack(const T& value) {
-  msgpack::sbuffer buf;
-  msgpack::pack(buf, value);
-  return std::string(buf.data(), buf.size());
-}
 
 // Added or changed entries (with their bytes) and removed names, between
 // `saved` and `now`; false if `now` names an entry twice.
@@ -142,7 +126,7 @@ Result<StateStore::SnapshotKind> StateStore::LoadSnapshot(uint64_t* snapshot_seq
   const std::string advice = "; restore it from a backup, or move it and state.log away to start empty";
   CoordinatorState state;
   try {
-    msgpack::object_handle h = msgpack::unpack(bytes->data(), bytes->size(), nullptr, nullptr, kLimits);
+    msgpack::object_handle h = msgpack::unpack(bytes->data(), bytes->size(), nullptr, nullptr, kStateDecodeLimits);
     SnapshotFormat f;
     h.get().convert(f);
     if (f.format == kLegacyFormat) {
@@ -155,7 +139,7 @@ Result<StateStore::SnapshotKind> StateStore::LoadSnapshot(uint64_t* snapshot_seq
       if (Checksum64(file.state.data(), file.state.size()) != file.checksum) {
         return Status::Corruption("coordinator state " + path + " fails its checksum" + advice);
       }
-      Decode(file.state.data(), file.state.size(), &state);
+      UnpackState(file.state.data(), file.state.size(), &state);
       *snapshot_seq = file.seq;
     } else {
       return Status::Corruption("coordinator state " + path + " has format " + std::to_string(f.format) +
@@ -167,14 +151,14 @@ Result<StateStore::SnapshotKind> StateStore::LoadSnapshot(uint64_t* snapshot_seq
   epoch_ = state.epoch;
   placement_epoch_ = state.placement_epoch;
   for (auto& n : state.nodes) {
-    std::string b = Pack(n);
+    std::string b = PackState(n);
     std::string name = n.name;
     if (!nodes_.emplace(name, Entry<proto::NodeInfo>{std::move(n), std::move(b)}).second) {
       return Status::Corruption("coordinator state " + path + " names node " + name + " twice" + advice);
     }
   }
   for (auto& d : state.datasets) {
-    std::string b = Pack(d);
+    std::string b = PackState(d);
     std::string name = d.name;
     if (!datasets_.emplace(name, Entry<proto::DatasetMeta>{std::move(d), std::move(b)}).second) {
       return Status::Corruption("coordinator state " + path + " names dataset " + name + " twice" + advice);
@@ -188,7 +172,7 @@ Status StateStore::ApplyRecord(std::string_view payload, uint64_t offset, uint64
   const std::string where = "the record at offset " + std::to_string(offset) + " of " + LogPath();
   LogRecord r;
   try {
-    Decode(payload.data(), payload.size(), &r);
+    UnpackState(payload.data(), payload.size(), &r);
   } catch (const std::exception& e) {
     return Status::Corruption(where + " passes its checksum but cannot be decoded (" + e.what() + ")");
   }
@@ -212,12 +196,12 @@ Status StateStore::ApplyRecord(std::string_view payload, uint64_t offset, uint64
     }
   }
   for (auto& n : r.nodes) {
-    std::string b = Pack(n);
+    std::string b = PackState(n);
     std::string name = n.name;
     nodes_.insert_or_assign(std::move(name), Entry<proto::NodeInfo>{std::move(n), std::move(b)});
   }
   for (auto& d : r.datasets) {
-    std::string b = Pack(d);
+    std::string b = PackState(d);
     std::string name = d.name;
     datasets_.insert_or_assign(std::move(name), Entry<proto::DatasetMeta>{std::move(d), std::move(b)});
   }
@@ -328,7 +312,7 @@ Status StateStore::WriteSnapshot() {
   msgpack::pack(state, SavedState());
   file.state.assign(state.data(), state.data() + state.size());
   file.checksum = Checksum64(file.state.data(), file.state.size());
-  HOARD_RETURN_IF_ERROR(WriteFileAtomic(SnapshotPath(), Pack(file)));
+  HOARD_RETURN_IF_ERROR(WriteFileAtomic(SnapshotPath(), PackState(file)));
   // Only once the snapshot is durable may the records it includes go.
   HOARD_ASSIGN_OR_RETURN(StateLog fresh, StateLog::Create(LogPath(), seq_));
   log_.emplace(std::move(fresh));
@@ -369,7 +353,7 @@ Status StateStore::Save(const CoordinatorState& state) {
   for (const auto& [d, bytes] : datasets.upserts) r.datasets.push_back(*d);
   r.removed_nodes = nodes.removed;
   r.removed_datasets = datasets.removed;
-  HOARD_RETURN_IF_ERROR(log_->Append(Pack(r)));
+  HOARD_RETURN_IF_ERROR(log_->Append(PackState(r)));
 
   // Durable: the in-memory copy follows.
   seq_ = r.seq;

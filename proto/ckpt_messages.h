@@ -234,7 +234,11 @@ struct CkptWorkReply {
   std::vector<CkptDrainTask> drain;       // oldest first
   std::vector<uint64_t> keep_files;       // ids whose copies on this node are still wanted
   uint64_t max_drain_bytes_per_s = 0;     // this node's share (0 = unlimited)
-  MSGPACK_DEFINE_MAP(drain, keep_files, max_drain_bytes_per_s);
+  // Ids >= keep_from_id did not exist when this reply was made (a file
+  // created since): keep their copies too. A node deletes a copy only when
+  // its id is below keep_from_id and not in keep_files.
+  uint64_t keep_from_id = 0;
+  MSGPACK_DEFINE_MAP(drain, keep_files, max_drain_bytes_per_s, keep_from_id);
 };
 struct CkptWork {
   static constexpr MsgType kType = MsgType::kCkptWork;

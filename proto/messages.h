@@ -111,6 +111,14 @@ enum class MsgType : uint16_t {
   kCkptChunkData = 83,
 };
 
+}  // namespace hoard::proto
+
+// The checkpoint messages need only MsgType; included here so the cluster
+// messages below can carry checkpoint summaries (ClusterStatusReply::ckpt_jobs).
+#include "proto/ckpt_messages.h"
+
+namespace hoard::proto {
+
 // True for the types above; a header naming any other type is rejected.
 bool IsKnownType(uint16_t type);
 const char* TypeName(MsgType type);
@@ -275,7 +283,12 @@ struct ClusterMap {
   std::vector<NodeInfo> nodes;
   std::vector<DatasetMeta> datasets;  // sorted by name
   OriginLimits origin_limits;  // from the coordinator's flags; not part of the epoch
-  MSGPACK_DEFINE_MAP(epoch, placement_epoch, nodes, datasets, origin_limits);
+  // Checkpoints (issue 6), from the coordinator's flags: how many nodes a
+  // committed chunk must be on counting the writer (K), and the chunk size
+  // mounts split checkpoint files into.
+  uint32_t ckpt_replicas = 2;
+  uint64_t ckpt_chunk_size = 4u << 20;
+  MSGPACK_DEFINE_MAP(epoch, placement_epoch, nodes, datasets, origin_limits, ckpt_replicas, ckpt_chunk_size);
 };
 struct GetClusterMap {
   static constexpr MsgType kType = MsgType::kGetClusterMap;
@@ -334,7 +347,8 @@ struct ClusterStatusReply {
   std::vector<NodeInfo> nodes;
   std::vector<DatasetStatus> datasets;
   OriginLimits origin_limits;
-  MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits);
+  std::vector<CkptJobStatus> ckpt_jobs;  // every checkpoint job, by name
+  MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits, ckpt_jobs);
 };
 struct ClusterStatus {
   static constexpr MsgType kType = MsgType::kClusterStatus;
@@ -496,11 +510,6 @@ struct NodeStatus {
   HOARD_EMPTY_BODY
 };
 
-}  // namespace hoard::proto
-
-#include "proto/ckpt_messages.h"
-
-namespace hoard::proto {
 
 // Reply types, for the envelope encoder.
 template <typename Body> struct ReplyType;

@@ -1,0 +1,257 @@
+// CkptTable: drain scheduling, the origin queue's bookkeeping, commit
+// markers, retention and status (see ckpt_table.h for the rules).
+#include <algorithm>
+
+#include "checkpoint/ckpt_table.h"
+
+namespace hoard {
+
+using proto::CkptLevel;
+
+// ---- drain ----------------------------------------------------------------
+
+std::optional<std::string> CkptTable::DrainerLocked(const CkptNode& n, const std::set<std::string>& up) const {
+  if (!n.writer.empty() && up.contains(n.writer)) return n.writer;
+  for (const auto& holders : n.replicas) {
+    for (const std::string& h : holders) {
+      if (up.contains(h)) return h;
+    }
+  }
+  return std::nullopt;
+}
+
+proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std::string>& up_nodes) {
+  std::lock_guard lock(mu_);
+  proto::CkptWorkReply reply;
+  const auto now = options_.clock->Now();
+  uint32_t held = 0;
+  for (const auto& [id, l] : leases_) held += (l.node == node && l.expiry > now) ? 1 : 0;
+  // Two passes over the undrained files in commit order: flushed ones first.
+  for (int pass = 0; pass < 2 && held < options_.max_tasks_per_node; ++pass) {
+    for (const auto& [seq, id] : undrained_) {
+      if (held >= options_.max_tasks_per_node) break;
+      if (urgent_.contains(id) != (pass == 0)) continue;
+      const CkptNode& n = nodes_.at(id);
+      if (auto l = leases_.find(id); l != leases_.end() && l->second.gen == n.gen && l->second.expiry > now) continue;
+      if (DrainerLocked(n, up_nodes) != node) continue;
+      leases_[id] = Lease{.gen = n.gen, .node = node, .expiry = now + options_.lease};
+      reply.drain.push_back({.entry = ToEntryLocked(n), .tmp_path = StagingPath(n.id, n.gen, node)});
+      ++held;
+    }
+  }
+  // Every copy not released is wanted, not only those naming this node: a
+  // replica stored for a commit that has not arrived yet names nobody.
+  for (const auto& [id, n] : nodes_) {
+    if (!n.is_dir && !n.released) reply.keep_files.push_back(id);
+  }
+  reply.keep_from_id = next_id_;
+  if (options_.drain_max_bytes_per_s != 0) {
+    reply.max_drain_bytes_per_s = options_.drain_max_bytes_per_s / std::max<size_t>(1, up_nodes.size());
+  }
+  return reply;
+}
+
+Result<proto::CkptDrainedReply> CkptTable::Drained(const proto::CkptDrained& req) {
+  if (req.node.empty() || req.node.find('/') != std::string::npos || !proto::IsSafeCkptPath(req.node)) {
+    return Status::InvalidArgument("bad node name '" + req.node + "' in a checkpoint drain report");
+  }
+  std::lock_guard lock(mu_);
+  const CkptNode* n = FindLocked(req.id);
+  if (n != nullptr && n->is_dir) return Status::IsDirectory("checkpoint id " + std::to_string(req.id) + " is a directory");
+  if (auto l = leases_.find(req.id); l != leases_.end() && l->second.gen == req.gen) leases_.erase(l);
+  if (!req.ok) {
+    options_.logger->warn("checkpoint drain of {}-{} by {} failed (handed out again): {}", req.id, req.gen, req.node,
+                          req.error);
+    return proto::CkptDrainedReply{.level = n == nullptr ? uint8_t(0) : n->level};
+  }
+  const bool current = n != nullptr && n->gen == req.gen;
+  const std::string tmp = StagingPath(req.id, req.gen, req.node);
+  if (!current || n->published_gen == req.gen || n->uploaded_gen == req.gen) {
+    // Removed, re-committed since, or uploaded by another node too (a lease
+    // that ran out): this upload is not wanted. Unless it is the one held
+    // for publishing, delete it. If it is the one whose publish is queued
+    // (the same report twice), the unlink comes after the publish in the
+    // queue and finds nothing: harmless.
+    if (!current || tmp != n->uploaded_tmp) {
+      options_.logger->info("checkpoint upload {} by {} is not needed: deleting it", tmp, req.node);
+      CkptRecord r;
+      QueueOriginOpLocked(&r, OriginOp::kUnlink, "", tmp);
+      HOARD_RETURN_IF_ERROR(SaveLocked(r));
+    }
+    return proto::CkptDrainedReply{.level = n == nullptr ? uint8_t(0) : n->level};
+  }
+  CkptNode c = *n;
+  c.uploaded_gen = req.gen;
+  c.uploaded_tmp = tmp;
+  CkptRecord r;
+  if (!IsMarker(c.name) || MarkerReadyLocked(c)) QueuePublishLocked(&r, c);
+  else PutLocked(&r, c);  // held: MarkerReady is checked again as others publish
+  HOARD_RETURN_IF_ERROR(SaveLocked(r));
+  HOARD_RETURN_IF_ERROR(PublishReadyMarkersLocked());
+  return proto::CkptDrainedReply{.level = nodes_.at(c.id).level};
+}
+
+void CkptTable::QueuePublishLocked(CkptRecord* r, CkptNode n) {
+  QueueOriginOpLocked(r, OriginOp::kPublish, n.uploaded_tmp, PathLocked(n.id), n.id, n.uploaded_gen);
+  n.published_gen = n.uploaded_gen;
+  n.uploaded_gen = 0;
+  n.uploaded_tmp.clear();
+  n.on_origin = true;
+  *PutLocked(r, n) = n;
+  MarkAncestorsOnOriginLocked(r, n.parent);
+}
+
+bool CkptTable::MarkerReadyLocked(const CkptNode& marker) const {
+  bool ready = true;
+  ForEachFileLocked(marker.parent, [&](const CkptNode& f) {
+    if (f.id == marker.id || IsMarker(f.name) || f.gen == 0 || f.commit_seq > marker.commit_seq) return;
+    if (f.published_gen != f.gen) ready = false;
+  });
+  return ready;
+}
+
+Status CkptTable::PublishReadyMarkersLocked() {
+  CkptRecord r;
+  for (uint64_t id : held_markers_) {
+    const CkptNode& m = nodes_.at(id);
+    if (MarkerReadyLocked(m)) QueuePublishLocked(&r, m);
+  }
+  if (r.ops_add.empty()) return Status::Ok();
+  return SaveLocked(r);
+}
+
+// ---- the origin queue -----------------------------------------------------
+
+std::optional<OriginOp> CkptTable::NextOriginOp() const {
+  std::lock_guard lock(mu_);
+  if (ops_.empty()) return std::nullopt;
+  return ops_.begin()->second;
+}
+
+void CkptTable::SetOriginOpListener(std::function<void()> listener) {
+  std::lock_guard lock(mu_);
+  listener_ = std::move(listener);
+}
+
+Status CkptTable::OriginOpDone(uint64_t seq, OpOutcome outcome) {
+  std::lock_guard lock(mu_);
+  auto it = ops_.find(seq);
+  if (it == ops_.end()) return Status::Ok();  // done already (a retry after a failed save)
+  const OriginOp op = it->second;
+  CkptRecord r{.ops_done = {seq}};
+  const CkptNode* n = op.kind == OriginOp::kPublish ? FindLocked(op.id) : nullptr;
+  if (n != nullptr && n->published_gen == op.gen) {
+    CkptNode c = *n;
+    if (outcome == OpOutcome::kDone && c.gen == op.gen) {
+      c.level = uint8_t(CkptLevel::kP);
+      c.drained_unix_ms = NowMs();
+      urgent_.erase(c.id);
+    } else if (outcome == OpOutcome::kUploadLost) {
+      c.published_gen = 0;  // back among the undrained: uploaded again
+    }
+    r.put.push_back(c);
+  }
+  HOARD_RETURN_IF_ERROR(SaveLocked(r));
+  if (n != nullptr && outcome == OpOutcome::kDone) return ApplyRetentionLocked(JobOfLocked(op.id));
+  return Status::Ok();
+}
+
+// ---- retention ------------------------------------------------------------
+
+Status CkptTable::ApplyRetentionLocked(uint64_t job) {
+  const CkptNode* j = FindLocked(job);
+  auto kids = children_.find(job);
+  if (j == nullptr || !j->is_dir || kids == children_.end()) return Status::Ok();
+  // (newest commit inside, id) of each checkpoint, newest first.
+  std::vector<std::pair<uint64_t, uint64_t>> checkpoints;
+  for (const auto& [name, id] : kids->second) {
+    const CkptNode& c = nodes_.at(id);
+    if (!c.is_dir && IsMarker(c.name)) continue;  // markers in the job dir keep their copies
+    uint64_t newest = 0;
+    ForEachFileLocked(id, [&](const CkptNode& f) { newest = std::max(newest, f.commit_seq); });
+    checkpoints.push_back({newest, id});
+  }
+  std::sort(checkpoints.rbegin(), checkpoints.rend());
+  CkptRecord r;
+  for (size_t i = options_.keep_last; i < checkpoints.size(); ++i) {
+    ForEachFileLocked(checkpoints[i].second, [&](const CkptNode& f) {
+      if (f.released || f.gen == 0 || f.level != uint8_t(CkptLevel::kP)) return;  // never before P
+      CkptNode c = f;
+      c.released = true;
+      c.writer.clear();
+      for (auto& holders : c.replicas) holders.clear();
+      r.put.push_back(std::move(c));
+    });
+  }
+  if (r.put.empty()) return Status::Ok();
+  options_.logger->info("checkpoint job {}: releasing the local copies of {} files (older than the newest {})", j->name,
+                        r.put.size(), options_.keep_last);
+  return SaveLocked(r);
+}
+
+// ---- status ---------------------------------------------------------------
+
+proto::CkptJobStatus CkptTable::JobStatusLocked(const CkptNode& job) const {
+  proto::CkptJobStatus s{.job = job.name};
+  const int64_t now = NowMs();
+  ForEachFileLocked(job.id, [&](const CkptNode& f) {
+    ++s.files;
+    s.bytes += f.size;
+    ++s.files_by_level[std::min<size_t>(f.level, 3)];
+    if (f.gen == 0 || f.level == uint8_t(CkptLevel::kP)) return;
+    s.undrained_bytes += f.size;
+    if (s.oldest_undrained_unix_ms == 0 || f.committed_unix_ms < s.oldest_undrained_unix_ms) {
+      s.oldest_undrained_unix_ms = f.committed_unix_ms;
+    }
+    if (now - f.committed_unix_ms > options_.drain_deadline.count()) ++s.overdue_files;
+  });
+  return s;
+}
+
+std::vector<proto::CkptJobStatus> CkptTable::JobSummaries() const {
+  std::lock_guard lock(mu_);
+  std::vector<proto::CkptJobStatus> jobs;
+  if (auto it = children_.find(0); it != children_.end()) {
+    for (const auto& [name, id] : it->second) {
+      if (nodes_.at(id).is_dir) jobs.push_back(JobStatusLocked(nodes_.at(id)));
+    }
+  }
+  return jobs;
+}
+
+Result<proto::CkptStatusReply> CkptTable::GetStatus(const proto::CkptStatus& req) const {
+  proto::CkptStatusReply reply{.now_unix_ms = NowMs()};
+  if (req.job.empty()) {
+    reply.jobs = JobSummaries();
+  }
+  std::lock_guard lock(mu_);
+  std::vector<uint64_t> roots;
+  if (!req.job.empty()) {
+    if (req.job.find('/') != std::string::npos) return Status::InvalidArgument("bad checkpoint job " + req.job);
+    HOARD_ASSIGN_OR_RETURN(const CkptNode* job, ResolveLocked(req.job));
+    if (!job->is_dir) return Status::NotDirectory("checkpoint job " + req.job + " is a file");
+    reply.jobs.push_back(JobStatusLocked(*job));
+    roots.push_back(job->id);
+  } else {
+    roots.push_back(0);
+  }
+  if (req.files) {
+    for (uint64_t root : roots) {
+      ForEachFileLocked(root, [&](const CkptNode& f) { reply.files.push_back(ToEntryLocked(f)); });
+    }
+  }
+  return reply;
+}
+
+Result<proto::CkptJobStatus> CkptTable::Flush(const std::string& job) {
+  std::lock_guard lock(mu_);
+  if (job.empty() || job.find('/') != std::string::npos) return Status::InvalidArgument("bad checkpoint job '" + job + "'");
+  HOARD_ASSIGN_OR_RETURN(const CkptNode* j, ResolveLocked(job));
+  if (!j->is_dir) return Status::NotDirectory("checkpoint job " + job + " is a file");
+  ForEachFileLocked(j->id, [&](const CkptNode& f) {
+    if (f.gen != 0 && f.level != uint8_t(CkptLevel::kP)) urgent_.insert(f.id);
+  });
+  return JobStatusLocked(*j);
+}
+
+}  // namespace hoard

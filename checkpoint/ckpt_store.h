@@ -1,0 +1,141 @@
+// File: checkpoint/ckpt_store.h
+//
+// CkptStore keeps the checkpoint namespace durable under DATA/ckpt/:
+//
+//   DATA/ckpt/journal.log      a StateLog (coordinator/state_log.h): one
+//                              CkptRecord per namespace change, fdatasynced
+//                              before Append returns
+//   DATA/ckpt/snapshot.msgpack the whole namespace and the sequence number of
+//                              the last record it includes
+//
+// Why records are "apply these upserts/deletions" rather than one record per
+// operation: CkptTable builds a record, makes it durable, then applies it to
+// memory with the very function that replays it on open (CkptTable::Apply).
+// So the state after a restart is, by construction, the state that was
+// acknowledged; no operation can forget to log a field. Entries are stored by
+// id with their parent's id and their name, so renaming a directory of ten
+// thousand files is one small record.
+//
+// Snapshots: every `snapshot_every_records` appends, WriteSnapshot writes the
+// whole state (tmp, fsync, rename) and then replaces the journal with an empty
+// one whose base is the snapshot's sequence; a crash between the two leaves
+// records the snapshot includes, which Open skips by sequence number.
+//
+// A torn last record (a crash during Append) was never acknowledged and is
+// cut on open (state_log.h invariant 2). A damaged record followed by valid
+// ones, or a journal that starts after the snapshot, is kCorruption.
+//
+// Thread-safety: not thread-safe; CkptTable serialises calls under its mutex.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "common/result.h"
+#include "coordinator/state_log.h"
+#include "proto/messages.h"
+
+namespace hoard {
+
+// One namespace entry as stored: the wire entry (its `path` left empty: an
+// entry is stored by parent id and name, so moving a directory rewrites one
+// entry, not its whole subtree) plus what the table needs beyond it. The
+// root has id 0 and is never stored.
+struct CkptNode : proto::CkptEntry {
+  uint64_t parent = 0;
+  std::string name;
+  uint64_t commit_seq = 0;     // order of commits across the namespace: drain order, marker rule
+  uint64_t uploaded_gen = 0;   // a generation uploaded to staging whose publish is not queued yet
+  std::string uploaded_tmp;    // ... and its staging name
+  uint64_t published_gen = 0;  // the generation whose publish is queued (or done)
+  // Something is (or will be, once the queued operations are applied) at this
+  // entry's path on the origin: a published file, or a directory created for
+  // one. Decides whether a rename/unlink/rmdir is mirrored.
+  bool on_origin = false;
+  bool released = false;  // P and past retention: nodes may delete their copies
+  MSGPACK_DEFINE_MAP(MSGPACK_BASE_MAP(proto::CkptEntry), parent, name, commit_seq, uploaded_gen, uploaded_tmp, published_gen,
+                     on_origin, released);
+};
+
+// An operation for the origin, applied in `seq` order by the Publisher.
+struct OriginOp {
+  enum Kind : uint8_t { kPublish = 0, kRename = 1, kUnlink = 2, kRmdir = 3 };
+  uint64_t seq = 0;
+  uint8_t kind = kPublish;
+  std::string from;  // kPublish: the staging name; kRename: the old path
+  std::string path;  // kPublish/kRename: the target; kUnlink/kRmdir: the path
+  uint64_t id = 0;   // kPublish: the file and generation that becomes P
+  uint64_t gen = 0;
+  MSGPACK_DEFINE_MAP(seq, kind, from, path, id, gen);
+};
+
+// One durable change. Applied in this order: put, del, ops_add, ops_done.
+struct CkptRecord {
+  uint64_t next_id = 0;          // counters after the change (never go back)
+  uint64_t next_commit_seq = 0;
+  uint64_t next_op_seq = 0;
+  std::vector<CkptNode> put;     // upserts by id
+  std::vector<uint64_t> del;     // removed ids
+  std::vector<OriginOp> ops_add;
+  std::vector<uint64_t> ops_done;
+  MSGPACK_DEFINE_MAP(next_id, next_commit_seq, next_op_seq, put, del, ops_add, ops_done);
+};
+
+// The whole state, as written to the snapshot (and as loaded).
+struct CkptSnapshot {
+  uint64_t seq = 0;  // last journal record included
+  uint64_t next_id = 1;
+  uint64_t next_commit_seq = 1;
+  uint64_t next_op_seq = 1;
+  std::vector<CkptNode> nodes;
+  std::vector<OriginOp> ops;
+  MSGPACK_DEFINE_MAP(seq, next_id, next_commit_seq, next_op_seq, nodes, ops);
+};
+
+class CkptStore {
+ public:
+  struct Options {
+    // Snapshot after this many records (default 10,000). Smaller: faster
+    // restarts, more snapshot writes (each the whole namespace).
+    uint64_t snapshot_every_records = 10000;
+  };
+  CkptStore(std::string dir, Options options) : dir_(std::move(dir)), options_(options) {}
+
+  // What Open found: the snapshot (or an empty state) and the journal's
+  // records after it, to be applied in order on top of it.
+  struct Loaded {
+    CkptSnapshot snapshot;
+    std::vector<CkptRecord> records;
+  };
+  // Creates the directory if needed and loads the state. `cut` gets a note
+  // when a torn last record was cut. kCorruption when it cannot be trusted.
+  Result<Loaded> Open(std::string* cut);
+
+  // Appends `record`, durable when this returns OK; on error nothing of it
+  // is in the journal.
+  Status Append(const CkptRecord& record);
+
+  // True when a snapshot is due; the caller then passes the whole state to
+  // WriteSnapshot (its seq is filled in here).
+  bool SnapshotDue() const;
+  Status WriteSnapshot(CkptSnapshot snapshot);
+
+  uint64_t seq() const;  // last durable record
+
+  // Test-only: the journal, for fault injection.
+  StateLog& TEST_log() { return *log_; }
+
+ private:
+  std::string JournalPath() const;
+  std::string SnapshotPath() const;
+
+  std::string dir_;
+  Options options_;
+  std::optional<StateLog> log_;
+};
+
+}  // namespace hoard

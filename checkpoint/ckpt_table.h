@@ -1,0 +1,231 @@
+// File: checkpoint/ckpt_table.h
+//
+// CkptTable is the checkpoint namespace the coordinator keeps (issue 6,
+// checkpoint/README.md): every directory and file under MOUNT/checkpoints by
+// path (proto/ckpt_messages.h: "" is the root, which always exists; the first
+// component is the job, an ordinary top-level directory), each file's
+// committed generation and where its copies are, which generations must be
+// drained to the checkpoint origin, and the queue of operations the origin
+// must see, in order (applied by the Publisher, publisher.h).
+//
+// Namespace rules are POSIX's: Create needs an existing parent directory;
+// Rename replaces a file, or an empty directory by a directory, moves whole
+// subtrees at once, and refuses to move a directory into itself
+// (kInvalidArgument); Remove takes a file or an empty directory. Errors:
+// kNotFound, kAlreadyExists, kNotEmpty, kIsDirectory, kNotDirectory,
+// kInvalidArgument (a bad path, the root), kStale (Commit of a generation not
+// above the current one).
+//
+// Durability: every change is in the journal (ckpt_store.h, DATA/ckpt/)
+// before the call returns, so a mount's fsync that waited for Commit survives
+// a coordinator crash. A change is built as a CkptRecord, appended, and only
+// then applied to memory by Apply(), the same function that replays the
+// journal on Open: memory never runs ahead of the disk, and a failed append
+// changes nothing. Ids come from a persisted counter and are never reused.
+//
+// Drain (ckpt_drain.cc): a committed generation not yet at P is handed to one
+// node by Work(): its writer if the writer is up, else the first up node that
+// holds one of its chunks (it fetches the rest from the holders). Urgent
+// (flushed) files first, then oldest commit first; at most
+// max_tasks_per_node tasks leased to a node at once; a task not reported
+// within `lease` is handed out again (staging names differ per node: see
+// StagingPath). Drained(ok) queues its publish. Work
+// walks the undrained files in order (an index kept by Apply), so its cost
+// grows with the undrained backlog, not the namespace; keep_files lists every
+// file id not released, which does grow with the namespace.
+//
+// The origin queue: rename/unlink/rmdir of entries that are (or will be,
+// once the queue is applied) on the origin are queued in the same record as
+// the namespace change, so they reach the origin in the order they happened
+// and survive a restart. A publish is queued when an upload is reported,
+// with the file's path at that moment; later renames follow it in the queue.
+//
+// Commit markers: a file whose name is in `commit_markers` is published only
+// when every other non-marker file in the marker's directory and its
+// subdirectories that was committed before the marker (commit order, not
+// wall time) has its current generation's publish queued ahead of it. The
+// queue is applied in order, so such a marker reaches the origin after all of
+// them are P. (DCP's `step/.metadata` waits for `step/__0_0.distcp`;
+// Megatron's `job/latest_checkpointed_iteration.txt` waits for everything in
+// `job/iter_*/`.) Until then its upload waits in staging (uploaded_gen).
+//
+// Retention: a job's "checkpoints" are the entries directly in its
+// directory, ordered by the newest commit inside each. Those beyond the
+// newest `keep_last` are released file by file once each is P: the writer and
+// replicas are cleared (reads go to the origin) and their ids leave
+// `keep_files`. Marker files directly in the job directory are never
+// released (tiny, and what a restore reads first). Nothing is released
+// before P.
+//
+// Thread-safety: every public method may be called concurrently (RPC worker
+// threads and the publisher thread). One mutex, mu_, guards all state and is
+// held across the journal's fdatasync: namespace changes are serialised, which
+// is what makes the journal order the namespace order. The origin-op listener
+// is called with mu_ held, so it must only wake someone up (Publisher::Notify)
+// and never call back into the table: lock order is CkptTable::mu_, then the
+// listener's lock.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/ckpt_origin.h"
+#include "checkpoint/ckpt_store.h"
+#include "common/clock.h"
+#include "common/result.h"
+#include "proto/messages.h"
+
+namespace hoard {
+
+class CkptTable {
+ public:
+  struct Options {
+    std::string dir;  // required: DATA/ckpt
+    std::shared_ptr<spdlog::logger> logger;  // required
+    // Basenames of commit markers (see the top).
+    std::vector<std::string> commit_markers = {".metadata", "latest", "latest_checkpointed_iteration.txt"};
+    // Checkpoints of a job whose local copies stay after P (see the top).
+    uint32_t keep_last = 2;
+    // A committed generation not at P after this long counts as overdue in
+    // Status (it is not dropped or reordered for it).
+    std::chrono::milliseconds drain_deadline{std::chrono::seconds(600)};
+    // A drain task not reported within this long is handed out again.
+    std::chrono::milliseconds lease{std::chrono::seconds(120)};
+    // Drain tasks a node holds at once.
+    uint32_t max_tasks_per_node = 4;
+    // Drain bandwidth of all nodes together, bytes/s, split evenly among the
+    // up nodes in Work replies; 0 = unlimited.
+    uint64_t drain_max_bytes_per_s = 0;
+    CkptStore::Options store;
+    Clock* clock = Clock::Real();  // leases
+    std::function<int64_t()> now_unix_ms;  // null: the system clock
+  };
+
+  // What the publisher reports for an origin operation.
+  enum class OpOutcome {
+    kDone,        // applied (or found already applied)
+    kUploadLost,  // a publish whose staging file is gone: drain it again
+    kFailed,      // a permanent origin error: logged, the file stays below P
+  };
+
+  static Result<std::unique_ptr<CkptTable>> Open(Options options);
+
+  // ---- mount -> coordinator (proto/ckpt_messages.h) ----
+  Result<proto::CkptEntry> Lookup(const std::string& path) const;
+  Result<proto::CkptListReply> List(const std::string& path) const;
+  Result<proto::CkptEntry> Create(const proto::CkptCreate& req);
+  Result<proto::CkptEntry> Rename(const proto::CkptRename& req);
+  Result<uint64_t> Remove(const proto::CkptRemove& req);  // the removed id
+  Result<proto::CkptEntry> SetAttr(const proto::CkptSetAttr& req);
+  Result<proto::CkptEntry> Commit(const proto::CkptCommit& req);
+
+  // ---- CLI -> coordinator ----
+  Result<proto::CkptStatusReply> GetStatus(const proto::CkptStatus& req) const;
+  std::vector<proto::CkptJobStatus> JobSummaries() const;  // every job
+  Result<proto::CkptJobStatus> Flush(const std::string& job);
+
+  // ---- node -> coordinator (ckpt_drain.cc) ----
+  // `up_nodes`: the names of the nodes up now (the coordinator's view).
+  proto::CkptWorkReply Work(const std::string& node, const std::set<std::string>& up_nodes);
+  Result<proto::CkptDrainedReply> Drained(const proto::CkptDrained& req);
+
+  // ---- the publisher ----
+  // The oldest origin operation not yet done, if any.
+  std::optional<OriginOp> NextOriginOp() const;
+  // Removes operation `seq` from the queue, durably, with its consequence
+  // (a publish done: the file is P, and retention may release old copies).
+  Status OriginOpDone(uint64_t seq, OpOutcome outcome);
+  // Called (with mu_ held: see the top) after operations were queued.
+  void SetOriginOpListener(std::function<void()> listener);
+
+  // The staging name of a generation's upload by `node`:
+  // ".hoard-staging/<id>-<gen>-<node>". The node is in the name because a
+  // task whose lease ran out is handed to another node while the first may
+  // still be uploading: with one shared name, the late one's truncate and
+  // writes could land in a file the publisher is renaming into place (a torn
+  // file on the origin). A node must not run two uploads of one (id, gen)
+  // at once (its own re-issued task included).
+  static std::string StagingPath(uint64_t id, uint64_t gen, const std::string& node);
+
+  // Test-only.
+  CkptStore& TEST_store() { return store_; }
+
+ private:
+  struct Lease {
+    uint64_t gen = 0;
+    std::string node;
+    std::chrono::steady_clock::time_point expiry;
+  };
+
+  explicit CkptTable(Options options);
+  Status Load();
+
+  // Makes `r` durable (counters filled in here), applies it, snapshots when
+  // due, and wakes the listener when it queued origin operations.
+  Status SaveLocked(CkptRecord r);
+  void Apply(const CkptRecord& r);
+  void ApplyPut(const CkptNode& n);
+  void ApplyDel(uint64_t id);
+  void IndexLocked(const CkptNode& n, bool add);  // the drain and marker indexes
+  CkptSnapshot SnapshotLocked() const;
+
+  // Path resolution. kNotFound / kNotDirectory / kInvalidArgument.
+  Result<const CkptNode*> ResolveLocked(const std::string& path) const;
+  Result<const CkptNode*> ResolveParentLocked(const std::string& path) const;
+  std::string PathLocked(uint64_t id) const;
+  const CkptNode* FindLocked(uint64_t id) const;
+  bool HasChildrenLocked(uint64_t id) const;
+  bool InSubtreeLocked(uint64_t id, uint64_t ancestor) const;
+  uint64_t JobOfLocked(uint64_t id) const;  // the top-level ancestor (itself if top-level); 0 for the root
+  // Calls fn for every file in the subtree of `id` (itself if a file).
+  void ForEachFileLocked(uint64_t id, const std::function<void(const CkptNode&)>& fn) const;
+  proto::CkptEntry ToEntryLocked(const CkptNode& n) const;
+  int64_t NowMs() const;
+
+  // Helpers that add to a record being built. Each sees the state before
+  // the record (Apply has not run), so `r->put` may already hold a newer copy
+  // of an entry: PutLocked merges by id.
+  CkptNode* PutLocked(CkptRecord* r, const CkptNode& n);
+  void QueueOriginOpLocked(CkptRecord* r, uint8_t kind, std::string from, std::string path, uint64_t id = 0,
+                           uint64_t gen = 0);
+  void MarkAncestorsOnOriginLocked(CkptRecord* r, uint64_t parent);
+  void DropUploadLocked(CkptRecord* r, CkptNode* n);
+  // Queues the publish of `n`'s uploaded generation into `r`.
+  void QueuePublishLocked(CkptRecord* r, CkptNode n);
+  bool IsMarker(const std::string& name) const;
+  bool MarkerReadyLocked(const CkptNode& marker) const;
+  // Queues publishes of held markers that are now ready.
+  Status PublishReadyMarkersLocked();
+  // Releases copies past the job's newest keep_last checkpoints (P only).
+  Status ApplyRetentionLocked(uint64_t job);
+  proto::CkptJobStatus JobStatusLocked(const CkptNode& job) const;
+  std::optional<std::string> DrainerLocked(const CkptNode& n, const std::set<std::string>& up) const;
+
+  Options options_;
+  CkptStore store_;
+  mutable std::mutex mu_;
+  // The namespace, guarded by mu_. nodes_ holds every entry but the root (id 0).
+  std::map<uint64_t, CkptNode> nodes_;
+  std::map<uint64_t, std::map<std::string, uint64_t>> children_;  // dir id -> name -> id
+  std::map<uint64_t, OriginOp> ops_;  // by seq: the origin queue
+  uint64_t next_id_ = 1, next_commit_seq_ = 1, next_op_seq_ = 1;
+  // Derived indexes (rebuilt by Apply on replay), guarded by mu_:
+  std::set<std::pair<uint64_t, uint64_t>> undrained_;  // (commit_seq, id): committed, neither uploaded nor published
+  std::set<uint64_t> held_markers_;                    // ids with an upload waiting for publish
+  // Not durable, on purpose, guarded by mu_: leases are re-issued after a
+  // restart anyway, and a flush is a hint the CLI repeats with --wait.
+  std::map<uint64_t, Lease> leases_;  // by id
+  std::set<uint64_t> urgent_;         // ids flushed and not yet drained
+  std::function<void()> listener_;    // guarded by mu_
+};
+
+}  // namespace hoard

@@ -1,0 +1,130 @@
+// CkptTable: opening, and applying records (live and on replay: the same code,
+// see "Durability" in ckpt_table.h).
+#include <algorithm>
+
+#include "checkpoint/ckpt_table.h"
+
+namespace hoard {
+
+CkptTable::CkptTable(Options options)
+    : options_(std::move(options)), store_(options_.dir, options_.store) {
+  if (!options_.now_unix_ms) {
+    options_.now_unix_ms = [] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+          .count();
+    };
+  }
+}
+
+Result<std::unique_ptr<CkptTable>> CkptTable::Open(Options options) {
+  if (options.dir.empty() || !options.logger) {
+    return Status::InvalidArgument("the checkpoint table needs a directory and a logger");
+  }
+  std::unique_ptr<CkptTable> t(new CkptTable(std::move(options)));
+  HOARD_RETURN_IF_ERROR(t->Load());
+  return t;
+}
+
+Status CkptTable::Load() {
+  std::string cut;
+  HOARD_ASSIGN_OR_RETURN(CkptStore::Loaded loaded, store_.Open(&cut));
+  if (!cut.empty()) options_.logger->warn("checkpoint journal: {}", cut);
+  std::lock_guard lock(mu_);
+  CkptRecord base{.next_id = loaded.snapshot.next_id,
+                  .next_commit_seq = loaded.snapshot.next_commit_seq,
+                  .next_op_seq = loaded.snapshot.next_op_seq,
+                  .put = std::move(loaded.snapshot.nodes),
+                  .ops_add = std::move(loaded.snapshot.ops)};
+  Apply(base);  // children_ is keyed by parent id, so puts may come in any order
+  for (const CkptRecord& r : loaded.records) Apply(r);
+  options_.logger->info("checkpoint namespace: {} entries, {} origin operations queued, {} uploads awaiting publish",
+                        nodes_.size(), ops_.size(), held_markers_.size());
+  return Status::Ok();
+}
+
+// ---- records --------------------------------------------------------------
+
+void CkptTable::IndexLocked(const CkptNode& n, bool add) {
+  if (n.is_dir) return;
+  const bool undrained = n.gen != 0 && n.published_gen != n.gen && n.uploaded_gen != n.gen;
+  if (undrained) {
+    if (add) undrained_.insert({n.commit_seq, n.id});
+    else undrained_.erase({n.commit_seq, n.id});
+  }
+  if (n.uploaded_gen != 0) {
+    if (add) held_markers_.insert(n.id);
+    else held_markers_.erase(n.id);
+  }
+}
+
+void CkptTable::ApplyPut(const CkptNode& n) {
+  auto it = nodes_.find(n.id);
+  if (it != nodes_.end()) {
+    IndexLocked(it->second, false);
+    if (it->second.parent != n.parent || it->second.name != n.name) children_[it->second.parent].erase(it->second.name);
+    it->second = n;
+  } else {
+    it = nodes_.emplace(n.id, n).first;
+  }
+  children_[n.parent][n.name] = n.id;
+  IndexLocked(n, true);
+}
+
+void CkptTable::ApplyDel(uint64_t id) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;
+  IndexLocked(it->second, false);
+  auto& siblings = children_[it->second.parent];
+  if (auto s = siblings.find(it->second.name); s != siblings.end() && s->second == id) siblings.erase(s);
+  children_.erase(id);
+  leases_.erase(id);
+  urgent_.erase(id);
+  nodes_.erase(it);
+}
+
+void CkptTable::Apply(const CkptRecord& r) {
+  next_id_ = std::max(next_id_, r.next_id);
+  next_commit_seq_ = std::max(next_commit_seq_, r.next_commit_seq);
+  next_op_seq_ = std::max(next_op_seq_, r.next_op_seq);
+  for (const CkptNode& n : r.put) ApplyPut(n);
+  for (uint64_t id : r.del) ApplyDel(id);
+  for (const OriginOp& op : r.ops_add) ops_[op.seq] = op;
+  for (uint64_t seq : r.ops_done) ops_.erase(seq);
+}
+
+CkptSnapshot CkptTable::SnapshotLocked() const {
+  CkptSnapshot s{.next_id = next_id_, .next_commit_seq = next_commit_seq_, .next_op_seq = next_op_seq_};
+  for (const auto& [id, n] : nodes_) s.nodes.push_back(n);
+  for (const auto& [seq, op] : ops_) s.ops.push_back(op);
+  return s;
+}
+
+Status CkptTable::SaveLocked(CkptRecord r) {
+  r.next_id = next_id_;
+  r.next_commit_seq = next_commit_seq_;
+  r.next_op_seq = next_op_seq_;
+  for (const CkptNode& n : r.put) r.next_id = std::max(r.next_id, n.id + 1);
+  for (const CkptNode& n : r.put) r.next_commit_seq = std::max(r.next_commit_seq, n.commit_seq + 1);
+  for (const OriginOp& op : r.ops_add) r.next_op_seq = std::max(r.next_op_seq, op.seq + 1);
+  HOARD_RETURN_IF_ERROR(store_.Append(r).Annotate("save the checkpoint namespace"));
+  Apply(r);
+  if (store_.SnapshotDue()) {
+    // The record is durable; a failed snapshot only means a longer replay.
+    if (Status s = store_.WriteSnapshot(SnapshotLocked()); !s.ok()) {
+      options_.logger->warn("checkpoint namespace snapshot: {}", s.ToString());
+    }
+  }
+  if (!r.ops_add.empty() && listener_) listener_();
+  return Status::Ok();
+}
+
+CkptNode* CkptTable::PutLocked(CkptRecord* r, const CkptNode& n) {
+  for (CkptNode& p : r->put) {
+    if (p.id == n.id) return &p;
+  }
+  r->put.push_back(n);
+  return &r->put.back();
+}
+
+}  // namespace hoard

@@ -1,0 +1,467 @@
+#include "checkpoint/ckpt_table.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "common/testing.h"
+
+namespace hoard {
+namespace {
+
+using proto::CkptLevel;
+
+class CkptTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  void Reopen(uint64_t snapshot_every = 10000) {
+    table_.reset();
+    auto t = CkptTable::Open({.dir = dir_.Sub("ckpt"),
+                              .logger = spdlog::default_logger(),
+                              .keep_last = 2,
+                              .drain_deadline = std::chrono::seconds(60),
+                              .lease = std::chrono::seconds(30),
+                              .max_tasks_per_node = 2,
+                              .drain_max_bytes_per_s = 1000,
+                              .store = {.snapshot_every_records = snapshot_every},
+                              .clock = &clock_,
+                              .now_unix_ms = [this] { return now_ms_; }});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    table_ = std::move(*t);
+  }
+
+  uint64_t Mk(const std::string& path, bool dir = false) {
+    auto e = table_->Create({.path = path, .is_dir = dir});
+    EXPECT_TRUE(e.ok()) << path << ": " << e.status().ToString();
+    return e.ok() ? e->id : 0;
+  }
+  Code CreateCode(const std::string& path, bool dir = false) {
+    return table_->Create({.path = path, .is_dir = dir}).status().code();
+  }
+  Code RenameCode(const std::string& from, const std::string& to, bool noreplace = false) {
+    return table_->Rename({.from = from, .to = to, .noreplace = noreplace}).status().code();
+  }
+  Code RemoveCode(const std::string& path, bool dir) {
+    return table_->Remove({.path = path, .is_dir = dir}).status().code();
+  }
+  // Commits one chunk of `size` bytes written by `writer`, replicated on `replica`.
+  Status Commit(uint64_t id, uint64_t gen, const std::string& writer = "n1", const std::string& replica = "n2") {
+    now_ms_ += 10;
+    return table_
+        ->Commit({.id = id, .gen = gen, .size = 100, .mtime_ns = 5, .chunk_size = 4096, .checksums = {42},
+                  .writer = writer, .replicas = {{replica}}, .replicas_wanted = 2,
+                  .level = uint8_t(CkptLevel::kR)})
+        .status();
+  }
+  uint64_t IdOf(const std::string& path) {
+    auto e = table_->Lookup(path);
+    return e.ok() ? e->id : 0;
+  }
+  uint8_t LevelOf(const std::string& path) { return table_->Lookup(path)->level; }
+  std::vector<std::string> WorkPaths(const std::string& node, std::set<std::string> up = {"n1", "n2", "n3"}) {
+    std::vector<std::string> paths;
+    for (const auto& t : table_->Work(node, up).drain) paths.push_back(t.entry.path);
+    return paths;
+  }
+  // Reports the upload of the current generation and applies every queued
+  // origin operation as done (what the publisher does).
+  void DrainAndPublish(const std::string& path) {
+    auto e = table_->Lookup(path);
+    ASSERT_TRUE(e.ok());
+    ASSERT_TRUE(table_->Drained({.node = "n1", .id = e->id, .gen = e->gen, .ok = true}).ok());
+    PublishAll();
+  }
+  std::vector<OriginOp> PublishAll() {
+    std::vector<OriginOp> ops;
+    while (auto op = table_->NextOriginOp()) {
+      ops.push_back(*op);
+      EXPECT_TRUE(table_->OriginOpDone(op->seq, CkptTable::OpOutcome::kDone).ok());
+    }
+    return ops;
+  }
+
+  testing::TempDir dir_;
+  FakeClock clock_;
+  int64_t now_ms_ = 1'700'000'000'000;
+  std::unique_ptr<CkptTable> table_;
+};
+
+TEST_F(CkptTableTest, CreateLookupList) {
+  Mk("job", true);
+  uint64_t b = Mk("job/b");
+  uint64_t a = Mk("job/a", true);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(CreateCode("job/a", true), Code::kAlreadyExists);
+  EXPECT_EQ(CreateCode("job/missing/x"), Code::kNotFound);
+  EXPECT_EQ(CreateCode("job/b/x"), Code::kNotDirectory);
+  EXPECT_EQ(CreateCode("job//x"), Code::kInvalidArgument);
+  EXPECT_EQ(CreateCode(""), Code::kInvalidArgument);
+  auto list = table_->List("job");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->children.size(), 2u);
+  EXPECT_EQ(list->children[0].path, "job/a");
+  EXPECT_TRUE(list->children[0].is_dir);
+  EXPECT_EQ(list->children[1].path, "job/b");
+  EXPECT_EQ(list->children[1].level, uint8_t(CkptLevel::kNone));
+  EXPECT_EQ(table_->List("job/b").status().code(), Code::kNotDirectory);
+  EXPECT_TRUE(table_->Lookup("").ok());
+  EXPECT_EQ(table_->Lookup("job/zzz").status().code(), Code::kNotFound);
+}
+
+TEST_F(CkptTableTest, RenameFollowsPosix) {
+  Mk("job", true);
+  Mk("job/d", true);
+  const uint64_t f = Mk("job/d/f");
+  Mk("job/d/sub", true);
+  Mk("job/g");
+  Mk("job/empty", true);
+  Mk("job/full", true);
+  Mk("job/full/x");
+  EXPECT_EQ(RenameCode("job/d", "job/d/sub/in"), Code::kInvalidArgument);
+  EXPECT_EQ(RenameCode("job/d", "job/d/sub"), Code::kInvalidArgument);  // also into itself
+  EXPECT_EQ(RenameCode("job/d", "job/full"), Code::kNotEmpty);
+  EXPECT_EQ(RenameCode("job/d", "job/g"), Code::kNotDirectory);
+  EXPECT_EQ(RenameCode("job/g", "job/empty"), Code::kIsDirectory);
+  EXPECT_EQ(RenameCode("job/g", "job/d/f", true), Code::kAlreadyExists);
+  EXPECT_EQ(RenameCode("job/nope", "job/x"), Code::kNotFound);
+  EXPECT_EQ(RenameCode("job/g", "job/nodir/x"), Code::kNotFound);
+  // Replacing a file: the target's id is gone, the source keeps its id.
+  const uint64_t g = IdOf("job/g");
+  ASSERT_EQ(RenameCode("job/g", "job/d/f"), Code::kOk);
+  EXPECT_EQ(IdOf("job/d/f"), g);
+  EXPECT_EQ(table_->Commit({.id = f, .gen = 1, .writer = "n1", .level = 1}).status().code(), Code::kNotFound);
+  // A whole subtree moves, onto an empty directory.
+  ASSERT_EQ(RenameCode("job/d", "job/empty"), Code::kOk);
+  EXPECT_EQ(IdOf("job/empty/f"), g);
+  EXPECT_TRUE(table_->Lookup("job/empty/sub").ok());
+  EXPECT_EQ(table_->Lookup("job/d").status().code(), Code::kNotFound);
+  auto moved = table_->Rename({.from = "job/empty", .to = "job2"});
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ(moved->path, "job2");
+  EXPECT_EQ(IdOf("job2/f"), g);
+}
+
+TEST_F(CkptTableTest, RemoveFollowsPosix) {
+  Mk("job", true);
+  Mk("job/d", true);
+  Mk("job/d/f");
+  EXPECT_EQ(RemoveCode("job/d", true), Code::kNotEmpty);
+  EXPECT_EQ(RemoveCode("job/d", false), Code::kIsDirectory);
+  EXPECT_EQ(RemoveCode("job/d/f", true), Code::kNotDirectory);
+  EXPECT_EQ(RemoveCode("", true), Code::kInvalidArgument);
+  EXPECT_EQ(RemoveCode("job/d/f", false), Code::kOk);
+  EXPECT_EQ(RemoveCode("job/d/f", false), Code::kNotFound);
+  EXPECT_EQ(RemoveCode("job/d", true), Code::kOk);
+}
+
+TEST_F(CkptTableTest, CommitChecksGenerations) {
+  Mk("job", true);
+  const uint64_t f = Mk("job/f");
+  ASSERT_TRUE(Commit(f, 2).ok());
+  EXPECT_EQ(Commit(f, 2).code(), Code::kStale);
+  EXPECT_EQ(Commit(f, 1).code(), Code::kStale);
+  EXPECT_EQ(Commit(IdOf("job"), 3).code(), Code::kIsDirectory);
+  auto e = table_->Lookup("job/f");
+  EXPECT_EQ(e->gen, 2u);
+  EXPECT_EQ(e->size, 100u);
+  EXPECT_EQ(e->level, uint8_t(CkptLevel::kR));
+  EXPECT_EQ(e->replicas, (std::vector<std::vector<std::string>>{{"n2"}}));
+  EXPECT_EQ(table_->Commit({.id = f, .gen = 5, .size = 100, .chunk_size = 4096, .writer = "n1", .level = 2})
+                .status()
+                .code(),
+            Code::kInvalidArgument);  // no checksum for its chunk
+}
+
+TEST_F(CkptTableTest, SurvivesReopenAndNeverReusesIds) {
+  Mk("job", true);
+  Mk("job/d", true);
+  const uint64_t f = Mk("job/d/f");
+  ASSERT_TRUE(Commit(f, 1).ok());
+  ASSERT_EQ(RenameCode("job/d", "job/e"), Code::kOk);
+  const uint64_t gone = Mk("job/gone");
+  ASSERT_EQ(RemoveCode("job/gone", false), Code::kOk);
+  Reopen();
+  EXPECT_EQ(IdOf("job/e/f"), f);
+  EXPECT_EQ(table_->Lookup("job/e/f")->gen, 1u);
+  EXPECT_EQ(table_->Lookup("job/d").status().code(), Code::kNotFound);
+  EXPECT_GT(Mk("job/new"), gone);
+}
+
+TEST_F(CkptTableTest, SnapshotsAndReplayAgree) {
+  Reopen(/*snapshot_every=*/3);
+  Mk("job", true);
+  for (int i = 0; i < 10; ++i) {
+    const uint64_t id = Mk("job/f" + std::to_string(i));
+    ASSERT_TRUE(Commit(id, 1).ok());
+  }
+  ASSERT_EQ(RenameCode("job/f3", "job/g3"), Code::kOk);
+  Reopen(3);
+  auto list = table_->List("job");
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->children.size(), 10u);
+  EXPECT_EQ(table_->Lookup("job/g3")->gen, 1u);
+  EXPECT_EQ(table_->Lookup("job/f3").status().code(), Code::kNotFound);
+}
+
+TEST_F(CkptTableTest, TornLastRecordIsCut) {
+  Mk("job", true);
+  Mk("job/kept");
+  table_.reset();
+  // A crash in the middle of the next append: half a record at the end.
+  const std::string journal = dir_.Sub("ckpt/journal.log");
+  int fd = ::open(journal.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  const char torn[] = {40, 0, 0, 0, 1, 2, 3, 4, 'x', 'y'};
+  ASSERT_EQ(::write(fd, torn, sizeof torn), static_cast<ssize_t>(sizeof torn));
+  ::close(fd);
+  Reopen();
+  EXPECT_TRUE(table_->Lookup("job/kept").ok());
+  Mk("job/after");  // appends after the cut, and replays
+  Reopen();
+  EXPECT_TRUE(table_->Lookup("job/after").ok());
+}
+
+TEST_F(CkptTableTest, FailedAppendChangesNothing) {
+  Mk("job", true);
+  table_->TEST_store().TEST_log().TEST_FailNextAppend(ENOSPC, 5);
+  EXPECT_EQ(table_->Create({.path = "job/f"}).status().code(), Code::kNoSpace);
+  EXPECT_EQ(table_->Lookup("job/f").status().code(), Code::kNotFound);
+  Reopen();
+  EXPECT_EQ(table_->Lookup("job/f").status().code(), Code::kNotFound);
+  EXPECT_TRUE(table_->Lookup("job").ok());
+}
+
+TEST_F(CkptTableTest, DrainsOldestFirstAndFlushedJobsFirst) {
+  Mk("a", true);
+  Mk("b", true);
+  ASSERT_TRUE(Commit(Mk("a/1"), 1).ok());
+  ASSERT_TRUE(Commit(Mk("a/2"), 1).ok());
+  ASSERT_TRUE(Commit(Mk("b/1"), 1).ok());
+  ASSERT_TRUE(Commit(Mk("b/2"), 1).ok());
+  auto flushed = table_->Flush("b");
+  ASSERT_TRUE(flushed.ok());
+  EXPECT_EQ(flushed->undrained_bytes, 200u);
+  auto work = table_->Work("n1", {"n1", "n2"});
+  ASSERT_EQ(work.drain.size(), 2u);  // max_tasks_per_node
+  EXPECT_EQ(work.drain[0].entry.path, "b/1");
+  EXPECT_EQ(work.drain[1].entry.path, "b/2");
+  EXPECT_EQ(work.drain[0].tmp_path, ".hoard-staging/" + std::to_string(IdOf("b/1")) + "-1-n1");
+  EXPECT_EQ(work.max_drain_bytes_per_s, 500u);  // split between the two up nodes
+  EXPECT_TRUE(WorkPaths("n1").empty());         // both slots taken
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = IdOf("b/1"), .gen = 1, .ok = true}).ok());
+  EXPECT_EQ(WorkPaths("n1"), std::vector<std::string>{"a/1"});
+}
+
+TEST_F(CkptTableTest, WriterDownMeansAReplicaHolderDrains) {
+  Mk("a", true);
+  ASSERT_TRUE(Commit(Mk("a/1"), 1, "n1", "n2").ok());
+  EXPECT_TRUE(WorkPaths("n2").empty());  // the writer is up: it drains
+  EXPECT_EQ(WorkPaths("n2", {"n2"}), std::vector<std::string>{"a/1"});
+  EXPECT_TRUE(WorkPaths("n3", {"n3"}).empty());
+}
+
+TEST_F(CkptTableTest, UnreportedTasksAreHandedOutAgain) {
+  Mk("a", true);
+  ASSERT_TRUE(Commit(Mk("a/1"), 1).ok());
+  EXPECT_EQ(WorkPaths("n1").size(), 1u);
+  EXPECT_TRUE(WorkPaths("n1").empty());
+  clock_.Advance(std::chrono::seconds(31));
+  EXPECT_EQ(WorkPaths("n1").size(), 1u);
+  // A failed upload is handed out again at once.
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = IdOf("a/1"), .gen = 1, .ok = false, .error = "x"}).ok());
+  EXPECT_EQ(WorkPaths("n1").size(), 1u);
+}
+
+TEST_F(CkptTableTest, StaleUploadIsDeletedAndNewGenerationDrained) {
+  Mk("a", true);
+  const uint64_t f = Mk("a/1");
+  ASSERT_TRUE(Commit(f, 1).ok());
+  EXPECT_EQ(WorkPaths("n1").size(), 1u);
+  ASSERT_TRUE(Commit(f, 2).ok());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = f, .gen = 1, .ok = true}).ok());
+  auto op = table_->NextOriginOp();
+  ASSERT_TRUE(op.has_value());
+  EXPECT_EQ(op->kind, OriginOp::kUnlink);
+  EXPECT_EQ(op->path, CkptTable::StagingPath(f, 1, "n1"));
+  auto work = table_->Work("n1", {"n1"});
+  ASSERT_EQ(work.drain.size(), 1u);
+  EXPECT_EQ(work.drain[0].entry.gen, 2u);
+}
+
+TEST_F(CkptTableTest, ALateUploadByAnotherNodeNeverReplacesThePublishedOne) {
+  Mk("a", true);
+  const uint64_t f = Mk("a/1");
+  ASSERT_TRUE(Commit(f, 1, "n1", "n2").ok());
+  auto first = table_->Work("n1", {"n1", "n2"});
+  ASSERT_EQ(first.drain.size(), 1u);
+  clock_.Advance(std::chrono::seconds(31));  // n1 is slow: its lease runs out, n1 goes down
+  auto second = table_->Work("n2", {"n2"});
+  ASSERT_EQ(second.drain.size(), 1u);
+  EXPECT_NE(first.drain[0].tmp_path, second.drain[0].tmp_path);
+  ASSERT_TRUE(table_->Drained({.node = "n2", .id = f, .gen = 1, .ok = true}).ok());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = f, .gen = 1, .ok = true}).ok());
+  auto ops = PublishAll();
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].kind, OriginOp::kPublish);
+  EXPECT_EQ(ops[0].from, second.drain[0].tmp_path);
+  EXPECT_EQ(ops[1].kind, OriginOp::kUnlink);
+  EXPECT_EQ(ops[1].path, first.drain[0].tmp_path);
+}
+
+TEST_F(CkptTableTest, PublishIsQueuedAtTheCurrentPathAndRenamesFollowIt) {
+  Mk("a", true);
+  const uint64_t f = Mk("a/tmp");
+  ASSERT_TRUE(Commit(f, 1).ok());
+  ASSERT_EQ(RenameCode("a/tmp", "a/final"), Code::kOk);  // not on the origin yet: nothing to mirror
+  EXPECT_FALSE(table_->NextOriginOp().has_value());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = f, .gen = 1, .ok = true}).ok());
+  ASSERT_EQ(RenameCode("a/final", "b"), Code::kOk);
+  auto ops = PublishAll();
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].kind, OriginOp::kPublish);
+  EXPECT_EQ(ops[0].from, CkptTable::StagingPath(f, 1, "n1"));
+  EXPECT_EQ(ops[0].path, "a/final");
+  EXPECT_EQ(ops[1].kind, OriginOp::kRename);
+  EXPECT_EQ(ops[1].from, "a/final");
+  EXPECT_EQ(ops[1].path, "b");
+  EXPECT_EQ(LevelOf("b"), uint8_t(CkptLevel::kP));
+  // The directory was created on the origin for the publish: its rmdir is mirrored.
+  ASSERT_EQ(RemoveCode("a", true), Code::kOk);
+  ASSERT_EQ(RemoveCode("b", false), Code::kOk);
+  ops = PublishAll();
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].kind, OriginOp::kRmdir);
+  EXPECT_EQ(ops[1].kind, OriginOp::kUnlink);
+  EXPECT_EQ(ops[1].path, "b");
+}
+
+TEST_F(CkptTableTest, ReplacingAPublishedFileWithAnUnpublishedOneUnlinksIt) {
+  Mk("a", true);
+  const uint64_t old_file = Mk("a/x");
+  ASSERT_TRUE(Commit(old_file, 1).ok());
+  DrainAndPublish("a/x");
+  ASSERT_TRUE(Commit(Mk("a/y"), 1).ok());
+  ASSERT_EQ(RenameCode("a/y", "a/x"), Code::kOk);
+  auto ops = PublishAll();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].kind, OriginOp::kUnlink);
+  EXPECT_EQ(ops[0].path, "a/x");
+}
+
+TEST_F(CkptTableTest, MarkerWaitsForTheRestOfItsDirectory) {
+  Mk("job", true);
+  Mk("job/step", true);
+  const uint64_t data = Mk("job/step/__0_0.distcp");
+  ASSERT_TRUE(Commit(data, 1).ok());
+  const uint64_t meta = Mk("job/step/.metadata");
+  ASSERT_TRUE(Commit(meta, 1).ok());
+  const uint64_t latest = Mk("job/latest");
+  ASSERT_TRUE(Commit(latest, 1).ok());
+  // The markers' uploads finish first: both are held.
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = meta, .gen = 1, .ok = true}).ok());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = latest, .gen = 1, .ok = true}).ok());
+  EXPECT_FALSE(table_->NextOriginOp().has_value());
+  // Held markers are not drained again.
+  EXPECT_EQ(WorkPaths("n1"), std::vector<std::string>{"job/step/__0_0.distcp"});
+  // Held across a restart too.
+  Reopen();
+  EXPECT_FALSE(table_->NextOriginOp().has_value());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = data, .gen = 1, .ok = true}).ok());
+  auto ops = PublishAll();
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].path, "job/step/__0_0.distcp");
+  EXPECT_EQ(ops[1].id + ops[2].id, meta + latest);  // both markers after the data
+  EXPECT_EQ(LevelOf("job/latest"), uint8_t(CkptLevel::kP));
+}
+
+TEST_F(CkptTableTest, MarkerIgnoresFilesCommittedAfterIt) {
+  Mk("job", true);
+  const uint64_t meta = Mk("job/.metadata");
+  ASSERT_TRUE(Commit(meta, 1).ok());
+  ASSERT_TRUE(Commit(Mk("job/later"), 1).ok());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = meta, .gen = 1, .ok = true}).ok());
+  auto op = table_->NextOriginOp();
+  ASSERT_TRUE(op.has_value());
+  EXPECT_EQ(op->id, meta);
+}
+
+TEST_F(CkptTableTest, RetentionKeepsTheNewestCheckpointsAndNeverReleasesBeforeP) {
+  Mk("job", true);
+  std::vector<uint64_t> ids;
+  for (int i = 1; i <= 3; ++i) {
+    Mk("job/iter_" + std::to_string(i), true);
+    ids.push_back(Mk("job/iter_" + std::to_string(i) + "/model.pt"));
+    ASSERT_TRUE(Commit(ids.back(), 1).ok());
+  }
+  const uint64_t marker = Mk("job/latest_checkpointed_iteration.txt");
+  ASSERT_TRUE(Commit(marker, 1).ok());
+  auto keeps = [&](uint64_t id) {
+    auto k = table_->Work("n9", {}).keep_files;
+    return std::find(k.begin(), k.end(), id) != k.end();
+  };
+  // iter_1 is past the newest two but not at P: kept.
+  EXPECT_TRUE(keeps(ids[0]));
+  DrainAndPublish("job/iter_2/model.pt");
+  DrainAndPublish("job/iter_3/model.pt");
+  EXPECT_TRUE(keeps(ids[0]));
+  EXPECT_EQ(table_->Lookup("job/iter_1/model.pt")->writer, "n1");
+  DrainAndPublish("job/iter_1/model.pt");
+  EXPECT_FALSE(keeps(ids[0]));
+  EXPECT_TRUE(keeps(ids[1]));
+  EXPECT_TRUE(keeps(ids[2]));
+  auto e = table_->Lookup("job/iter_1/model.pt");
+  EXPECT_EQ(e->writer, "");
+  EXPECT_EQ(e->replicas, (std::vector<std::vector<std::string>>{{}}));
+  EXPECT_EQ(e->level, uint8_t(CkptLevel::kP));
+  // A new checkpoint pushes iter_2 out; the marker always stays.
+  Mk("job/iter_4", true);
+  ASSERT_TRUE(Commit(Mk("job/iter_4/model.pt"), 1).ok());
+  DrainAndPublish("job/latest_checkpointed_iteration.txt");
+  EXPECT_FALSE(keeps(ids[1]));
+  EXPECT_TRUE(keeps(ids[2]));
+  EXPECT_TRUE(keeps(marker));
+  EXPECT_GE(table_->Work("n9", {}).keep_from_id, marker + 1);
+  // Released state survives a restart.
+  Reopen();
+  EXPECT_FALSE(keeps(ids[0]));
+}
+
+TEST_F(CkptTableTest, LostUploadIsDrainedAgain) {
+  Mk("a", true);
+  const uint64_t f = Mk("a/1");
+  ASSERT_TRUE(Commit(f, 1).ok());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = f, .gen = 1, .ok = true}).ok());
+  auto op = table_->NextOriginOp();
+  ASSERT_TRUE(op.has_value());
+  ASSERT_TRUE(table_->OriginOpDone(op->seq, CkptTable::OpOutcome::kUploadLost).ok());
+  EXPECT_EQ(LevelOf("a/1"), uint8_t(CkptLevel::kR));
+  EXPECT_EQ(WorkPaths("n1"), std::vector<std::string>{"a/1"});
+}
+
+TEST_F(CkptTableTest, StatusCountsLevelsAndOverdue) {
+  Mk("job", true);
+  ASSERT_TRUE(Commit(Mk("job/old"), 1).ok());
+  const int64_t old_ms = now_ms_;
+  ASSERT_TRUE(Commit(Mk("job/done"), 1).ok());
+  DrainAndPublish("job/done");
+  Mk("job/empty");
+  now_ms_ += 61'000;
+  auto s = table_->GetStatus({.job = "job", .files = true});
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->jobs.size(), 1u);
+  const auto& j = s->jobs[0];
+  EXPECT_EQ(j.files, 3u);
+  EXPECT_EQ(j.bytes, 200u);
+  EXPECT_EQ(j.files_by_level, (std::vector<uint64_t>{1, 0, 1, 1}));
+  EXPECT_EQ(j.undrained_bytes, 100u);
+  EXPECT_EQ(j.oldest_undrained_unix_ms, old_ms);
+  EXPECT_EQ(j.overdue_files, 1u);
+  EXPECT_EQ(s->files.size(), 3u);
+  EXPECT_EQ(table_->JobSummaries().size(), 1u);
+  EXPECT_EQ(table_->GetStatus({.job = "nope"}).status().code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace hoard

@@ -1,0 +1,153 @@
+#include "checkpoint/publisher.h"
+
+#include <algorithm>
+
+namespace hoard {
+namespace {
+
+const char* KindName(uint8_t kind) {
+  switch (kind) {
+    case OriginOp::kPublish: return "publish";
+    case OriginOp::kRename: return "rename";
+    case OriginOp::kUnlink: return "unlink";
+    case OriginOp::kRmdir: return "rmdir";
+  }
+  return "?";
+}
+
+std::string Parent(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+}  // namespace
+
+Publisher::Publisher(Options options) : options_(std::move(options)) {
+  options_.table->SetOriginOpListener([this] { Notify(); });
+  thread_ = std::thread([this] { Run(); });
+}
+
+Publisher::~Publisher() { Stop(); }
+
+void Publisher::Notify() {
+  std::lock_guard lock(mu_);
+  pending_ = true;
+  cv_.notify_all();
+}
+
+void Publisher::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+  options_.table->SetOriginOpListener(nullptr);
+}
+
+bool Publisher::SleepUnlessStopped(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  return !cv_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+bool Publisher::WaitIdle(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (options_.table->NextOriginOp().has_value()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+Publisher::Attempt Publisher::ApplyOnce(const OriginOp& op, int* io_errors) {
+  CkptOrigin& origin = *options_.origin;
+  Status s;
+  switch (op.kind) {
+    case OriginOp::kPublish: {
+      Result<OriginEntry> tmp = origin.Stat(op.from);
+      if (!tmp.ok() && tmp.status().code() == Code::kNotFound) return Attempt::kUploadLost;
+      s = tmp.status();
+      if (s.ok() && !Parent(op.path).empty()) s = origin.MakeDirs(Parent(op.path));
+      if (s.ok()) s = origin.Rename(op.from, op.path);
+      // Gone between the Stat and the Rename: only another publisher could
+      // do that, and there is none; treat it as lost all the same.
+      if (s.code() == Code::kNotFound) return Attempt::kUploadLost;
+      break;
+    }
+    case OriginOp::kRename:
+      if (!Parent(op.path).empty()) s = origin.MakeDirs(Parent(op.path));
+      if (s.ok()) s = origin.Rename(op.from, op.path);
+      if (s.code() == Code::kNotFound) {
+        options_.logger->info("checkpoint origin: rename {} -> {}: the source is not there, nothing to mirror",
+                              op.from, op.path);
+        return Attempt::kDone;
+      }
+      break;
+    case OriginOp::kUnlink:
+      s = origin.Unlink(op.path);
+      if (s.code() == Code::kNotFound) return Attempt::kDone;
+      break;
+    case OriginOp::kRmdir:
+      s = origin.Rmdir(op.path);
+      if (s.code() == Code::kNotFound) return Attempt::kDone;
+      break;
+    default:
+      s = Status::Internal("unknown origin operation kind " + std::to_string(op.kind));
+  }
+  if (s.ok()) return Attempt::kDone;
+  const bool retry = s.code() == Code::kUnavailable || s.code() == Code::kNoSpace ||
+                     (s.code() == Code::kIoError && ++*io_errors < options_.io_error_attempts);
+  if (retry) {
+    options_.logger->warn("checkpoint origin: {} #{} {} (retried): {}", KindName(op.kind), op.seq, op.path,
+                          s.ToString());
+    return Attempt::kRetry;
+  }
+  options_.logger->error("checkpoint origin: {} #{} {} failed for good, skipped: {}", KindName(op.kind), op.seq,
+                         op.path, s.ToString());
+  return Attempt::kFailed;
+}
+
+void Publisher::Run() {
+  auto backoff = options_.min_backoff;
+  int io_errors = 0;
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      if (stopping_) return;
+      pending_ = false;
+    }
+    std::optional<OriginOp> op = options_.table->NextOriginOp();
+    if (!op) {
+      std::unique_lock lock(mu_);
+      // The timeout is a backstop only; Notify wakes us when work is queued.
+      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_ || pending_; });
+      continue;
+    }
+    const Attempt a = ApplyOnce(*op, &io_errors);
+    if (a == Attempt::kRetry) {
+      if (!SleepUnlessStopped(backoff)) return;
+      backoff = std::min(backoff * 2, options_.max_backoff);
+      continue;
+    }
+    const auto outcome = a == Attempt::kDone         ? CkptTable::OpOutcome::kDone
+                         : a == Attempt::kUploadLost ? CkptTable::OpOutcome::kUploadLost
+                                                     : CkptTable::OpOutcome::kFailed;
+    if (Status s = options_.table->OriginOpDone(op->seq, outcome); !s.ok()) {
+      // The operation is applied but still queued: it is applied again
+      // (idempotently) after the backoff.
+      options_.logger->error("checkpoint origin: cannot record {} #{} as done: {}", KindName(op->kind), op->seq,
+                             s.ToString());
+      if (!SleepUnlessStopped(backoff)) return;
+      backoff = std::min(backoff * 2, options_.max_backoff);
+      continue;
+    }
+    if (a == Attempt::kDone) {
+      options_.logger->debug("checkpoint origin: {} #{} {}{}{}", KindName(op->kind), op->seq, op->from,
+                             op->from.empty() ? "" : " -> ", op->path);
+    }
+    backoff = options_.min_backoff;
+    io_errors = 0;
+  }
+}
+
+}  // namespace hoard

@@ -1,0 +1,86 @@
+// File: checkpoint/publisher.h
+//
+// The Publisher is the one thread that changes the checkpoint origin's
+// namespace. It applies CkptTable's queue of origin operations (ckpt_table.h)
+// strictly in order, one at a time, and reports each back with
+// CkptTable::OriginOpDone, which removes it from the durable queue. The queue
+// lives in the table's journal, not here: after a coordinator restart the
+// publisher simply continues with the table's oldest operation, and an
+// operation that was applied but not yet reported is applied again, so each
+// operation is written to be idempotent:
+//
+//   publish  Stat the staging file; gone: kUploadLost (it was renamed before
+//            the crash, or lost: the table has it drained again, which is
+//            harmless either way). Else MakeDirs(parent), Rename(tmp, path).
+//   rename   MakeDirs(parent of the target), Rename(from, to); a source that
+//            is not on the origin means there is nothing to mirror: done.
+//   unlink, rmdir
+//            kNotFound counts as done.
+//
+// Errors: kUnavailable and kNoSpace (the server is away or full) are retried
+// forever with exponential backoff (min_backoff doubling to max_backoff):
+// nothing is dropped or reordered, the copies on the nodes stay meanwhile.
+// kIoError is retried `io_error_attempts` times, then treated as permanent.
+// Permanent errors (kNotEmpty, kIsDirectory, ...: the origin was changed
+// behind hoard's back) are logged as errors and the operation is reported
+// kFailed, so one bad entry cannot stop every later checkpoint; such a file
+// stays below P and shows as overdue in `hoard status`.
+//
+// Thread-safety: Notify, Stop and WaitIdle may be called from any thread.
+// Lock order: the table's lock may be held when Notify is called (it is the
+// table's listener), so the publisher never calls the table with mu_ held.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/ckpt_origin.h"
+#include "checkpoint/ckpt_table.h"
+
+namespace hoard {
+
+class Publisher {
+ public:
+  struct Options {
+    CkptTable* table = nullptr;   // required, outlives the publisher
+    CkptOrigin* origin = nullptr;  // required, outlives the publisher
+    std::shared_ptr<spdlog::logger> logger;  // required
+    std::chrono::milliseconds min_backoff{100};
+    std::chrono::milliseconds max_backoff{std::chrono::seconds(30)};
+    int io_error_attempts = 5;
+  };
+
+  // Starts the thread and registers itself as the table's listener.
+  explicit Publisher(Options options);
+  ~Publisher();  // Stop()
+  Publisher(const Publisher&) = delete;
+  Publisher& operator=(const Publisher&) = delete;
+
+  // Wakes the thread: operations were queued.
+  void Notify();
+  // Stops the thread after the operation in progress (its retries end).
+  void Stop();
+  // Test helper: true once the table's queue is empty (within `limit`).
+  bool WaitIdle(std::chrono::milliseconds limit);
+
+ private:
+  enum class Attempt { kDone, kUploadLost, kRetry, kFailed };
+  void Run();
+  Attempt ApplyOnce(const OriginOp& op, int* io_errors);
+  // Sleeps `d` unless stopped; false when stopped.
+  bool SleepUnlessStopped(std::chrono::milliseconds d);
+
+  Options options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  bool pending_ = false;   // guarded by mu_: Notify since the thread last looked
+  std::thread thread_;
+};
+
+}  // namespace hoard

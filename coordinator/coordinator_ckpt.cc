@@ -1,0 +1,42 @@
+// Coordinator: the checkpoint pieces (see "Checkpoints" in coordinator.h).
+#include "coordinator/coordinator.h"
+
+namespace hoard {
+
+Status Coordinator::OpenCheckpoints() {
+  const Options::Checkpoints& o = options_.ckpt;
+  HOARD_ASSIGN_OR_RETURN(ckpt_table_, CkptTable::Open({.dir = JoinPath(options_.data_dir, "ckpt"),
+                                                       .logger = options_.logger,
+                                                       .commit_markers = o.commit_markers,
+                                                       .keep_last = o.keep_last,
+                                                       .drain_deadline = o.drain_deadline,
+                                                       .lease = o.drain_lease,
+                                                       .drain_max_bytes_per_s = o.drain_max_bytes_per_s,
+                                                       .clock = options_.clock}));
+  const std::string source = o.origin.empty() ? JoinPath(options_.data_dir, "ckpt-origin") : o.origin;
+  if (!o.open_origin) {
+    options_.logger->warn("no checkpoint origin opener: checkpoints are kept on the nodes but not published to {}",
+                          source);
+    return Status::Ok();
+  }
+  Result<std::unique_ptr<CkptOrigin>> origin = o.open_origin(source);
+  if (!origin.ok()) return origin.status().Annotate("open the checkpoint origin " + source);
+  ckpt_origin_ = std::move(*origin);
+  publisher_ = std::make_unique<Publisher>(
+      Publisher::Options{.table = ckpt_table_.get(), .origin = ckpt_origin_.get(), .logger = options_.logger});
+  options_.logger->info("checkpoints published to {}", source);
+  return Status::Ok();
+}
+
+proto::CkptWorkReply Coordinator::CkptWork(const std::string& node) {
+  std::set<std::string> up;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, n] : nodes_) {
+      if (n.info.up) up.insert(name);
+    }
+  }
+  return ckpt_table_->Work(node, up);
+}
+
+}  // namespace hoard
