@@ -20,13 +20,19 @@ Result<std::shared_ptr<LocalFile>> OpenLocalFile(const std::string& dir, uint64_
   auto f = std::make_shared<LocalFile>();
   f->id = id;
   f->path = dir + "/" + std::to_string(id);
-  f->fd = UniqueFd(::open(f->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (!f->fd.valid()) return Status::FromErrno(errno, "open " + f->path);
-  // Shared: several mounts' handles never exclude each other; the node
-  // agent's exclusive attempt fails while any is held.
-  if (::flock(f->fd.get(), LOCK_SH) != 0) return Status::FromErrno(errno, "flock " + f->path);
-  if (truncate && ::ftruncate(f->fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + f->path);
   struct stat st;
+  for (int attempt = 0;; ++attempt) {
+    f->fd = UniqueFd(::open(f->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (!f->fd.valid()) return Status::FromErrno(errno, "open " + f->path);
+    // Shared: several handles never exclude each other; the node agent's
+    // exclusive attempt (eviction) fails while any is held.
+    if (::flock(f->fd.get(), LOCK_SH) != 0) return Status::FromErrno(errno, "flock " + f->path);
+    // Evicted between our open and our lock: open the name again.
+    if (::fstat(f->fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + f->path);
+    if (st.st_nlink > 0) break;
+    if (attempt >= 3) return Status::IoError(f->path + " keeps being deleted while opened");
+  }
+  if (truncate && ::ftruncate(f->fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + f->path);
   if (::fstat(f->fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + f->path);
   f->size = static_cast<uint64_t>(st.st_size);
   return f;
@@ -63,7 +69,8 @@ std::vector<std::string> Committer::Replicate(const ClusterView& view, const std
     if (holders.size() >= want) break;
     const proto::NodeInfo& node = view.node(c);
     auto lease = pool_->Acquire(node.endpoint);
-    Result<proto::CkptPutReply> r = lease->Call(put, options_.peer_timeout, nullptr, bytes);
+    const std::string_view payload(bytes);
+    Result<proto::CkptPutReply> r = lease->Call(put, options_.peer_timeout, nullptr, &payload);
     if (r.ok()) {
       holders.push_back(node.name);
     } else {

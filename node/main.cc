@@ -1,6 +1,7 @@
 // hoard-node: the node agent (chunk store, warm-up, peer chunk service).
 #include <CLI/CLI.hpp>
 
+#include "checkpoint/ckpt_origin.h"
 #include "common/daemon.h"
 #include "common/units.h"
 #include "node/node_agent.h"
@@ -8,7 +9,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"hoard-node: caches its share of every dataset on this node's disk and serves it to peers"};
   std::string name, listen = "tcp://127.0.0.1:7101", advertise, coordinator = "tcp://127.0.0.1:7100", store_dir,
-              capacity = "0", log_level = "info";
+              capacity = "0", log_level = "info", ckpt_origin;
   int fetch_threads = 16, origin_connections = 16, origin_timeout_ms = 10000, serve_threads = 8, heartbeat_ms = 1000;
   app.add_option("--name", name, "Unique node name")->required();
   app.add_option("--listen", listen, "ZeroMQ endpoint for mounts and peers")->capture_default_str();
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--serve-threads", serve_threads, "Threads serving chunk requests")->capture_default_str();
   app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval")->capture_default_str();
+  app.add_option("--ckpt-origin", ckpt_origin,
+                 "Checkpoint origin this node drains checkpoints to: nfs://host/export/path or a local directory");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -51,7 +54,11 @@ int main(int argc, char** argv) {
                                         .heartbeat_interval = std::chrono::milliseconds(heartbeat_ms),
                                         .origin = {.timeout_ms = origin_timeout_ms},
                                         .logger = log,
-                                        .context = &context});
+                                        .context = &context,
+                                        .ckpt_origin = ckpt_origin,
+                                        .open_ckpt_origin = [](const std::string& source) {
+                                          return hoard::OpenCkptOrigin(source);
+                                        }});
   if (!agent.ok()) {
     log->critical("cannot start: {}", agent.status().ToString());
     return 1;

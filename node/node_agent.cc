@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "checkpoint/ckpt_chunk_service.h"
 #include "common/file_util.h"
 #include "proto/ordinals.h"
 
@@ -37,7 +38,9 @@ Status NodeAgent::Init() {
   gate_ = std::make_unique<OriginGate>(OriginGate::Limits{.connections = origin.max_connections});
   // A chunk this node newly owns is copied from the peers that hold it
   // before the origin is read (a join or a takeover moves data node to node).
-  peer_source_ = std::make_unique<PeerSource>(*options_.context, options_.name, std::chrono::seconds(5), log);
+  peers_ = std::make_unique<proto::ClientPool>(*options_.context, 4, std::chrono::milliseconds(150));
+  peer_source_ = std::make_unique<PeerSource>(peers_.get(), options_.name, std::chrono::seconds(5), log);
+  HOARD_ASSIGN_OR_RETURN(replicas_, ReplicaStore::Open({.dir = JoinPath(store_->dir(), "ckpt"), .logger = log}));
   filler_ = std::make_unique<ChunkFiller>(store_.get(), origins_.get(), log, peer_source_.get(), gate_.get());
   warmer_ = std::make_unique<Warmer>(filler_.get(), store_.get(),
                                      Warmer::Options{.threads = options_.fetch_threads,
@@ -73,6 +76,22 @@ Status NodeAgent::Init() {
   server_->Handle<proto::GetChunk>([service](const proto::GetChunk& r, const proto::Envelope&, std::string* payload) {
     return service->GetChunk(r, payload);
   });
+  ServeCkptChunks(*server_, replicas_.get());
+  // Built before the server starts (Counters() reads it). Its first round
+  // asks for the replicas this node should hold, so a node that comes back
+  // with an empty disk rebuilds them from its peers.
+  drainer_ = std::make_unique<Drainer>(
+      Drainer::Options{.node = options_.name,
+                       .coordinator = options_.coordinator,
+                       .origin_source = options_.ckpt_origin,
+                       .open_origin = options_.open_ckpt_origin,
+                       .resolve = [this](const std::string& name) { return PeerEndpoint(name); },
+                       .peers = peers_.get(),
+                       .poll_interval = options_.ckpt_poll_interval,
+                       .rpc_timeout = options_.coordinator_timeout,
+                       .logger = log,
+                       .context = options_.context},
+      replicas_.get());
   server_->Handle<proto::Ping>([this](const proto::Ping&, const proto::Envelope&, std::string*) {
     return Result<proto::Pong>(proto::Pong{.role = "node", .name = options_.name, .epoch = watcher_->Current()->epoch()});
   });
@@ -93,6 +112,7 @@ Status NodeAgent::Init() {
     log->warn("saved cluster map not used: {}", s.ToString());
   }
   warmer_->Start();
+  drainer_->Start();
   control_ = std::thread([this] { ControlLoop(); });
   janitor_ = std::thread([this] { JanitorLoop(); });
   ChunkStore::Usage u = store_->usage();
@@ -112,6 +132,7 @@ void NodeAgent::Stop() {
   janitor_cv_.notify_all();
   if (control_.joinable()) control_.join();
   if (janitor_.joinable()) janitor_.join();
+  if (drainer_) drainer_->Stop();
   if (warmer_) warmer_->Stop();
   if (server_) server_->Stop();
 }
@@ -126,6 +147,14 @@ void NodeAgent::ControlLoop() {
     cv_.wait_for(lock, options_.heartbeat_interval, [this] { return stopping_ || tick_now_; });
     tick_now_ = false;
   }
+}
+
+std::string NodeAgent::PeerEndpoint(const std::string& name) const {
+  std::shared_ptr<const ClusterView> view = watcher_->Current();
+  for (const proto::NodeInfo& n : view->map().nodes) {
+    if (n.name == name) return n.up ? n.endpoint : std::string();
+  }
+  return "";
 }
 
 uint64_t NodeAgent::Capacity() const {
@@ -393,7 +422,16 @@ std::vector<proto::DatasetReport> NodeAgent::BuildReports() {
 
 std::map<std::string, uint64_t> NodeAgent::Counters() const {
   const ChunkService::Counters& c = service_->counters();
-  return {{"chunk_requests", c.requests.load()},
+  const Drainer::Counters& d = drainer_->counters();
+  const ReplicaStore::Usage ckpt = replicas_->usage();
+  return {{"ckpt_drained_bytes", d.drained_bytes.load()},
+          {"ckpt_drained_files", d.drained_files.load()},
+          {"ckpt_drain_failures", d.failures.load()},
+          {"ckpt_rebuilt_chunks", d.rebuilt_chunks.load()},
+          {"ckpt_evicted_files", d.evicted_files.load()},
+          {"ckpt_replica_bytes", ckpt.chunk_bytes},
+          {"ckpt_file_bytes", ckpt.file_bytes},
+          {"chunk_requests", c.requests.load()},
           {"chunk_cache_hits", c.cache_hits.load()},
           {"served_from_cache_bytes", c.cache_bytes.load()},
           {"served_from_origin_bytes", c.origin_bytes.load()},

@@ -19,10 +19,14 @@
 //     has adopted the version, deletes the chunks of files the version no
 //     longer has (changed or removed at the origin);
 //   - registers with a placement weight from its capacity (--capacity, or
-//     the size of the store's disk when unlimited).
+//     the size of the store's disk when unlimited);
+//   - checkpoints (issue 6): stores and serves replicas (PutCkptChunk,
+//     GetCkptChunk: checkpoint/ckpt_chunk_service.h) in STORE/ckpt
+//     (checkpoint/replica_store.h), drains them to the checkpoint origin,
+//     rebuilds lost replicas and evicts old ones (checkpoint/drainer.h).
 //
-// Threads: the RpcServer's I/O and worker threads, the Warmer's workers, and
-// one control thread that heartbeats and syncs the map. Everything shared
+// Threads: the RpcServer's I/O and worker threads, the Warmer's workers, the
+// Drainer's thread, and one control thread that heartbeats and syncs the map. Everything shared
 // between them is either immutable (ClusterView snapshots, owned-chunk lists)
 // or guarded by mu_.
 #pragma once
@@ -40,6 +44,8 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "checkpoint/drainer.h"
+#include "checkpoint/replica_store.h"
 #include "coordinator/cluster_view.h"
 #include "node/chunk_service.h"
 #include "node/peer_source.h"
@@ -75,6 +81,13 @@ class NodeAgent {
     zmq::context_t* context = nullptr;
     // Opens origins; tests substitute an in-memory origin.
     OriginPool::Opener open_origin;
+    // The checkpoint origin this node drains to (--ckpt-origin: an NFS URL or
+    // a local directory); "": checkpoint drain tasks fail with that reason.
+    std::string ckpt_origin;
+    // Opens it (the daemon: OpenCkptOrigin; tests: an in-memory one).
+    Drainer::Opener open_ckpt_origin;
+    // How often the drainer asks the coordinator for checkpoint work.
+    std::chrono::milliseconds ckpt_poll_interval{500};
   };
 
   static Result<std::unique_ptr<NodeAgent>> Start(Options options);
@@ -83,6 +96,8 @@ class NodeAgent {
 
   const std::string& endpoint() const { return server_->bound_endpoint(); }
   ChunkStore* store() { return store_.get(); }
+  ReplicaStore* replicas() { return replicas_.get(); }
+  const Drainer::Counters& drain_counters() const { return drainer_->counters(); }
   std::shared_ptr<const ClusterView> view() const { return watcher_->Current(); }
   const ChunkService::Counters& counters() const { return service_->counters(); }
   // The node's metrics as sent with heartbeats (bytes from the origin, from
@@ -117,6 +132,8 @@ class NodeAgent {
   void DropUnownedCopies(const std::vector<proto::SettledDataset>& settled);
   // The capacity this node registers with (its placement weight).
   uint64_t Capacity() const;
+  // A peer's endpoint by name per the current map; "" if unknown or down.
+  std::string PeerEndpoint(const std::string& name) const;
   // The endpoint peers dial: --advertise, else the one the server bound.
   std::string Advertised() const {
     return options_.advertise.empty() ? server_->bound_endpoint() : options_.advertise;
@@ -126,7 +143,13 @@ class NodeAgent {
   std::unique_ptr<ChunkStore> store_;
   std::unique_ptr<OriginPool> origins_;
   std::unique_ptr<OriginGate> gate_;
+  // Clients to peers, shared by the peer source and the drainer. A short
+  // connect timeout: a LAN peer that is alive connects in well under a
+  // millisecond, and a dead one must not hold up the next candidate.
+  std::unique_ptr<proto::ClientPool> peers_;
   std::unique_ptr<PeerSource> peer_source_;
+  std::unique_ptr<ReplicaStore> replicas_;
+  std::unique_ptr<Drainer> drainer_;
   std::unique_ptr<ChunkFiller> filler_;
   std::unique_ptr<Warmer> warmer_;
   std::unique_ptr<ClusterWatcher> watcher_;

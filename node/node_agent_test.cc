@@ -14,6 +14,7 @@
 #include <spdlog/sinks/null_sink.h>
 
 #include "common/file_util.h"
+#include "common/hash.h"
 #include "common/testing.h"
 #include "node/test_cluster.h"
 
@@ -646,6 +647,56 @@ TEST_F(NodeAgentTest, ANodeRestartedAfterARefreshDropsWhatTheVersionNoLongerHas)
       << a->store()->usage().chunks << " chunks, want " << r->meta.total_chunks;
   EXPECT_EQ(origin().TotalBytesRead(), 0u);
   (void)v1;
+}
+
+// The checkpoint chunk RPCs over real ZeroMQ: a replica sent with
+// PutCkptChunk is on disk and served back; the mount's whole-file copy serves
+// a chunk only while it holds the committed bytes.
+TEST_F(NodeAgentTest, ServesCheckpointChunksItStoredAndFromTheWholeFileCopy) {
+  NodeAgent* n1 = StartAgent("node1");
+  ASSERT_NE(n1, nullptr);
+  proto::RpcClient client(cluster_->zmq(), n1->endpoint());
+  const std::string chunk = Pattern(70000, 5);
+  const uint64_t sum = Checksum64(chunk.data(), chunk.size());
+  const std::string_view body(chunk);
+
+  auto put = [&](uint64_t checksum, const std::string_view* payload) {
+    return client.Call(proto::PutCkptChunk{.id = 3, .gen = 2, .index = 1, .checksum = checksum}, 5s, nullptr,
+                       payload);
+  };
+  EXPECT_EQ(put(sum ^ 1, &body).status().code(), Code::kCorruption);
+  EXPECT_EQ(put(sum, nullptr).status().code(), Code::kInvalidArgument);
+  Result<proto::CkptPutReply> stored = put(sum, &body);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->stored_bytes, chunk.size());
+  EXPECT_TRUE(n1->replicas()->HasReplica(3, 2, 1));
+
+  auto get = [&](uint64_t id, uint32_t index, uint64_t checksum, uint64_t length) -> Result<std::string> {
+    zmq::message_t payload;
+    Result<proto::CkptChunkData> r = client.Call(proto::GetCkptChunk{.id = id, .gen = 2, .index = index,
+                                                                     .checksum = checksum, .chunk_size = 70000,
+                                                                     .chunk_length = length},
+                                                 5s, &payload);
+    if (!r.ok()) return r.status();
+    EXPECT_EQ(r->chunk_length, length);
+    return std::string(static_cast<const char*>(payload.data()), payload.size());
+  };
+  Result<std::string> got = get(3, 1, sum, chunk.size());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, chunk);
+  EXPECT_EQ(get(3, 1, sum ^ 1, chunk.size()).status().code(), Code::kNotFound);
+  EXPECT_EQ(get(3, 0, sum, chunk.size()).status().code(), Code::kNotFound);
+
+  // Chunk 1 of file 4 from the whole-file copy written by this node's mount.
+  const std::string file = Pattern(100000, 6);
+  const std::string c1 = file.substr(70000);
+  ASSERT_TRUE(WriteFileAtomic(ReplicaStore::WholeFilePath(n1->store()->dir(), 4), file).ok());
+  got = get(4, 1, Checksum64(c1.data(), c1.size()), c1.size());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, c1);
+  ASSERT_TRUE(WriteFileAtomic(ReplicaStore::WholeFilePath(n1->store()->dir(), 4), Pattern(100000, 7)).ok());
+  EXPECT_EQ(get(4, 1, Checksum64(c1.data(), c1.size()), c1.size()).status().code(), Code::kNotFound);
+  EXPECT_GE(n1->Counters().at("ckpt_replica_bytes"), chunk.size());
 }
 
 }  // namespace

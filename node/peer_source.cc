@@ -6,14 +6,9 @@
 
 namespace hoard {
 
-PeerSource::PeerSource(zmq::context_t& context, std::string self, std::chrono::milliseconds timeout,
+PeerSource::PeerSource(proto::ClientPool* peers, std::string self, std::chrono::milliseconds timeout,
                        std::shared_ptr<spdlog::logger> logger)
-    : self_(std::move(self)),
-      timeout_(timeout),
-      logger_(std::move(logger)),
-      // A short connect timeout: a peer is an optimisation over the origin,
-      // and a LAN peer that is alive connects in well under a millisecond.
-      peers_(context, 4, std::chrono::milliseconds(150)) {}
+    : self_(std::move(self)), timeout_(timeout), logger_(std::move(logger)), peers_(peers) {}
 
 void PeerSource::OnView(const std::shared_ptr<const ClusterView>& view) {
   std::lock_guard lock(mu_);
@@ -91,7 +86,7 @@ Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const C
       if (it != suspect_until_.end() && std::chrono::steady_clock::now() < it->second) continue;
     }
     zmq::message_t payload;
-    auto lease = peers_.Acquire(node->endpoint);
+    auto lease = peers_->Acquire(node->endpoint);
     Result<proto::ChunkData> r = lease->Call(req, timeout_, &payload);
     // A peer whose request queue is full answers Unavailable at once. It
     // holds the chunk all the same: waiting a moment for it costs far less

@@ -41,7 +41,8 @@ namespace hoard {
 
 class PeerSource : public ChunkSource {
  public:
-  PeerSource(zmq::context_t& context, std::string self, std::chrono::milliseconds timeout,
+  // `peers` (the node agent's pool of peer clients) outlives the source.
+  PeerSource(proto::ClientPool* peers, std::string self, std::chrono::milliseconds timeout,
              std::shared_ptr<spdlog::logger> logger);
 
   // Follows the cluster map; keeps the last one with another placement.
@@ -65,7 +66,7 @@ class PeerSource : public ChunkSource {
   const std::string self_;
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<spdlog::logger> logger_;
-  proto::ClientPool peers_;
+  proto::ClientPool* peers_;
   std::mutex mu_;
   std::shared_ptr<const ClusterView> current_;   // guarded by mu_
   std::shared_ptr<const ClusterView> previous_;  // guarded by mu_; an older placement

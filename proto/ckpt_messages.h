@@ -220,31 +220,47 @@ struct CkptDrainTask {
   std::string tmp_path;
   MSGPACK_DEFINE_MAP(entry, tmp_path);
 };
-// A replica this node should hold and does not report holding: fetch it from
-// the other holders (rebuild), never from the origin.
+// A replica this node should hold (per the namespace): the node fetches it
+// from the other holders (rebuild) when its disk lacks it, never from the
+// origin. `holders` are the other nodes with the chunk (the writer, whose
+// whole-file copy serves it, first); `chunk_size` locates the chunk inside a
+// whole-file copy (GetCkptChunk.chunk_size).
 struct CkptChunkRef {
   uint64_t id = 0;
   uint64_t gen = 0;
   uint32_t index = 0;
   uint64_t checksum = 0;
   uint64_t length = 0;
-  MSGPACK_DEFINE_MAP(id, gen, index, checksum, length);
+  uint64_t chunk_size = 0;
+  std::vector<std::string> holders;
+  MSGPACK_DEFINE_MAP(id, gen, index, checksum, length, chunk_size, holders);
 };
 struct CkptWorkReply {
   std::vector<CkptDrainTask> drain;       // oldest first
-  std::vector<uint64_t> keep_files;       // ids whose copies on this node are still wanted
+  // Ids whose copies on this node are still wanted; the node deletes the
+  // replicas and whole-file copies of every other id. It must list every id
+  // of `drain` (a reply that does not is ignored for eviction).
+  std::vector<uint64_t> keep_files;
   uint64_t max_drain_bytes_per_s = 0;     // this node's share (0 = unlimited)
   // Ids >= keep_from_id did not exist when this reply was made (a file
   // created since): keep their copies too. A node deletes a copy only when
   // its id is below keep_from_id and not in keep_files.
   uint64_t keep_from_id = 0;
-  MSGPACK_DEFINE_MAP(drain, keep_files, max_drain_bytes_per_s, keep_from_id);
+  // Only when CkptWork.rebuild: every replica chunk the namespace says this
+  // node holds and that is still wanted (not evicted); the node fetches the
+  // ones its disk lacks.
+  std::vector<CkptChunkRef> rebuild;
+  MSGPACK_DEFINE_MAP(drain, keep_files, max_drain_bytes_per_s, keep_from_id, rebuild);
 };
 struct CkptWork {
   static constexpr MsgType kType = MsgType::kCkptWork;
   using Reply = CkptWorkReply;
   std::string node;
-  MSGPACK_DEFINE_MAP(node);
+  // Asks for CkptWorkReply.rebuild: set on the node's first call after it
+  // starts (its disk may be new or may have lost files) and every few
+  // minutes after, so the list costs the coordinator little.
+  bool rebuild = false;
+  MSGPACK_DEFINE_MAP(node, rebuild);
 };
 
 // Reports uploads: each task's tmp_path now holds the whole generation,

@@ -42,10 +42,10 @@ void RpcClient::Reconnect() {
 }
 
 Result<Envelope> RpcClient::Exchange(std::string header, uint64_t id, std::chrono::milliseconds timeout,
-                                     std::string_view payload) {
+                                     const std::string_view* payload) {
   std::vector<zmq::message_t> frames;
   frames.emplace_back(header.data(), header.size());
-  if (!payload.empty()) frames.emplace_back(payload.data(), payload.size());
+  if (payload != nullptr) frames.emplace_back(payload->data(), payload->size());
   return CallRaw(std::move(frames), id, timeout);
 }
 

@@ -69,12 +69,13 @@ class RpcClient {
   void set_connect_timeout(std::chrono::milliseconds t) { connect_timeout_ = t; }
 
   // Sends `req` and waits up to `timeout` for its reply. When the reply has a
-  // payload frame and `payload` is not null, it is moved there.
-  // `request_payload`, when not empty, goes as the request's payload frame
-  // (a chunk sent to a peer).
+  // payload frame and `payload` is not null, it is moved there. A non-null
+  // `request_payload` is sent as the request's payload frame (PutCkptChunk's
+  // bytes); it is copied, so it need not outlive the call.
   template <typename Req>
   Result<typename Req::Reply> Call(const Req& req, std::chrono::milliseconds timeout,
-                                   zmq::message_t* payload = nullptr, std::string_view request_payload = {}) {
+                                   zmq::message_t* payload = nullptr,
+                                   const std::string_view* request_payload = nullptr) {
     uint64_t id = ++next_id_;
     Result<Envelope> env =
         Exchange(EncodeHeader(Req::kType, id, Status::Ok(), req), id, timeout, request_payload);
@@ -92,10 +93,10 @@ class RpcClient {
   Result<Envelope> CallRaw(std::vector<zmq::message_t> frames, uint64_t id, std::chrono::milliseconds timeout);
 
  private:
-  // Sends one header frame and receives the reply with the same id. A kError
-  // reply becomes its Status.
+  // Sends the header frame (and the payload frame, if any) and receives the
+  // reply with the same id. A kError reply becomes its Status.
   Result<Envelope> Exchange(std::string header, uint64_t id, std::chrono::milliseconds timeout,
-                            std::string_view payload = {});
+                            const std::string_view* payload);
   Result<Envelope> Receive(uint64_t id, std::chrono::steady_clock::time_point deadline);
   void Reconnect();
 

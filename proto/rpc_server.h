@@ -60,7 +60,9 @@ class RpcServer {
   RpcServer& operator=(const RpcServer&) = delete;
 
   // Registers the handler for Req. The handler returns the reply body or an
-  // error Status, and may fill *payload_out with raw reply bytes.
+  // error Status, and may fill *payload_out with raw reply bytes. The
+  // request's own payload frame, if it had one, is the Envelope's payload
+  // (has_payload, payload_view()).
   template <typename Req>
   void Handle(std::function<Result<typename Req::Reply>(const Req&, const Envelope&, std::string* payload_out)> fn) {
     handlers_[static_cast<uint16_t>(Req::kType)] = [fn = std::move(fn)](Envelope& env, std::string* header,

@@ -1,0 +1,213 @@
+#include "checkpoint/drainer.h"
+
+#include <algorithm>
+#include <set>
+
+#include "common/hash.h"
+
+namespace hoard {
+
+Drainer::Drainer(Options options, ReplicaStore* store)
+    : options_(std::move(options)),
+      store_(store),
+      coordinator_(std::make_unique<proto::RpcClient>(*options_.context, options_.coordinator)) {}
+
+Drainer::~Drainer() { Stop(); }
+
+void Drainer::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Drainer::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  gate_.SetLimits({});  // an upload waiting for its byte budget goes on, sees stopping_ and ends
+  if (thread_.joinable()) thread_.join();
+}
+
+void Drainer::Loop() {
+  std::chrono::milliseconds backoff = options_.backoff_min;
+  while (!stopping()) {
+    int drained = 0;
+    Status s = RunOnce(&drained);
+    std::chrono::milliseconds wait = options_.poll_interval;
+    if (!s.ok()) {
+      options_.logger->debug("checkpoint drain round: {}; next in {} ms", s.ToString(), backoff.count());
+      wait = backoff;
+      backoff = std::min(backoff * 2, options_.backoff_max);
+    } else {
+      backoff = options_.backoff_min;
+      if (drained > 0) wait = std::chrono::milliseconds(0);  // more work may be waiting
+    }
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, wait, [this] { return stopping(); });
+  }
+}
+
+Status Drainer::RunOnce(int* drained) {
+  if (drained != nullptr) *drained = 0;
+  const auto now = std::chrono::steady_clock::now();
+  proto::CkptWork req{.node = options_.node,
+                      .rebuild = !asked_rebuild_ || now - last_rebuild_ask_ >= options_.rebuild_interval};
+  // Eviction spares files changed since (about) now: the reply cannot know them.
+  const auto asked_at = std::chrono::system_clock::now();
+  Result<proto::CkptWorkReply> work = coordinator_->Call(req, options_.rpc_timeout);
+  if (!work.ok()) return work.status().Annotate("CkptWork");
+  if (req.rebuild) {
+    asked_rebuild_ = true;
+    last_rebuild_ask_ = now;
+  }
+  gate_.SetLimits({.connections = 0, .bytes_per_s = double(work->max_drain_bytes_per_s)});
+
+  // A reply whose keep list misses a file it asks us to drain or rebuild
+  // contradicts itself: evicting on it could delete undrained bytes.
+  std::set<uint64_t> keep(work->keep_files.begin(), work->keep_files.end());
+  bool consistent = true;
+  for (const auto& t : work->drain) consistent = consistent && keep.count(t.entry.id) > 0;
+  for (const auto& c : work->rebuild) consistent = consistent && keep.count(c.id) > 0;
+  if (consistent) {
+    counters_.evicted_files += store_->DropFilesExcept(keep, asked_at, work->keep_from_id);
+  } else {
+    options_.logger->warn("checkpoint eviction skipped: the coordinator's keep list misses files it still drains");
+  }
+
+  Status result = Rebuild(work->rebuild);
+  if (!result.ok()) asked_rebuild_ = false;  // ask for the list again next round
+  for (const proto::CkptDrainTask& task : work->drain) {
+    if (stopping()) break;
+    const proto::CkptEntry& e = task.entry;
+    store_->DropStaleGens(e.id, e.gen);  // a drain task is a committed generation
+    Status up = Upload(task);
+    if (up.ok()) {
+      counters_.drained_files += 1;
+      counters_.drained_bytes += e.size;
+      if (drained != nullptr) ++*drained;
+    } else {
+      counters_.failures += 1;
+      options_.logger->warn("checkpoint {} (id {} gen {}) not drained: {}", e.path, e.id, e.gen, up.ToString());
+    }
+    Result<proto::CkptDrainedReply> rep = coordinator_->Call(
+        proto::CkptDrained{.node = options_.node, .id = e.id, .gen = e.gen, .ok = up.ok(), .error = up.ToString()},
+        options_.rpc_timeout);
+    if (!rep.ok()) return rep.status().Annotate("CkptDrained");
+    // The rest would most likely fail alike (origin down or full): back off.
+    if (!up.ok()) return up;
+  }
+  return result;
+}
+
+Result<CkptOrigin*> Drainer::Origin() {
+  if (origin_ == nullptr) {
+    if (options_.origin_source.empty()) {
+      return Status::Unavailable("this node has no checkpoint origin (hoard-node --ckpt-origin)");
+    }
+    if (!options_.open_origin) return Status::Internal("the node agent was given no checkpoint origin opener");
+    HOARD_ASSIGN_OR_RETURN(origin_, options_.open_origin(options_.origin_source));
+  }
+  return origin_.get();
+}
+
+Status Drainer::Upload(const proto::CkptDrainTask& task) {
+  const proto::CkptEntry& e = task.entry;
+  const uint64_t chunks = e.chunk_size == 0 ? 0 : (e.size + e.chunk_size - 1) / e.chunk_size;
+  if ((e.size > 0 && e.chunk_size == 0) || e.checksums.size() != chunks || e.gen == 0 ||
+      !proto::IsSafeCkptPath(task.tmp_path) || task.tmp_path.empty()) {
+    return Status::InvalidArgument("malformed drain task for id " + std::to_string(e.id));
+  }
+  HOARD_ASSIGN_OR_RETURN(CkptOrigin * origin, Origin());
+  // Create truncates: a partial upload of an earlier attempt is overwritten.
+  HOARD_ASSIGN_OR_RETURN(std::unique_ptr<CkptWriter> writer, origin->Create(task.tmp_path));
+  Status s = WriteAll(e, writer.get());
+  if (s.ok()) s = writer->Close();
+  if (!s.ok()) {
+    writer.reset();
+    // Best effort: a leftover is replaced by the next attempt anyway.
+    if (Status u = origin->Unlink(task.tmp_path); !u.ok() && u.code() != Code::kNotFound) {
+      options_.logger->debug("cannot remove the partial upload {}: {}", task.tmp_path, u.ToString());
+    }
+  }
+  return s;
+}
+
+Status Drainer::WriteAll(const proto::CkptEntry& e, CkptWriter* writer) {
+  for (uint32_t i = 0; i < e.checksums.size(); ++i) {
+    HOARD_ASSIGN_OR_RETURN(std::string bytes, FetchChunk(e, i));
+    gate_.Pace(OriginGate::Priority::kWarm, bytes.size());
+    if (stopping()) return Status::Unavailable("the node agent is stopping");
+    HOARD_RETURN_IF_ERROR(writer->WriteAt(uint64_t(i) * e.chunk_size, bytes.data(), bytes.size()));
+  }
+  return Status::Ok();
+}
+
+Result<std::string> Drainer::FetchChunk(const proto::CkptEntry& e, uint32_t i) {
+  const uint64_t offset = uint64_t(i) * e.chunk_size;
+  const uint64_t length = std::min(e.chunk_size, e.size - offset);
+  Result<std::string> local = store_->Read(e.id, e.gen, i, e.checksums[i], e.chunk_size, length);
+  if (local.ok()) return local;
+  std::vector<std::string> holders{e.writer};
+  if (i < e.replicas.size()) holders.insert(holders.end(), e.replicas[i].begin(), e.replicas[i].end());
+  return FetchFromPeers(holders, proto::GetCkptChunk{.id = e.id,
+                                                     .gen = e.gen,
+                                                     .index = i,
+                                                     .checksum = e.checksums[i],
+                                                     .chunk_size = e.chunk_size,
+                                                     .chunk_length = length});
+}
+
+Result<std::string> Drainer::FetchFromPeers(const std::vector<std::string>& holders,
+                                            const proto::GetCkptChunk& req) {
+  std::string tried;
+  std::set<std::string> asked;
+  for (const std::string& name : holders) {
+    if (name.empty() || name == options_.node || !asked.insert(name).second) continue;
+    const std::string endpoint = options_.resolve(name);
+    tried += " " + name;
+    if (endpoint.empty()) {
+      tried += " (unknown or down)";
+      continue;
+    }
+    zmq::message_t payload;
+    auto lease = options_.peers->Acquire(endpoint);
+    Result<proto::CkptChunkData> r = lease->Call(req, options_.peer_timeout, &payload);
+    if (!r.ok()) {
+      tried += " (" + std::string(CodeName(r.status().code())) + ")";
+      continue;
+    }
+    // Checked here too: a peer's disk or a bug must not put wrong bytes on the origin.
+    if (payload.size() != req.chunk_length || Checksum64(payload.data(), payload.size()) != req.checksum) {
+      tried += " (wrong bytes)";
+      continue;
+    }
+    return std::string(static_cast<const char*>(payload.data()), payload.size());
+  }
+  return Status::NotFound("chunk " + std::to_string(req.index) + " of checkpoint file " + std::to_string(req.id) +
+                          " gen " + std::to_string(req.gen) + " is on no reachable holder (asked:" +
+                          (tried.empty() ? std::string(" none") : tried) + ")");
+}
+
+Status Drainer::Rebuild(const std::vector<proto::CkptChunkRef>& refs) {
+  Status result;
+  for (const proto::CkptChunkRef& c : refs) {
+    if (stopping()) break;
+    if (store_->HasReplica(c.id, c.gen, c.index)) continue;
+    Result<std::string> bytes = FetchFromPeers(c.holders, proto::GetCkptChunk{.id = c.id,
+                                                                              .gen = c.gen,
+                                                                              .index = c.index,
+                                                                              .checksum = c.checksum,
+                                                                              .chunk_size = c.chunk_size,
+                                                                              .chunk_length = c.length});
+    Status s = bytes.ok() ? store_->Put(c.id, c.gen, c.index, c.checksum, *bytes) : bytes.status();
+    if (s.ok()) {
+      counters_.rebuilt_chunks += 1;
+    } else {
+      options_.logger->warn("checkpoint replica {}-{}-{} not rebuilt: {}", c.id, c.gen, c.index, s.ToString());
+      result = s;
+    }
+  }
+  return result;
+}
+
+}  // namespace hoard

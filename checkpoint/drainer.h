@@ -1,0 +1,128 @@
+// File: checkpoint/drainer.h
+//
+// Drainer is the node agent's checkpoint background work (issue 6). Each
+// round, every poll_interval and at once after a round that drained a file:
+//   1. asks the coordinator for work (CkptWork);
+//   2. eviction: deletes the local copies of files not in the reply's
+//      keep_files (ReplicaStore::DropFilesExcept), only after the coordinator
+//      answered a well-formed reply; an unreachable or erring coordinator
+//      never causes a deletion;
+//   3. rebuild: fetches the replicas the reply lists and the disk lacks from
+//      their other holders (GetCkptChunk), never from the origin;
+//   4. drain: uploads each task's generation to the checkpoint origin at
+//      task.tmp_path, chunk by chunk in order, each from the local store when
+//      there, else from its holders (the writer, then replicas[i]), each
+//      verified against its checksum; Close() (fsync), then CkptDrained{ok}.
+//      A failed upload (origin unreachable or full, a chunk nowhere) is
+//      reported ok=false with the reason and removed from the origin; it is
+//      never reported ok unless every byte was written and fsynced.
+// After a failed round the next one waits backoff_min, doubling up to
+// backoff_max; a good round resets it. Uploads are paced to the reply's
+// max_drain_bytes_per_s (an OriginGate token bucket; 0 = unlimited).
+//
+// The origin is opened once, on the first task, with Options.open_origin
+// (OpenCkptOrigin in the daemon); a failed open is retried next round.
+//
+// Thread-safety: Start/Stop from one thread; RunOnce from one thread at a
+// time (the drainer's own, or a test's when not started). Counters are
+// atomics readable from anywhere.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "checkpoint/ckpt_origin.h"
+#include "checkpoint/replica_store.h"
+#include "prefetch/origin_gate.h"
+#include "proto/rpc_client.h"
+
+namespace hoard {
+
+class Drainer {
+ public:
+  using Opener = std::function<Result<std::unique_ptr<CkptOrigin>>(const std::string& source)>;
+  // A node's endpoint by name, from the cluster map; "" when unknown or down.
+  using Resolver = std::function<std::string(const std::string& node)>;
+
+  struct Options {
+    std::string node;         // this node's name (CkptWork.node; never asked for chunks)
+    std::string coordinator;  // coordinator endpoint
+    // The checkpoint origin (`hoard-node --ckpt-origin`). "": drain tasks
+    // fail with that reason (eviction and rebuild still run).
+    std::string origin_source;
+    Opener open_origin;       // required when origin_source is set
+    Resolver resolve;         // required
+    proto::ClientPool* peers = nullptr;  // required; the agent's pool of peer clients
+    std::chrono::milliseconds poll_interval{500};
+    std::chrono::milliseconds backoff_min{1000};
+    std::chrono::milliseconds backoff_max{30000};
+    std::chrono::milliseconds rpc_timeout{3000};    // coordinator calls
+    std::chrono::milliseconds peer_timeout{10000};  // one chunk from a peer
+    // How often CkptWork asks for the rebuild list after the first call.
+    std::chrono::milliseconds rebuild_interval{std::chrono::minutes(5)};
+    std::shared_ptr<spdlog::logger> logger;  // required
+    zmq::context_t* context = nullptr;       // required
+  };
+
+  struct Counters {
+    std::atomic<uint64_t> drained_bytes{0};
+    std::atomic<uint64_t> drained_files{0};
+    std::atomic<uint64_t> failures{0};       // uploads reported ok=false
+    std::atomic<uint64_t> rebuilt_chunks{0};
+    std::atomic<uint64_t> evicted_files{0};
+  };
+
+  Drainer(Options options, ReplicaStore* store);
+  ~Drainer();
+  Drainer(const Drainer&) = delete;
+  Drainer& operator=(const Drainer&) = delete;
+
+  void Start();
+  // Wakes a paced upload, finishes the round's current chunk, joins. Idempotent.
+  void Stop();
+
+  // One round (see the top). OK when the coordinator answered and every task
+  // and rebuild succeeded; *drained (if given) counts the files drained.
+  Status RunOnce(int* drained = nullptr);
+
+  const Counters& counters() const { return counters_; }
+
+ private:
+  void Loop();
+  // Uploads one generation; the Status is what CkptDrained reports.
+  Status Upload(const proto::CkptDrainTask& task);
+  Status WriteAll(const proto::CkptEntry& e, CkptWriter* writer);
+  // Chunk i of `e`, verified: local store first, then its holders.
+  Result<std::string> FetchChunk(const proto::CkptEntry& e, uint32_t i);
+  // From the first of `holders` (not this node) that has it.
+  Result<std::string> FetchFromPeers(const std::vector<std::string>& holders, const proto::GetCkptChunk& req);
+  Status Rebuild(const std::vector<proto::CkptChunkRef>& refs);
+  Result<CkptOrigin*> Origin();
+  bool stopping() const { return stopping_.load(); }
+
+  Options options_;
+  ReplicaStore* store_;
+  Counters counters_;
+  OriginGate gate_;  // pacing only (no connection limit)
+  std::unique_ptr<proto::RpcClient> coordinator_;  // RunOnce's thread only
+  std::unique_ptr<CkptOrigin> origin_;             // RunOnce's thread only
+  std::chrono::steady_clock::time_point last_rebuild_ask_;  // RunOnce's thread only
+  bool asked_rebuild_ = false;                              // RunOnce's thread only
+
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;  // wakes Loop's wait on Stop
+};
+
+}  // namespace hoard

@@ -1,0 +1,421 @@
+// Drainer against fakes: a coordinator (a tiny RpcServer answering CkptWork
+// and CkptDrained as proto/ckpt_messages.h describes), a checkpoint origin in
+// memory, and a peer (a ReplicaStore served over real RPC).
+#include "checkpoint/drainer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+
+#include "checkpoint/ckpt_chunk_service.h"
+#include "common/file_util.h"
+#include "common/hash.h"
+#include "common/testing.h"
+
+namespace hoard {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::PseudoRandomBytes;
+
+uint64_t Sum(std::string_view s) { return Checksum64(s.data(), s.size()); }
+
+// An in-memory CkptOrigin (until MemCkptOrigin is merged): files by path,
+// visible as written; Create can be made to fail.
+class FakeCkptOrigin : public CkptOrigin {
+ public:
+  struct State {
+    std::mutex mu;
+    std::map<std::string, std::string> files;  // guarded by mu
+    std::map<std::string, bool> closed;         // guarded by mu
+    int fail_creates = 0;                       // guarded by mu
+    Status fail_with = Status::Unavailable("injected: origin unreachable");
+  };
+  explicit FakeCkptOrigin(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+  class Writer : public CkptWriter {
+   public:
+    Writer(std::shared_ptr<State> s, std::string path) : s_(std::move(s)), path_(std::move(path)) {}
+    Status WriteAt(uint64_t offset, const char* data, size_t len) override {
+      std::lock_guard lock(s_->mu);
+      std::string& f = s_->files[path_];
+      if (f.size() < offset + len) f.resize(offset + len);
+      f.replace(offset, len, data, len);
+      return Status::Ok();
+    }
+    Status Close() override {
+      std::lock_guard lock(s_->mu);
+      s_->closed[path_] = true;
+      return Status::Ok();
+    }
+
+   private:
+    std::shared_ptr<State> s_;
+    std::string path_;
+  };
+
+  const std::string& source() const override { return source_; }
+  Result<std::unique_ptr<CkptWriter>> Create(std::string_view path) override {
+    std::lock_guard lock(state_->mu);
+    if (state_->fail_creates > 0) {
+      --state_->fail_creates;
+      return state_->fail_with;
+    }
+    state_->files[std::string(path)].clear();
+    state_->closed[std::string(path)] = false;
+    return std::unique_ptr<CkptWriter>(new Writer(state_, std::string(path)));
+  }
+  Status MakeDirs(std::string_view) override { return Status::Ok(); }
+  Status Rename(std::string_view, std::string_view) override { return Status::IoError("not in this fake"); }
+  Status Unlink(std::string_view path) override {
+    std::lock_guard lock(state_->mu);
+    return state_->files.erase(std::string(path)) ? Status::Ok() : Status::NotFound(std::string(path));
+  }
+  Status Rmdir(std::string_view) override { return Status::IoError("not in this fake"); }
+  Result<OriginEntry> Stat(std::string_view path) override { return Status::NotFound(std::string(path)); }
+  Result<std::unique_ptr<OriginFile>> Open(std::string_view path) override {
+    return Status::NotFound(std::string(path));
+  }
+  Result<uint64_t> FreeBytes() override { return uint64_t(1) << 40; }
+
+ private:
+  std::shared_ptr<State> state_;
+  std::string source_ = "fake://ckpt";
+};
+
+// Answers CkptWork with `work` and records every CkptDrained; a task drained
+// ok is not handed out again (it is P now).
+class FakeCoordinator {
+ public:
+  FakeCoordinator(zmq::context_t& ctx, std::shared_ptr<spdlog::logger> log)
+      : server_({.endpoint = "tcp://127.0.0.1:0", .name = "fake coordinator", .logger = log, .context = &ctx}) {
+    server_.Handle<proto::CkptWork>(
+        [this](const proto::CkptWork& r, const proto::Envelope&, std::string*) -> Result<proto::CkptWorkReply> {
+          std::lock_guard lock(mu_);
+          asks_.push_back(r);
+          if (!fail_with_.ok()) return fail_with_;
+          return work_;
+        });
+    server_.Handle<proto::CkptDrained>(
+        [this](const proto::CkptDrained& r, const proto::Envelope&, std::string*) -> Result<proto::CkptDrainedReply> {
+          std::lock_guard lock(mu_);
+          drained_.push_back(r);
+          if (r.ok) {
+            std::erase_if(work_.drain, [&](const proto::CkptDrainTask& t) { return t.entry.id == r.id; });
+          }
+          return proto::CkptDrainedReply{.level = uint8_t(r.ok ? proto::CkptLevel::kP : proto::CkptLevel::kR)};
+        });
+    EXPECT_TRUE(server_.Start().ok());
+  }
+  const std::string& endpoint() const { return server_.bound_endpoint(); }
+  void Set(proto::CkptWorkReply w) {
+    std::lock_guard lock(mu_);
+    work_ = std::move(w);
+  }
+  void Fail(Status s) {
+    std::lock_guard lock(mu_);
+    fail_with_ = std::move(s);
+  }
+  std::vector<proto::CkptDrained> drained() {
+    std::lock_guard lock(mu_);
+    return drained_;
+  }
+  std::vector<proto::CkptWork> asks() {
+    std::lock_guard lock(mu_);
+    return asks_;
+  }
+
+ private:
+  proto::RpcServer server_;
+  std::mutex mu_;
+  proto::CkptWorkReply work_;
+  Status fail_with_;
+  std::vector<proto::CkptDrained> drained_;
+  std::vector<proto::CkptWork> asks_;
+};
+
+class DrainerTest : public ::testing::Test {
+ protected:
+  DrainerTest()
+      : log_(spdlog::null_logger_mt("drainer-test-" + std::to_string(++count_))),
+        coord_(zmq_, log_),
+        peer_server_({.endpoint = "tcp://127.0.0.1:0", .name = "peer", .logger = log_, .context = &zmq_}),
+        pool_(zmq_) {}
+
+  void SetUp() override {
+    local_ = OpenStore("local");
+    peer_ = OpenStore("peer");
+    ServeCkptChunks(peer_server_, peer_.get());
+    ASSERT_TRUE(peer_server_.Start().ok());
+    drainer_ = MakeDrainer(coord_.endpoint());
+  }
+
+  std::unique_ptr<ReplicaStore> OpenStore(const std::string& name) {
+    auto s = ReplicaStore::Open({.dir = JoinPath(tmp_.Sub(name), "ckpt"), .logger = log_});
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(*s);
+  }
+
+  std::unique_ptr<Drainer> MakeDrainer(const std::string& coordinator,
+                                       std::chrono::milliseconds poll_interval = 500ms,
+                                       std::chrono::milliseconds backoff_min = 20ms,
+                                       std::chrono::milliseconds backoff_max = 40ms) {
+    return std::make_unique<Drainer>(
+        Drainer::Options{.node = "self",
+                         .coordinator = coordinator,
+                         .origin_source = "fake://ckpt",
+                         .open_origin = [this](const std::string&) -> Result<std::unique_ptr<CkptOrigin>> {
+                           ++opens_;
+                           return std::unique_ptr<CkptOrigin>(new FakeCkptOrigin(origin_));
+                         },
+                         .resolve = [this](const std::string& n) {
+                           return n == "peer" ? peer_server_.bound_endpoint() : std::string();
+                         },
+                         .peers = &pool_,
+                         .poll_interval = poll_interval,
+                         .backoff_min = backoff_min,
+                         .backoff_max = backoff_max,
+                         .rpc_timeout = 1000ms,
+                         .peer_timeout = 2000ms,
+                         .logger = log_,
+                         .context = &zmq_},
+        local_.get());
+  }
+
+  // A committed generation of `bytes` in chunks of `cs`, written by `writer`
+  // and replicated to `replica` (if any).
+  proto::CkptEntry Entry(uint64_t id, uint64_t gen, const std::string& bytes, uint64_t cs, std::string writer,
+                         std::string replica = "") {
+    proto::CkptEntry e{.path = "job/ckpt-" + std::to_string(id), .id = id, .gen = gen, .size = bytes.size(),
+                       .level = uint8_t(proto::CkptLevel::kR), .chunk_size = cs, .writer = std::move(writer)};
+    for (uint64_t off = 0; off < bytes.size(); off += cs) {
+      e.checksums.push_back(Sum(std::string_view(bytes).substr(off, cs)));
+      e.replicas.push_back(replica.empty() ? std::vector<std::string>{} : std::vector<std::string>{replica});
+    }
+    return e;
+  }
+  static std::string Tmp(const proto::CkptEntry& e) {
+    return ".hoard-staging/" + std::to_string(e.id) + "-" + std::to_string(e.gen);
+  }
+  void PutChunks(ReplicaStore* s, const proto::CkptEntry& e, const std::string& bytes) {
+    for (uint32_t i = 0; i < e.checksums.size(); ++i) {
+      ASSERT_TRUE(s->Put(e.id, e.gen, i, e.checksums[i], std::string_view(bytes).substr(i * e.chunk_size,
+                                                                                          e.chunk_size)).ok());
+    }
+  }
+  std::optional<std::string> Uploaded(const std::string& path) {
+    std::lock_guard lock(origin_->mu);
+    auto it = origin_->files.find(path);
+    if (it == origin_->files.end()) return std::nullopt;
+    return it->second;
+  }
+  bool Closed(const std::string& path) {
+    std::lock_guard lock(origin_->mu);
+    return origin_->closed[path];
+  }
+  // Makes a file look written an hour ago (older than eviction's grace).
+  static void Age(const std::string& path) {
+    struct timespec t[2];
+    ::clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= 3600;
+    t[1] = t[0];
+    ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), t, 0), 0) << path;
+  }
+
+  testing::TempDir tmp_;
+  zmq::context_t zmq_;
+  std::shared_ptr<spdlog::logger> log_;
+  FakeCoordinator coord_;
+  proto::RpcServer peer_server_;
+  proto::ClientPool pool_;
+  std::shared_ptr<FakeCkptOrigin::State> origin_ = std::make_shared<FakeCkptOrigin::State>();
+  std::atomic<int> opens_{0};
+  std::unique_ptr<ReplicaStore> local_, peer_;
+  std::unique_ptr<Drainer> drainer_;
+  static inline int count_ = 0;
+};
+
+TEST_F(DrainerTest, UploadsTheWholeFileCopyToTheTmpNameAndReportsOk) {
+  const std::string bytes = PseudoRandomBytes(2500, 1);
+  proto::CkptEntry e = Entry(11, 3, bytes, 1000, "self");
+  ASSERT_TRUE(WriteFileAtomic(ReplicaStore::WholeFilePath(tmp_.Sub("local"), 11), bytes).ok());
+  coord_.Set({.drain = {{.entry = e, .tmp_path = Tmp(e)}}, .keep_files = {11}});
+  int drained = 0;
+  Status s = drainer_->RunOnce(&drained);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(drained, 1);
+  EXPECT_TRUE(Uploaded(Tmp(e)) == bytes) << "the upload differs from the committed bytes";
+  EXPECT_TRUE(Closed(Tmp(e)));
+  ASSERT_EQ(coord_.drained().size(), 1u);
+  EXPECT_TRUE(coord_.drained()[0].ok);
+  EXPECT_EQ(coord_.drained()[0].id, 11u);
+  EXPECT_EQ(coord_.drained()[0].gen, 3u);
+  EXPECT_EQ(coord_.drained()[0].node, "self");
+  EXPECT_EQ(drainer_->counters().drained_bytes.load(), 2500u);
+  EXPECT_EQ(drainer_->counters().drained_files.load(), 1u);
+  EXPECT_EQ(opens_.load(), 1);
+}
+
+TEST_F(DrainerTest, FetchesChunksItLacksFromTheirHolders) {
+  const std::string bytes = PseudoRandomBytes(3 * 4096 + 10, 2);
+  proto::CkptEntry e = Entry(12, 1, bytes, 4096, "peer");
+  PutChunks(peer_.get(), e, bytes);  // stands for the writer's copy
+  // Chunk 1 is also here: taken locally, the others from the peer.
+  ASSERT_TRUE(local_->Put(12, 1, 1, e.checksums[1], bytes.substr(4096, 4096)).ok());
+  coord_.Set({.drain = {{.entry = e, .tmp_path = Tmp(e)}}, .keep_files = {12}});
+  Status s = drainer_->RunOnce();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(Uploaded(Tmp(e)) == bytes) << "the upload differs from the committed bytes";
+  ASSERT_EQ(coord_.drained().size(), 1u);
+  EXPECT_TRUE(coord_.drained()[0].ok) << coord_.drained()[0].error;
+}
+
+TEST_F(DrainerTest, FailedUploadIsReportedNotOkThenRetriedOverTheSameName) {
+  const std::string bytes = PseudoRandomBytes(5000, 3);
+  proto::CkptEntry e = Entry(13, 2, bytes, 2048, "peer");
+  coord_.Set({.drain = {{.entry = e, .tmp_path = Tmp(e)}}, .keep_files = {13}});
+  {
+    std::lock_guard lock(origin_->mu);
+    origin_->fail_creates = 1;
+  }
+  // 1: the origin is unreachable.
+  EXPECT_EQ(drainer_->RunOnce().code(), Code::kUnavailable);
+  // 2: no holder has the chunks: nothing partial stays on the origin.
+  EXPECT_EQ(drainer_->RunOnce().code(), Code::kNotFound);
+  EXPECT_FALSE(Uploaded(Tmp(e)).has_value());
+  // 3: the peer has them now.
+  PutChunks(peer_.get(), e, bytes);
+  Status s = drainer_->RunOnce();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(Uploaded(Tmp(e)) == bytes) << "the upload differs from the committed bytes";
+  std::vector<proto::CkptDrained> d = coord_.drained();
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_FALSE(d[0].ok);
+  EXPECT_NE(d[0].error.find("unreachable"), std::string::npos) << d[0].error;
+  EXPECT_FALSE(d[1].ok);
+  EXPECT_NE(d[1].error.find("no reachable holder"), std::string::npos) << d[1].error;
+  EXPECT_TRUE(d[2].ok);
+  EXPECT_EQ(drainer_->counters().failures.load(), 2u);
+  EXPECT_EQ(drainer_->counters().drained_files.load(), 1u);
+}
+
+TEST_F(DrainerTest, WrongBytesFromAHolderAreNeverUploaded) {
+  const std::string bytes = PseudoRandomBytes(3000, 4);
+  proto::CkptEntry e = Entry(14, 1, bytes, 3000, "peer");
+  // The peer's whole-file copy was rewritten since the commit.
+  std::string newer = bytes;
+  newer[7] ^= 1;
+  ASSERT_TRUE(WriteFileAtomic(ReplicaStore::WholeFilePath(tmp_.Sub("peer"), 14), newer).ok());
+  coord_.Set({.drain = {{.entry = e, .tmp_path = Tmp(e)}}, .keep_files = {14}});
+  EXPECT_EQ(drainer_->RunOnce().code(), Code::kNotFound);
+  EXPECT_FALSE(Uploaded(Tmp(e)).has_value());
+  ASSERT_EQ(coord_.drained().size(), 1u);
+  EXPECT_FALSE(coord_.drained()[0].ok);
+}
+
+TEST_F(DrainerTest, UploadIsPacedToTheCoordinatorsRate) {
+  const std::string bytes = PseudoRandomBytes(4 << 20, 5);
+  proto::CkptEntry e = Entry(15, 1, bytes, 1 << 20, "self");
+  ASSERT_TRUE(WriteFileAtomic(ReplicaStore::WholeFilePath(tmp_.Sub("local"), 15), bytes).ok());
+  // 2 MiB/s with a 1 MiB burst: 4 MiB take about 1.5 s.
+  coord_.Set({.drain = {{.entry = e, .tmp_path = Tmp(e)}}, .keep_files = {15}, .max_drain_bytes_per_s = 2 << 20});
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(drainer_->RunOnce().ok());
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, 1200ms);
+  EXPECT_LT(took, 5000ms);
+  EXPECT_TRUE(Uploaded(Tmp(e)) == bytes) << "the upload differs from the committed bytes";
+}
+
+TEST_F(DrainerTest, EvictsOnlyOnAWellFormedAnswer) {
+  const std::string b = PseudoRandomBytes(100, 6);
+  const std::string file = ReplicaStore::WholeFilePath(tmp_.Sub("local"), 21);
+  ASSERT_TRUE(local_->Put(21, 1, 0, Sum(b), b).ok());
+  ASSERT_TRUE(WriteFileAtomic(file, b).ok());
+  Age(local_->ChunkPath(21, 1, 0));
+  Age(file);
+  auto held = [&] { return local_->List().chunks.size() + local_->List().files.size(); };
+
+  // No coordinator at all.
+  std::unique_ptr<Drainer> orphan = MakeDrainer("tcp://127.0.0.1:1");
+  EXPECT_EQ(orphan->RunOnce().code(), Code::kUnavailable);
+  EXPECT_EQ(held(), 2u);
+  // A coordinator that answers with an error.
+  coord_.Fail(Status::Unavailable("namespace still loading"));
+  EXPECT_FALSE(drainer_->RunOnce().ok());
+  EXPECT_EQ(held(), 2u);
+  coord_.Fail(Status::Ok());
+  // A reply that contradicts itself: it drains a file it does not keep.
+  proto::CkptEntry e = Entry(22, 1, b, 100, "peer");
+  PutChunks(peer_.get(), e, b);
+  coord_.Set({.drain = {{.entry = e, .tmp_path = Tmp(e)}}, .keep_files = {}});
+  ASSERT_TRUE(drainer_->RunOnce().ok());
+  EXPECT_EQ(held(), 2u);
+  // A well-formed answer without file 21: its copies go.
+  coord_.Set({.keep_files = {}});
+  ASSERT_TRUE(drainer_->RunOnce().ok());
+  EXPECT_EQ(held(), 0u);
+  EXPECT_EQ(drainer_->counters().evicted_files.load(), 2u);
+}
+
+TEST_F(DrainerTest, RebuildsListedReplicasFromPeersOnItsFirstRound) {
+  const std::string bytes = PseudoRandomBytes(2000, 7);
+  proto::CkptEntry e = Entry(31, 4, bytes, 1000, "peer");
+  PutChunks(peer_.get(), e, bytes);
+  ASSERT_TRUE(local_->Put(31, 4, 0, e.checksums[0], bytes.substr(0, 1000)).ok());  // survived
+  proto::CkptWorkReply w{.keep_files = {31}};
+  for (uint32_t i = 0; i < 2; ++i) {
+    w.rebuild.push_back({.id = 31, .gen = 4, .index = i, .checksum = e.checksums[i], .length = 1000,
+                         .chunk_size = 1000, .holders = {"peer"}});
+  }
+  coord_.Set(w);
+  ASSERT_TRUE(drainer_->RunOnce().ok());
+  ASSERT_TRUE(drainer_->RunOnce().ok());
+  std::vector<proto::CkptWork> asks = coord_.asks();
+  ASSERT_EQ(asks.size(), 2u);
+  EXPECT_TRUE(asks[0].rebuild);
+  EXPECT_FALSE(asks[1].rebuild) << "the list is asked for at start, then every rebuild_interval";
+  EXPECT_EQ(drainer_->counters().rebuilt_chunks.load(), 1u);
+  Result<std::string> r = local_->Read(31, 4, 1, e.checksums[1], 1000, 1000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, bytes.substr(1000));
+}
+
+TEST_F(DrainerTest, ThreadDrainsInTheBackgroundAndStops) {
+  const std::string bytes = PseudoRandomBytes(1500, 8);
+  proto::CkptEntry e = Entry(41, 1, bytes, 1000, "peer");
+  PutChunks(peer_.get(), e, bytes);
+  coord_.Set({.drain = {{.entry = e, .tmp_path = Tmp(e)}}, .keep_files = {41}});
+  drainer_->Start();
+  EXPECT_TRUE(testing::Eventually([&] { return drainer_->counters().drained_files.load() >= 1; }));
+  // It keeps asking for work (every poll_interval).
+  EXPECT_TRUE(testing::Eventually([&] { return coord_.asks().size() >= 3; }));
+  drainer_->Stop();
+  EXPECT_TRUE(Uploaded(Tmp(e)) == bytes) << "the upload differs from the committed bytes";
+  EXPECT_EQ(drainer_->counters().drained_files.load(), 1u);
+}
+
+TEST_F(DrainerTest, BacksOffWhileTheCoordinatorFails) {
+  coord_.Fail(Status::Unavailable("down for maintenance"));
+  // Polls every 10 ms when all is well; after failures, 200 ms then 400 ms.
+  drainer_ = MakeDrainer(coord_.endpoint(), 10ms, 200ms, 400ms);
+  drainer_->Start();
+  std::this_thread::sleep_for(1100ms);
+  const size_t failing = coord_.asks().size();
+  EXPECT_GE(failing, 2u);
+  EXPECT_LE(failing, 5u);
+  // Answers again: back to polling (after the current backoff).
+  coord_.Fail(Status::Ok());
+  EXPECT_TRUE(testing::Eventually([&] { return coord_.asks().size() >= failing + 20; }, 3000ms));
+  drainer_->Stop();
+}
+
+}  // namespace
+}  // namespace hoard

@@ -1,0 +1,262 @@
+#include "checkpoint/replica_store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include "common/file_util.h"
+#include "common/hash.h"
+
+namespace hoard {
+namespace {
+
+namespace fs = std::filesystem;
+
+// "HCKREP01" read as a little-endian integer: marks a complete replica file.
+constexpr uint64_t kTrailerMagic = 0x3130'5045'524b'4348ULL;
+constexpr size_t kTrailerSize = 24;  // magic, length, checksum
+constexpr std::string_view kTmpMarker = ".tmp.";
+
+std::string EncodeTrailer(uint64_t length, uint64_t checksum) {
+  std::string t(kTrailerSize, '\0');
+  const uint64_t fields[3] = {kTrailerMagic, length, checksum};
+  std::memcpy(t.data(), fields, kTrailerSize);  // hoard runs on little-endian hosts only
+  return t;
+}
+
+std::optional<uint64_t> ParseU64(std::string_view s) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+// Inverse of ChunkPath's name: "<id>-<gen>-<index>".
+std::optional<ReplicaStore::Held> ParseChunkName(std::string_view name) {
+  size_t a = name.find('-');
+  size_t b = a == std::string_view::npos ? a : name.find('-', a + 1);
+  if (b == std::string_view::npos) return std::nullopt;
+  auto id = ParseU64(name.substr(0, a));
+  auto gen = ParseU64(name.substr(a + 1, b - a - 1));
+  auto index = ParseU64(name.substr(b + 1));
+  if (!id || !gen || !index || *index > UINT32_MAX) return std::nullopt;
+  return ReplicaStore::Held{.id = *id, .gen = *gen, .index = static_cast<uint32_t>(*index)};
+}
+
+std::string ChunkName(uint64_t id, uint64_t gen, uint32_t index) {
+  return std::to_string(id) + "-" + std::to_string(gen) + "-" + std::to_string(index);
+}
+
+// Whether the file was modified at or after `cutoff` (then eviction spares it).
+bool ModifiedSince(const struct stat& st, std::chrono::system_clock::time_point cutoff) {
+  const auto mtime = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+  return mtime >= cutoff;
+}
+
+}  // namespace
+
+ReplicaStore::ReplicaStore(Options options) : options_(std::move(options)) {}
+
+std::string ReplicaStore::chunks_dir() const { return JoinPath(options_.dir, "chunks"); }
+std::string ReplicaStore::files_dir() const { return JoinPath(options_.dir, "files"); }
+
+std::string ReplicaStore::WholeFilePath(std::string_view store_dir, uint64_t id) {
+  return JoinPath(JoinPath(JoinPath(store_dir, "ckpt"), "files"), std::to_string(id));
+}
+
+std::string ReplicaStore::ChunkPath(uint64_t id, uint64_t gen, uint32_t index) const {
+  return JoinPath(chunks_dir(), ChunkName(id, gen, index));
+}
+
+Result<std::unique_ptr<ReplicaStore>> ReplicaStore::Open(Options options) {
+  if (!options.logger) return Status::InvalidArgument("replica store: Options.logger is required");
+  if (options.dir.empty()) return Status::InvalidArgument("replica store: Options.dir is empty");
+  std::unique_ptr<ReplicaStore> store(new ReplicaStore(std::move(options)));
+  HOARD_RETURN_IF_ERROR(MakeDirs(store->chunks_dir()));
+  HOARD_RETURN_IF_ERROR(MakeDirs(store->files_dir()));
+  std::error_code ec;
+  for (fs::directory_iterator it(store->chunks_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // A Put that a crash interrupted: never acknowledged, so nobody counts on it.
+    if (name.find(kTmpMarker) != std::string::npos && ::unlink(it->path().c_str()) != 0 && errno != ENOENT) {
+      store->options_.logger->warn("replica store: cannot remove leftover {}: {}", it->path().string(),
+                                   std::strerror(errno));
+    }
+  }
+  if (ec) return Status::FromErrno(ec.value(), "list " + store->chunks_dir());
+  return store;
+}
+
+Status ReplicaStore::WriteTmp(int fd, const std::string& trailer, std::string_view bytes) {
+  uint64_t written = 0;
+  for (std::string_view part : {bytes, std::string_view(trailer)}) {
+    if (options_.before_write) HOARD_RETURN_IF_ERROR(options_.before_write(written));
+    HOARD_RETURN_IF_ERROR(PwriteAll(fd, part.data(), part.size(), static_cast<off_t>(written)));
+    written += part.size();
+  }
+  if (::fsync(fd) != 0) return Status::FromErrno(errno, "fsync");
+  return Status::Ok();
+}
+
+Status ReplicaStore::Put(uint64_t id, uint64_t gen, uint32_t index, uint64_t checksum, std::string_view bytes) {
+  const std::string name = ChunkName(id, gen, index);
+  if (Checksum64(bytes.data(), bytes.size()) != checksum) {
+    return Status::Corruption("replica " + name + ": the bytes sent do not match their checksum");
+  }
+  const std::string path = ChunkPath(id, gen, index);
+  const std::string tmp = path + std::string(kTmpMarker) + std::to_string(tmp_counter_.fetch_add(1));
+  Status s;
+  {
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd.valid()) return Status::FromErrno(errno, "create " + tmp);
+    s = WriteTmp(fd.get(), EncodeTrailer(bytes.size(), checksum), bytes);
+  }
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = Status::FromErrno(errno, "rename " + tmp);
+  if (!s.ok()) {
+    // Never leave a partial file: a full disk must not stay full of it.
+    ::unlink(tmp.c_str());
+    return s.Annotate("store replica " + name);
+  }
+  // The rename is durable only once the directory is; until then the
+  // writer must not count this copy.
+  return SyncDir(chunks_dir()).Annotate("store replica " + name);
+}
+
+Result<std::string> ReplicaStore::ReadReplica(const std::string& path, uint64_t checksum, uint64_t chunk_length) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + path);
+  if (static_cast<uint64_t>(st.st_size) < kTrailerSize) return Status::Corruption(path + ": shorter than a trailer");
+  const uint64_t length = static_cast<uint64_t>(st.st_size) - kTrailerSize;
+  uint64_t trailer[3];
+  HOARD_RETURN_IF_ERROR(PreadAll(fd.get(), trailer, kTrailerSize, static_cast<off_t>(length)));
+  if (trailer[0] != kTrailerMagic || trailer[1] != length) return Status::Corruption(path + ": bad trailer");
+  std::string bytes(length, '\0');
+  HOARD_RETURN_IF_ERROR(PreadAll(fd.get(), bytes.data(), length, 0));
+  if (Checksum64(bytes.data(), bytes.size()) != trailer[2]) return Status::Corruption(path + ": checksum mismatch");
+  if (trailer[2] != checksum || length != chunk_length) {
+    return Status::NotFound(path + " holds other bytes than the ones asked for");
+  }
+  return bytes;
+}
+
+Result<std::string> ReplicaStore::ReadFromWholeFile(uint64_t id, uint64_t offset, uint64_t chunk_length,
+                                                    uint64_t checksum) {
+  const std::string path = JoinPath(files_dir(), std::to_string(id));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
+  std::string bytes(chunk_length, '\0');
+  // A short file (truncated since) is a mismatch, like other bytes.
+  if (Status s = PreadAll(fd.get(), bytes.data(), chunk_length, static_cast<off_t>(offset)); !s.ok()) {
+    return Status::NotFound(path + ": " + s.message());
+  }
+  if (Checksum64(bytes.data(), bytes.size()) != checksum) {
+    return Status::NotFound(path + " was rewritten since (its bytes do not match the checksum)");
+  }
+  return bytes;
+}
+
+Result<std::string> ReplicaStore::Read(uint64_t id, uint64_t gen, uint32_t index, uint64_t checksum,
+                                       uint64_t chunk_size, uint64_t chunk_length) {
+  const std::string path = ChunkPath(id, gen, index);
+  Result<std::string> r = ReadReplica(path, checksum, chunk_length);
+  if (r.ok()) return r;
+  if (r.status().code() == Code::kCorruption) {
+    // Torn by a crash or rotted: drop it so that it is rebuilt, never served.
+    options_.logger->warn("replica store: removing {}", r.status().ToString());
+    ::unlink(path.c_str());
+  }
+  if (chunk_size > 0 && index <= UINT64_MAX / chunk_size) {
+    Result<std::string> w = ReadFromWholeFile(id, uint64_t(index) * chunk_size, chunk_length, checksum);
+    if (w.ok()) return w;
+  }
+  return Status::NotFound("checkpoint chunk " + ChunkName(id, gen, index) + " is not on this node");
+}
+
+bool ReplicaStore::HasReplica(uint64_t id, uint64_t gen, uint32_t index) const {
+  return ::access(ChunkPath(id, gen, index).c_str(), F_OK) == 0;
+}
+
+ReplicaStore::Listing ReplicaStore::List() const {
+  Listing out;
+  std::error_code ec;
+  for (fs::directory_iterator it(chunks_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+    std::optional<Held> h = ParseChunkName(it->path().filename().string());
+    struct stat st;
+    if (!h || ::stat(it->path().c_str(), &st) != 0 || uint64_t(st.st_size) < kTrailerSize) continue;
+    h->length = uint64_t(st.st_size) - kTrailerSize;
+    out.chunks.push_back(*h);
+  }
+  for (fs::directory_iterator it(files_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+    if (auto id = ParseU64(it->path().filename().string())) out.files.push_back(*id);
+  }
+  std::sort(out.chunks.begin(), out.chunks.end(), [](const Held& a, const Held& b) {
+    return std::tie(a.id, a.gen, a.index) < std::tie(b.id, b.gen, b.index);
+  });
+  std::sort(out.files.begin(), out.files.end());
+  return out;
+}
+
+ReplicaStore::Usage ReplicaStore::usage() const {
+  Usage u;
+  std::error_code ec;
+  struct stat st;
+  for (fs::directory_iterator it(chunks_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+    if (::stat(it->path().c_str(), &st) != 0) continue;
+    u.chunk_bytes += uint64_t(st.st_size);
+    ++u.chunks;
+  }
+  for (fs::directory_iterator it(files_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+    if (::stat(it->path().c_str(), &st) != 0) continue;
+    u.file_bytes += uint64_t(st.st_size);
+    ++u.files;
+  }
+  return u;
+}
+
+size_t ReplicaStore::DropFilesExcept(const std::set<uint64_t>& keep, std::chrono::system_clock::time_point asked_at,
+                                     uint64_t keep_from_id) {
+  auto kept = [&](uint64_t id) { return keep.count(id) > 0 || (keep_from_id > 0 && id >= keep_from_id); };
+  const auto cutoff = asked_at - kEvictionGrace;
+  size_t dropped = 0;
+  struct stat st;
+  for (const Held& h : List().chunks) {
+    const std::string path = ChunkPath(h.id, h.gen, h.index);
+    if (kept(h.id) || ::stat(path.c_str(), &st) != 0 || ModifiedSince(st, cutoff)) continue;
+    if (::unlink(path.c_str()) == 0) ++dropped;
+  }
+  std::error_code ec;
+  for (fs::directory_iterator it(files_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+    std::optional<uint64_t> id = ParseU64(it->path().filename().string());
+    if (!id || kept(*id)) continue;
+    UniqueFd fd(::open(it->path().c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) continue;
+    // The mount holds LOCK_SH while the file may hold uncommitted bytes.
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;
+    if (::fstat(fd.get(), &st) != 0 || ModifiedSince(st, cutoff)) continue;
+    if (::unlink(it->path().c_str()) == 0) ++dropped;
+  }
+  if (dropped > 0) options_.logger->info("replica store: evicted {} checkpoint files and replicas", dropped);
+  return dropped;
+}
+
+size_t ReplicaStore::DropStaleGens(uint64_t id, uint64_t gen) {
+  size_t dropped = 0;
+  for (const Held& h : List().chunks) {
+    if (h.id == id && h.gen < gen && ::unlink(ChunkPath(h.id, h.gen, h.index).c_str()) == 0) ++dropped;
+  }
+  return dropped;
+}
+
+}  // namespace hoard

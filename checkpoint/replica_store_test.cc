@@ -1,0 +1,179 @@
+// ReplicaStore on a real directory: durable replicas, torn files detected,
+// whole-file copies served only when they match, eviction that honours the
+// mount's flock, and no partial file on a full disk (fault injection).
+#include "checkpoint/replica_store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+
+#include "common/file_util.h"
+#include "common/hash.h"
+#include "common/testing.h"
+
+namespace hoard {
+namespace {
+
+using testing::PseudoRandomBytes;
+using Clock = std::chrono::system_clock;
+
+uint64_t Sum(const std::string& s) { return Checksum64(s.data(), s.size()); }
+
+class ReplicaStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+
+  void Open(std::function<Status(uint64_t)> before_write = nullptr) {
+    store_.reset();
+    auto s = ReplicaStore::Open({.dir = JoinPath(tmp_.path(), "ckpt"),
+                                 .logger = spdlog::null_logger_mt("replica-store-" + std::to_string(++count_)),
+                                 .before_write = std::move(before_write)});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+
+  // Writes the mount's whole-file copy of `id`.
+  void WriteWholeFile(uint64_t id, const std::string& bytes) {
+    ASSERT_TRUE(WriteFileAtomic(ReplicaStore::WholeFilePath(tmp_.path(), id), bytes).ok());
+  }
+
+  size_t FilesIn(const std::string& sub) {
+    size_t n = 0;
+    for (auto& e : std::filesystem::directory_iterator(JoinPath(store_->dir(), sub))) n += e.is_regular_file();
+    return n;
+  }
+
+  testing::TempDir tmp_;
+  std::unique_ptr<ReplicaStore> store_;
+  static inline int count_ = 0;
+};
+
+TEST_F(ReplicaStoreTest, PutThenReadReturnsTheBytes) {
+  const std::string bytes = PseudoRandomBytes(5000, 1);
+  ASSERT_TRUE(store_->Put(7, 2, 3, Sum(bytes), bytes).ok());
+  Result<std::string> r = store_->Read(7, 2, 3, Sum(bytes), 8192, bytes.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, bytes);
+  EXPECT_TRUE(store_->HasReplica(7, 2, 3));
+  ReplicaStore::Listing l = store_->List();
+  ASSERT_EQ(l.chunks.size(), 1u);
+  EXPECT_EQ(l.chunks[0], (ReplicaStore::Held{.id = 7, .gen = 2, .index = 3, .length = 5000}));
+  EXPECT_EQ(store_->usage().chunks, 1u);
+  EXPECT_GT(store_->usage().chunk_bytes, 5000u);
+  // Other generation, other index, other checksum: not this replica.
+  EXPECT_EQ(store_->Read(7, 1, 3, Sum(bytes), 8192, 5000).status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->Read(7, 2, 4, Sum(bytes), 8192, 5000).status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->Read(7, 2, 3, Sum(bytes) + 1, 8192, 5000).status().code(), Code::kNotFound);
+}
+
+TEST_F(ReplicaStoreTest, PutRejectsBytesThatDoNotMatchTheirChecksum) {
+  const std::string bytes = PseudoRandomBytes(100, 2);
+  EXPECT_EQ(store_->Put(1, 1, 0, Sum(bytes) ^ 1, bytes).code(), Code::kCorruption);
+  EXPECT_FALSE(store_->HasReplica(1, 1, 0));
+  EXPECT_EQ(FilesIn("chunks"), 0u);
+}
+
+TEST_F(ReplicaStoreTest, TornOrCorruptReplicaIsNeverServedAndIsRemoved) {
+  const std::string bytes = PseudoRandomBytes(4096, 3);
+  ASSERT_TRUE(store_->Put(1, 1, 0, Sum(bytes), bytes).ok());
+  ASSERT_TRUE(store_->Put(1, 1, 1, Sum(bytes), bytes).ok());
+  // Cut short, as a crash before the data reached the disk leaves it.
+  ASSERT_EQ(::truncate(store_->ChunkPath(1, 1, 0).c_str(), 3000), 0);
+  EXPECT_EQ(store_->Read(1, 1, 0, Sum(bytes), 4096, 4096).status().code(), Code::kNotFound);
+  EXPECT_FALSE(store_->HasReplica(1, 1, 0));
+  // One flipped byte in the data.
+  UniqueFd fd(::open(store_->ChunkPath(1, 1, 1).c_str(), O_WRONLY));
+  ASSERT_TRUE(PwriteAll(fd.get(), "x", 1, 100).ok());
+  EXPECT_EQ(store_->Read(1, 1, 1, Sum(bytes), 4096, 4096).status().code(), Code::kNotFound);
+  EXPECT_FALSE(store_->HasReplica(1, 1, 1));
+}
+
+TEST_F(ReplicaStoreTest, WholeFileCopyServedOnlyWhileItHoldsTheCommittedBytes) {
+  const uint64_t cs = 1000;
+  std::string file = PseudoRandomBytes(2500, 4);
+  WriteWholeFile(9, file);
+  const std::string c1 = file.substr(1000, 1000), c2 = file.substr(2000, 500);
+  Result<std::string> r = store_->Read(9, 5, 1, Sum(c1), cs, 1000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, c1);
+  r = store_->Read(9, 5, 2, Sum(c2), cs, 500);  // the short last chunk
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, c2);
+  // The mount rewrote chunk 1 (a newer, uncommitted generation) and
+  // truncated the file: the committed bytes are gone from it.
+  file[1500] ^= 0x55;
+  WriteWholeFile(9, file.substr(0, 2200));
+  EXPECT_EQ(store_->Read(9, 5, 1, Sum(c1), cs, 1000).status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->Read(9, 5, 2, Sum(c2), cs, 500).status().code(), Code::kNotFound);
+  // A replica of the chunk still serves it.
+  ASSERT_TRUE(store_->Put(9, 5, 1, Sum(c1), c1).ok());
+  EXPECT_EQ(*store_->Read(9, 5, 1, Sum(c1), cs, 1000), c1);
+}
+
+TEST_F(ReplicaStoreTest, EvictionKeepsListedFilesAndFilesTheMountHoldsLocked) {
+  const std::string b = PseudoRandomBytes(64, 5);
+  for (uint64_t id : {1, 2, 3}) {
+    ASSERT_TRUE(store_->Put(id, 1, 0, Sum(b), b).ok());
+    WriteWholeFile(id, b);
+  }
+  // The mount is writing file 2.
+  UniqueFd mount_fd(::open(ReplicaStore::WholeFilePath(tmp_.path(), 2).c_str(), O_RDWR));
+  ASSERT_EQ(::flock(mount_fd.get(), LOCK_SH), 0);
+  // Asked "later" than every file: the grace period does not protect them.
+  const auto later = Clock::now() + std::chrono::hours(1);
+  EXPECT_EQ(store_->DropFilesExcept({3}, later), 3u);  // replicas of 1 and 2, files/1
+  ReplicaStore::Listing l = store_->List();
+  ASSERT_EQ(l.chunks.size(), 1u);
+  EXPECT_EQ(l.chunks[0].id, 3u);
+  EXPECT_EQ(l.files, (std::vector<uint64_t>{2, 3}));
+  // Unlocked (written and committed): now it goes.
+  ASSERT_EQ(::flock(mount_fd.get(), LOCK_UN), 0);
+  EXPECT_EQ(store_->DropFilesExcept({3}, later), 1u);
+  EXPECT_EQ(store_->List().files, (std::vector<uint64_t>{3}));
+}
+
+TEST_F(ReplicaStoreTest, EvictionSparesFilesWrittenWhileTheKeepListWasComputed) {
+  const std::string b = PseudoRandomBytes(64, 6);
+  ASSERT_TRUE(store_->Put(4, 1, 0, Sum(b), b).ok());
+  WriteWholeFile(4, b);
+  EXPECT_EQ(store_->DropFilesExcept({}, Clock::now()), 0u);
+  EXPECT_TRUE(store_->HasReplica(4, 1, 0));
+  EXPECT_EQ(store_->List().files.size(), 1u);
+}
+
+TEST_F(ReplicaStoreTest, FullDiskFailsCleanlyWithoutAPartialFile) {
+  // The disk fills after the data, before the trailer.
+  Open([](uint64_t written) { return written > 0 ? Status::NoSpace("injected ENOSPC") : Status::Ok(); });
+  const std::string b = PseudoRandomBytes(10000, 7);
+  EXPECT_EQ(store_->Put(1, 1, 0, Sum(b), b).code(), Code::kNoSpace);
+  EXPECT_FALSE(store_->HasReplica(1, 1, 0));
+  EXPECT_EQ(FilesIn("chunks"), 0u) << "no .tmp left behind";
+  EXPECT_EQ(store_->usage().chunk_bytes, 0u);
+}
+
+TEST_F(ReplicaStoreTest, OpenRemovesInterruptedPuts) {
+  const std::string tmp = store_->ChunkPath(1, 1, 0) + ".tmp.0";
+  ASSERT_TRUE(WriteFileAtomic(tmp, "partial").ok());
+  Open();
+  EXPECT_EQ(FilesIn("chunks"), 0u);
+}
+
+TEST_F(ReplicaStoreTest, DropStaleGensKeepsTheCurrentAndNewerGenerations) {
+  const std::string b = PseudoRandomBytes(64, 8);
+  for (uint64_t gen : {1, 2, 3}) ASSERT_TRUE(store_->Put(5, gen, 0, Sum(b), b).ok());
+  ASSERT_TRUE(store_->Put(6, 1, 0, Sum(b), b).ok());
+  EXPECT_EQ(store_->DropStaleGens(5, 2), 1u);
+  EXPECT_FALSE(store_->HasReplica(5, 1, 0));
+  EXPECT_TRUE(store_->HasReplica(5, 2, 0));
+  EXPECT_TRUE(store_->HasReplica(5, 3, 0));
+  EXPECT_TRUE(store_->HasReplica(6, 1, 0));
+}
+
+}  // namespace
+}  // namespace hoard
