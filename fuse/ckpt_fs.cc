@@ -281,13 +281,15 @@ void CkptFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_s
       fuse_reply_err(req, ToErrno(f.status()));
       return;
     }
-    std::lock_guard lock((*f)->mu);
-    if (::ftruncate((*f)->fd.get(), attr->st_size) != 0) {
-      fuse_reply_err(req, errno);
-      return;
+    {
+      std::lock_guard lock((*f)->mu);
+      if (::ftruncate((*f)->fd.get(), attr->st_size) != 0) {
+        fuse_reply_err(req, errno);
+        return;
+      }
+      (*f)->size = static_cast<uint64_t>(attr->st_size);
+      (*f)->dirty = true;
     }
-    (*f)->size = static_cast<uint64_t>(attr->st_size);
-    (*f)->dirty = true;
     if (!was_open) {
       if (Status s = CommitIfDirty(**f); !s.ok()) {
         fuse_reply_err(req, ToErrno(s));
