@@ -1,4 +1,5 @@
 // hoard status [DATASET]
+#include <chrono>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -98,6 +99,24 @@ int RunStatus(Context& ctx, const std::string& dataset) {
     text << "\n" << Table(shares);
   }
   if (!failures.empty()) text << "\nfailures:\n" << failures;
+  // Checkpoints: what is not on the checkpoint origin yet, and how old.
+  doc["checkpoints"] = nlohmann::json::array();
+  if (!st->ckpt_jobs.empty()) {
+    std::vector<std::vector<std::string>> jobs = {{"CHECKPOINT JOB", "FILES", "SIZE", "L", "R", "P", "UNDRAINED",
+                                                   "OLDEST UNDRAINED"}};
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+    for (const auto& j : st->ckpt_jobs) {
+      auto n = [&](size_t l) { return std::to_string(l < j.files_by_level.size() ? j.files_by_level[l] : 0); };
+      const double age = j.oldest_undrained_unix_ms > 0 ? double(now_ms - j.oldest_undrained_unix_ms) / 1000 : 0;
+      doc["checkpoints"].push_back({{"job", j.job}, {"files", j.files}, {"bytes", j.bytes},
+                                    {"undrained_bytes", j.undrained_bytes}, {"oldest_undrained_age_s", age},
+                                    {"overdue_files", j.overdue_files}});
+      jobs.push_back({j.job, Thousands(j.files), FormatBytes(double(j.bytes)), n(1), n(2), n(3),
+                      FormatBytes(double(j.undrained_bytes)), age > 0 ? Duration(age) : "-"});
+    }
+    text << "\n" << Table(jobs);
+  }
   return ctx.Done(doc, text.str());
 }
 
