@@ -185,7 +185,7 @@ class HostCluster:
         ns = self._ns(name)
         _run("ip", "netns", "add", ns)
         self.namespaces.append(ns)
-        outer, inner = f"hv{self.tag}{name}"[:15], "eth0"
+        outer, inner = self._outer(name), "eth0"
         self.veths.append(outer)
         _run("ip", "link", "add", outer, "type", "veth", "peer", "name", f"hi{self.tag}{name}"[:15])
         _run("ip", "link", "set", f"hi{self.tag}{name}"[:15], "netns", ns)
@@ -218,12 +218,20 @@ class HostCluster:
             self._add_node_host()
 
     def throttle_storage(self, rate="1gbit"):
-        """Limits what the storage host sends (reads from NFS) to `rate`."""
+        """Limits the storage host's link to `rate` each way: what it sends
+        (reads from NFS) and what it receives (checkpoints drained to NFS)."""
         _run("ip", "netns", "exec", self.storage_ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
              "rate", rate, "burst", "256kb", "latency", "50ms")
+        _run("tc", "qdisc", "replace", "dev", self._outer("s"), "root", "tbf", "rate", rate, "burst", "256kb",
+             "latency", "50ms")
 
     def unthrottle_storage(self):
         _run("ip", "netns", "exec", self.storage_ns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+        _run("tc", "qdisc", "del", "dev", self._outer("s"), "root", check=False)
+
+    def _outer(self, name):
+        """The bridge-side end of host `name`'s link."""
+        return f"hv{self.tag}{name}"[:15]
 
     def cut_storage(self):
         """Takes the storage host off the network: the NFS server neither
