@@ -1,8 +1,8 @@
 // CkptTable: drain scheduling, the origin queue's bookkeeping, commit
 // markers, retention and status (see ckpt_table.h for the rules).
-#include <algorithm>
-
 #include "checkpoint/ckpt_table.h"
+
+#include <algorithm>
 
 namespace hoard {
 
@@ -20,7 +20,7 @@ std::optional<std::string> CkptTable::DrainerLocked(const CkptNode& n, const std
   return std::nullopt;
 }
 
-proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std::string>& up_nodes) {
+proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std::string>& up_nodes, bool rebuild) {
   std::lock_guard lock(mu_);
   proto::CkptWorkReply reply;
   const auto now = options_.clock->Now();
@@ -45,6 +45,27 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
     if (!n.is_dir && !n.released) reply.keep_files.push_back(id);
   }
   reply.keep_from_id = next_id_;
+  for (const auto& [id, n] : nodes_) {
+    if (!rebuild) break;
+    if (n.is_dir || n.released || n.gen == 0 || n.chunk_size == 0) continue;
+    for (uint32_t i = 0; i < n.checksums.size(); ++i) {
+      const std::vector<std::string> none;
+      const std::vector<std::string>& reps = i < n.replicas.size() ? n.replicas[i] : none;
+      const bool mine = n.writer == node || std::find(reps.begin(), reps.end(), node) != reps.end();
+      if (!mine) continue;
+      proto::CkptChunkRef ref{.id = id,
+                              .gen = n.gen,
+                              .index = i,
+                              .checksum = n.checksums[i],
+                              .length = std::min<uint64_t>(n.chunk_size, n.size - uint64_t(i) * n.chunk_size),
+                              .chunk_size = n.chunk_size};
+      if (n.writer != node && !n.writer.empty()) ref.holders.push_back(n.writer);
+      for (const std::string& h : reps) {
+        if (h != node) ref.holders.push_back(h);
+      }
+      reply.rebuild.push_back(std::move(ref));
+    }
+  }
   if (options_.drain_max_bytes_per_s != 0) {
     reply.max_drain_bytes_per_s = options_.drain_max_bytes_per_s / std::max<size_t>(1, up_nodes.size());
   }

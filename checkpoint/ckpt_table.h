@@ -135,7 +135,11 @@ class CkptTable {
 
   // ---- node -> coordinator (ckpt_drain.cc) ----
   // `up_nodes`: the names of the nodes up now (the coordinator's view).
-  proto::CkptWorkReply Work(const std::string& node, const std::set<std::string>& up_nodes);
+  // With `rebuild`, the reply also lists every chunk of a committed, not
+  // released generation that `node` should hold (as a replica holder, or
+  // every chunk when it wrote the file), with the other holders to fetch it
+  // from: a node that lost its disk rebuilds from peers, never the origin.
+  proto::CkptWorkReply Work(const std::string& node, const std::set<std::string>& up_nodes, bool rebuild = false);
   Result<proto::CkptDrainedReply> Drained(const proto::CkptDrained& req);
 
   // ---- the publisher ----

@@ -233,6 +233,30 @@ TEST_F(CkptTableTest, FailedAppendChangesNothing) {
   EXPECT_TRUE(table_->Lookup("job").ok());
 }
 
+TEST_F(CkptTableTest, RebuildListsWhatANodeHoldsWithTheOtherHolders) {
+  Mk("job", /*dir=*/true);
+  const uint64_t f = Mk("job/model.pt");
+  ASSERT_TRUE(table_->Commit({.id = f, .gen = 1, .size = 5000, .mtime_ns = 5, .chunk_size = 4096,
+                              .checksums = {11, 22}, .writer = "n1", .replicas = {{"n2"}, {"n3"}},
+                              .replicas_wanted = 2, .level = uint8_t(CkptLevel::kR)})
+                  .ok());
+  EXPECT_TRUE(table_->Work("n2", {"n1", "n2", "n3"}).rebuild.empty()) << "only when asked";
+  // A replica holder: its own chunk, from the writer.
+  auto n2 = table_->Work("n2", {"n1", "n2", "n3"}, /*rebuild=*/true).rebuild;
+  ASSERT_EQ(n2.size(), 1u);
+  EXPECT_EQ(n2[0].index, 0u);
+  EXPECT_EQ(n2[0].checksum, 11u);
+  EXPECT_EQ(n2[0].length, 4096u);
+  EXPECT_EQ(n2[0].holders, std::vector<std::string>{"n1"});
+  // The writer lost its whole-file copy: every chunk, from the replicas.
+  auto n1 = table_->Work("n1", {"n1", "n2", "n3"}, /*rebuild=*/true).rebuild;
+  ASSERT_EQ(n1.size(), 2u);
+  EXPECT_EQ(n1[1].length, 5000u - 4096u);
+  EXPECT_EQ(n1[0].holders, std::vector<std::string>{"n2"});
+  EXPECT_EQ(n1[1].holders, std::vector<std::string>{"n3"});
+  EXPECT_TRUE(table_->Work("n4", {"n1", "n2", "n3", "n4"}, true).rebuild.empty());
+}
+
 TEST_F(CkptTableTest, DrainsOldestFirstAndFlushedJobsFirst) {
   Mk("a", true);
   Mk("b", true);

@@ -28,7 +28,7 @@ Status Coordinator::OpenCheckpoints() {
   return Status::Ok();
 }
 
-proto::CkptWorkReply Coordinator::CkptWork(const std::string& node) {
+proto::CkptWorkReply Coordinator::CkptWork(const std::string& node, bool rebuild) {
   std::set<std::string> up;
   {
     std::lock_guard lock(mu_);
@@ -36,7 +36,7 @@ proto::CkptWorkReply Coordinator::CkptWork(const std::string& node) {
       if (n.info.up) up.insert(name);
     }
   }
-  return ckpt_table_->Work(node, up);
+  return ckpt_table_->Work(node, up, rebuild);
 }
 
 }  // namespace hoard
