@@ -62,6 +62,21 @@ Result<std::string> CkptFs::ChildPath(fuse_ino_t parent, const char* name) {
   return path;
 }
 
+bool CkptFs::CurrentEntry(fuse_req_t req, fuse_ino_t ino, proto::CkptEntry* out) {
+  Result<std::string> path = PathOf(ino);
+  if (!path.ok()) {
+    fuse_reply_err(req, ESTALE);
+    return false;
+  }
+  Result<proto::CkptEntryReply> r = Ask(proto::CkptLookup{.path = *path});
+  if (!r.ok() || r->entry.id != ino - kCkptInoBase) {
+    fuse_reply_err(req, r.ok() || r.status().code() == Code::kNotFound ? ESTALE : ToErrno(r.status()));
+    return false;
+  }
+  *out = std::move(r->entry);
+  return true;
+}
+
 void CkptFs::Remember(const proto::CkptEntry& e) {
   if (e.id == 0) return;
   std::lock_guard lock(mu_);
@@ -146,18 +161,9 @@ void CkptFs::GetAttr(fuse_req_t req, fuse_ino_t ino) {
     fuse_reply_attr(req, &st, options_.attr_timeout);
     return;
   }
-  Result<std::string> path = PathOf(ino);
-  if (!path.ok()) {
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
-  Result<proto::CkptEntryReply> r = Ask(proto::CkptLookup{.path = *path});
-  if (!r.ok() || r->entry.id != ino - kCkptInoBase) {
-    // Renamed or removed by another mount since we saw it.
-    fuse_reply_err(req, r.ok() || r.status().code() == Code::kNotFound ? ESTALE : ToErrno(r.status()));
-    return;
-  }
-  FillStat(r->entry, &st);
+  proto::CkptEntry e;
+  if (!CurrentEntry(req, ino, &e)) return;
+  FillStat(e, &st);
   fuse_reply_attr(req, &st, options_.attr_timeout);
 }
 
@@ -324,22 +330,14 @@ void CkptFs::GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t s
     fuse_reply_err(req, ENODATA);
     return;
   }
-  Result<std::string> path = PathOf(ino);
-  if (!path.ok()) {
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
-  Result<proto::CkptEntryReply> r = Ask(proto::CkptLookup{.path = *path});
-  if (!r.ok()) {
-    fuse_reply_err(req, ToErrno(r.status()));
-    return;
-  }
-  if (r->entry.is_dir) {
+  proto::CkptEntry e;
+  if (!CurrentEntry(req, ino, &e)) return;
+  if (e.is_dir) {
     fuse_reply_err(req, ENODATA);
     return;
   }
   // The level of the committed generation; "-" while nothing is committed.
-  const std::string value = proto::CkptLevelName(static_cast<proto::CkptLevel>(r->entry.level));
+  const std::string value = proto::CkptLevelName(static_cast<proto::CkptLevel>(e.level));
   if (size == 0) {
     fuse_reply_xattr(req, value.size());
   } else if (size < value.size()) {

@@ -117,6 +117,9 @@ class CkptFs {
   // The path of `ino` as last seen; kNotFound (ESTALE) if unknown.
   Result<std::string> PathOf(fuse_ino_t ino);
   Result<std::string> ChildPath(fuse_ino_t parent, const char* name);
+  // The coordinator's entry for `ino` now; false after replying the error
+  // (ESTALE when another mount renamed or removed it since we saw it).
+  bool CurrentEntry(fuse_req_t req, fuse_ino_t ino, proto::CkptEntry* out);
   void Remember(const proto::CkptEntry& e);
   void Forget(uint64_t id);
   void Renamed(const std::string& from, const std::string& to);

@@ -156,17 +156,9 @@ void CkptFs::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t 
 }
 
 void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  Result<std::string> path = PathOf(ino);
-  if (!path.ok()) {
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
-  Result<proto::CkptEntryReply> r = Ask(proto::CkptLookup{.path = *path});
-  if (!r.ok() || r->entry.id != ino - kCkptInoBase) {
-    fuse_reply_err(req, r.ok() || r.status().code() == Code::kNotFound ? ESTALE : ToErrno(r.status()));
-    return;
-  }
-  if (r->entry.is_dir) {
+  proto::CkptEntry e;
+  if (!CurrentEntry(req, ino, &e)) return;
+  if (e.is_dir) {
     fuse_reply_err(req, EISDIR);
     return;
   }
@@ -176,7 +168,7 @@ void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       fuse_reply_err(req, EROFS);
       return;
     }
-    Result<std::shared_ptr<LocalFile>> f = OpenForWrite(r->entry, (fi->flags & O_TRUNC) != 0);
+    Result<std::shared_ptr<LocalFile>> f = OpenForWrite(e, (fi->flags & O_TRUNC) != 0);
     if (!f.ok()) {
       fuse_reply_err(req, ToErrno(f.status()));
       return;
@@ -184,8 +176,8 @@ void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     h.file = *f;
   } else {
     // A reader on the node that is writing the file sees the writer's bytes.
-    h.file = OpenLocal(r->entry.id);
-    h.entry = std::make_shared<const proto::CkptEntry>(std::move(r->entry));
+    h.file = OpenLocal(e.id);
+    h.entry = std::make_shared<const proto::CkptEntry>(std::move(e));
   }
   fi->fh = NewHandle(std::move(h));
   // Pages cached by an earlier open may be of an older generation.
