@@ -1,6 +1,6 @@
 // Drainer against fakes: a coordinator (a tiny RpcServer answering CkptWork
 // and CkptDrained as proto/ckpt_messages.h describes), a checkpoint origin in
-// memory, and a peer (a ReplicaStore served over real RPC).
+// memory (MemCkptOrigin), and a peer (a ReplicaStore served over real RPC).
 #include "checkpoint/drainer.h"
 
 #include <fcntl.h>
@@ -15,6 +15,7 @@
 #include <spdlog/sinks/null_sink.h>
 
 #include "checkpoint/ckpt_chunk_service.h"
+#include "checkpoint/mem_ckpt_origin.h"
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "common/testing.h"
@@ -26,69 +27,6 @@ using namespace std::chrono_literals;
 using testing::PseudoRandomBytes;
 
 uint64_t Sum(std::string_view s) { return Checksum64(s.data(), s.size()); }
-
-// An in-memory CkptOrigin (until MemCkptOrigin is merged): files by path,
-// visible as written; Create can be made to fail.
-class FakeCkptOrigin : public CkptOrigin {
- public:
-  struct State {
-    std::mutex mu;
-    std::map<std::string, std::string> files;  // guarded by mu
-    std::map<std::string, bool> closed;         // guarded by mu
-    int fail_creates = 0;                       // guarded by mu
-    Status fail_with = Status::Unavailable("injected: origin unreachable");
-  };
-  explicit FakeCkptOrigin(std::shared_ptr<State> state) : state_(std::move(state)) {}
-
-  class Writer : public CkptWriter {
-   public:
-    Writer(std::shared_ptr<State> s, std::string path) : s_(std::move(s)), path_(std::move(path)) {}
-    Status WriteAt(uint64_t offset, const char* data, size_t len) override {
-      std::lock_guard lock(s_->mu);
-      std::string& f = s_->files[path_];
-      if (f.size() < offset + len) f.resize(offset + len);
-      f.replace(offset, len, data, len);
-      return Status::Ok();
-    }
-    Status Close() override {
-      std::lock_guard lock(s_->mu);
-      s_->closed[path_] = true;
-      return Status::Ok();
-    }
-
-   private:
-    std::shared_ptr<State> s_;
-    std::string path_;
-  };
-
-  const std::string& source() const override { return source_; }
-  Result<std::unique_ptr<CkptWriter>> Create(std::string_view path) override {
-    std::lock_guard lock(state_->mu);
-    if (state_->fail_creates > 0) {
-      --state_->fail_creates;
-      return state_->fail_with;
-    }
-    state_->files[std::string(path)].clear();
-    state_->closed[std::string(path)] = false;
-    return std::unique_ptr<CkptWriter>(new Writer(state_, std::string(path)));
-  }
-  Status MakeDirs(std::string_view) override { return Status::Ok(); }
-  Status Rename(std::string_view, std::string_view) override { return Status::IoError("not in this fake"); }
-  Status Unlink(std::string_view path) override {
-    std::lock_guard lock(state_->mu);
-    return state_->files.erase(std::string(path)) ? Status::Ok() : Status::NotFound(std::string(path));
-  }
-  Status Rmdir(std::string_view) override { return Status::IoError("not in this fake"); }
-  Result<OriginEntry> Stat(std::string_view path) override { return Status::NotFound(std::string(path)); }
-  Result<std::unique_ptr<OriginFile>> Open(std::string_view path) override {
-    return Status::NotFound(std::string(path));
-  }
-  Result<uint64_t> FreeBytes() override { return uint64_t(1) << 40; }
-
- private:
-  std::shared_ptr<State> state_;
-  std::string source_ = "fake://ckpt";
-};
 
 // Answers CkptWork with `work` and records every CkptDrained; a task drained
 // ok is not handed out again (it is P now).
@@ -150,6 +88,8 @@ class DrainerTest : public ::testing::Test {
         pool_(zmq_) {}
 
   void SetUp() override {
+    // As OpenCkptOrigin does: the uploads go to the staging directory.
+    ASSERT_TRUE(origin_->MakeDirs(kCkptStagingDir).ok());
     local_ = OpenStore("local");
     peer_ = OpenStore("peer");
     ServeCkptChunks(peer_server_, peer_.get());
@@ -170,10 +110,13 @@ class DrainerTest : public ::testing::Test {
     return std::make_unique<Drainer>(
         Drainer::Options{.node = "self",
                          .coordinator = coordinator,
-                         .origin_source = "fake://ckpt",
+                         .origin_source = "mem://ckpt",
                          .open_origin = [this](const std::string&) -> Result<std::unique_ptr<CkptOrigin>> {
                            ++opens_;
-                           return std::unique_ptr<CkptOrigin>(new FakeCkptOrigin(origin_));
+                           if (unopened_origin_ == nullptr) {
+                             return Status::Internal("the test's checkpoint origin is opened twice");
+                           }
+                           return std::unique_ptr<CkptOrigin>(std::move(unopened_origin_));
                          },
                          .resolve = [this](const std::string& n) {
                            return n == "peer" ? peer_server_.bound_endpoint() : std::string();
@@ -210,16 +153,17 @@ class DrainerTest : public ::testing::Test {
                                                                                           e.chunk_size)).ok());
     }
   }
+  // The bytes of the complete file at `path`; nullopt when nothing is there
+  // ("<not a complete file>" for a partial file or a directory).
   std::optional<std::string> Uploaded(const std::string& path) {
-    std::lock_guard lock(origin_->mu);
-    auto it = origin_->files.find(path);
-    if (it == origin_->files.end()) return std::nullopt;
-    return it->second;
+    const std::map<std::string, std::string> files = origin_->Files();
+    auto it = files.find(path);
+    if (it != files.end()) return it->second;
+    if (origin_->Exists(path)) return "<not a complete file>";
+    return std::nullopt;
   }
-  bool Closed(const std::string& path) {
-    std::lock_guard lock(origin_->mu);
-    return origin_->closed[path];
-  }
+  // True if the last writer of `path` closed it (Files() lists only those).
+  bool Closed(const std::string& path) { return origin_->Files().contains(path); }
   // Makes a file look written an hour ago (older than eviction's grace).
   static void Age(const std::string& path) {
     struct timespec t[2];
@@ -235,7 +179,11 @@ class DrainerTest : public ::testing::Test {
   FakeCoordinator coord_;
   proto::RpcServer peer_server_;
   proto::ClientPool pool_;
-  std::shared_ptr<FakeCkptOrigin::State> origin_ = std::make_shared<FakeCkptOrigin::State>();
+  // The checkpoint origin. A drainer opens its origin once and keeps it: the
+  // first open hands this one over; origin_ stays valid while that drainer
+  // lives (to the end of the test).
+  std::unique_ptr<MemCkptOrigin> unopened_origin_ = std::make_unique<MemCkptOrigin>("mem://ckpt");
+  MemCkptOrigin* const origin_ = unopened_origin_.get();
   std::atomic<int> opens_{0};
   std::unique_ptr<ReplicaStore> local_, peer_;
   std::unique_ptr<Drainer> drainer_;
@@ -281,10 +229,7 @@ TEST_F(DrainerTest, FailedUploadIsReportedNotOkThenRetriedOverTheSameName) {
   const std::string bytes = PseudoRandomBytes(5000, 3);
   proto::CkptEntry e = Entry(13, 2, bytes, 2048, "peer");
   coord_.Set({.drain = {{.entry = e, .tmp_path = Tmp(e)}}, .keep_files = {13}});
-  {
-    std::lock_guard lock(origin_->mu);
-    origin_->fail_creates = 1;
-  }
+  origin_->FailNext(CkptOp::kCreate, Status::Unavailable("injected: origin unreachable"));
   // 1: the origin is unreachable.
   EXPECT_EQ(drainer_->RunOnce().code(), Code::kUnavailable);
   // 2: no holder has the chunks: nothing partial stays on the origin.

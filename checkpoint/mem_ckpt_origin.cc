@@ -184,6 +184,7 @@ Status MemCkptOrigin::MakeDirs(std::string_view path) {
     node = child;
     start = slash + 1;
   }
+  log_.push_back("mkdirs " + std::string(path));
   return Status::Ok();
 }
 
@@ -204,7 +205,10 @@ Status MemCkptOrigin::Rename(std::string_view from, std::string_view to) {
   auto dst_it = dst.first->children.find(dst.second);
   if (dst_it != dst.first->children.end()) {
     const Node& old = *dst_it->second;
-    if (dst_it->second == moving) return Status::Ok();  // the same file: nothing to do, as rename(2)
+    if (dst_it->second == moving) {  // the same file: nothing to do, as rename(2)
+      log_.push_back("rename " + std::string(from) + " " + std::string(to));
+      return Status::Ok();
+    }
     if (old.is_dir && !moving->is_dir) return Status::IsDirectory(what + ": the target is a directory");
     if (!old.is_dir && moving->is_dir) return Status::NotDirectory(what + ": the target is not a directory");
     if (old.is_dir && !old.children.empty()) return Status::NotEmpty(what + ": the target directory is not empty");
@@ -214,6 +218,7 @@ Status MemCkptOrigin::Rename(std::string_view from, std::string_view to) {
   ++counters_.renames;
   src.first->children.erase(src_it);  // before the insert: `from` and `to` may share the parent
   dst.first->children[dst.second] = moving;
+  log_.push_back("rename " + std::string(from) + " " + std::string(to));
   return Status::Ok();
 }
 
@@ -236,6 +241,7 @@ Status MemCkptOrigin::Remove(CkptOp op, std::string_view path) {
   if (rmdir && !node.children.empty()) return Status::NotEmpty(what + ": not empty");
   counters_.used_bytes -= node.data.size();
   parent.first->children.erase(it);
+  log_.push_back((rmdir ? "rmdir " : "unlink ") + std::string(path));
   return Status::Ok();
 }
 
@@ -282,6 +288,12 @@ void MemCkptOrigin::ClearFaults() {
   faults_.clear();
 }
 
+int MemCkptOrigin::FaultsLeft(CkptOp op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = faults_.find(op);
+  return it == faults_.end() ? 0 : it->second.second;
+}
+
 void MemCkptOrigin::SetCapacity(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   capacity_ = bytes;
@@ -323,6 +335,11 @@ bool MemCkptOrigin::Exists(std::string_view path) const {
   if (!CheckCkptPath(source_, path, /*root_ok=*/true).ok()) return false;
   std::lock_guard<std::mutex> lock(mu_);
   return FindLocked(path).ok();
+}
+
+std::vector<std::string> MemCkptOrigin::NamespaceLog() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return log_;
 }
 
 MemCkptOrigin::Counters MemCkptOrigin::counters() const {

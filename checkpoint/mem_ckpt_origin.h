@@ -32,6 +32,14 @@
 // a later FailNext for the same op replaces it. Capacity: the sum of all
 // file sizes may not exceed it; a write that would is refused whole with
 // kNoSpace. SetDelay(d) makes every call sleep d first, outside the lock.
+// FaultsLeft(op) says how many calls the fault armed for `op` has still to
+// fail (0 once it is used up), so a test can check the code under test met
+// them all.
+//
+// Namespace log: NamespaceLog() lists the successful namespace operations in
+// the order they happened, one string each: "mkdirs <path>", "rename <from>
+// <to>", "unlink <path>", "rmdir <path>", for tests of the order in which the
+// code under test changes the origin's namespace.
 //
 // Open files are snapshots of the bytes at Open.
 //
@@ -48,6 +56,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "checkpoint/ckpt_origin.h"
 
@@ -74,6 +83,7 @@ class MemCkptOrigin : public CkptOrigin {
   // --- Faults, capacity, latency.
   void FailNext(CkptOp op, Status status, int times = 1);
   void ClearFaults();
+  int FaultsLeft(CkptOp op) const;  // calls of `op` still to fail (the fault armed for `op` itself)
   void SetCapacity(uint64_t bytes);  // default 1 TiB
   void SetDelay(std::chrono::nanoseconds delay);
 
@@ -81,6 +91,7 @@ class MemCkptOrigin : public CkptOrigin {
   std::map<std::string, std::string> Files() const;  // complete files: path -> bytes
   std::set<std::string> PartialFiles() const;        // files not complete (being written, or abandoned)
   bool Exists(std::string_view path) const;          // a file or directory
+  std::vector<std::string> NamespaceLog() const;     // successful namespace operations, in order (see above)
   struct Counters {
     uint64_t creates = 0;          // successful Create calls
     uint64_t renames = 0;          // successful renames
@@ -116,6 +127,7 @@ class MemCkptOrigin : public CkptOrigin {
   uint64_t capacity_ = uint64_t{1} << 40;            // GUARDED_BY(mu_)
   std::chrono::nanoseconds delay_{0};                // GUARDED_BY(mu_)
   Counters counters_;                                // GUARDED_BY(mu_)
+  std::vector<std::string> log_;                     // GUARDED_BY(mu_); NamespaceLog()
 };
 
 }  // namespace hoard

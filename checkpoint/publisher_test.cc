@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint/mem_ckpt_origin.h"
 #include "common/testing.h"
 
 namespace hoard {
@@ -9,100 +10,13 @@ namespace {
 
 using proto::CkptLevel;
 
-// A minimal in-memory CkptOrigin (to be replaced by MemCkptOrigin): files
-// and directories by path, every namespace call logged, and failures
-// injectable for the next N calls.
-class FakeCkptOrigin : public CkptOrigin {
- public:
-  struct Writer : CkptWriter {
-    FakeCkptOrigin* o;
-    std::string path;
-    Status WriteAt(uint64_t, const char* data, size_t len) override {
-      std::lock_guard lock(o->mu);
-      o->files[path].append(data, len);
-      return Status::Ok();
-    }
-    Status Close() override { return Status::Ok(); }
-  };
-
-  const std::string& source() const override { return source_; }
-  Result<std::unique_ptr<CkptWriter>> Create(std::string_view path) override {
-    std::lock_guard lock(mu);
-    files[std::string(path)].clear();
-    auto w = std::make_unique<Writer>();
-    w->o = this;
-    w->path = path;
-    return std::unique_ptr<CkptWriter>(std::move(w));
-  }
-  Status MakeDirs(std::string_view path) override {
-    std::lock_guard lock(mu);
-    HOARD_RETURN_IF_ERROR(Fail());
-    log.push_back("mkdirs " + std::string(path));
-    return Status::Ok();
-  }
-  Status Rename(std::string_view from, std::string_view to) override {
-    std::lock_guard lock(mu);
-    HOARD_RETURN_IF_ERROR(Fail());
-    // Files only; a directory rename moves every file under it.
-    std::map<std::string, std::string> moved;
-    const std::string f(from), prefix = f + "/";
-    for (auto it = files.begin(); it != files.end();) {
-      if (it->first == f || it->first.starts_with(prefix)) {
-        moved[std::string(to) + it->first.substr(f.size())] = it->second;
-        it = files.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (moved.empty()) return Status::NotFound(f);
-    files.merge(moved);
-    for (auto& [p, data] : moved) files[p] = data;  // replace
-    log.push_back("rename " + f + " " + std::string(to));
-    return Status::Ok();
-  }
-  Status Unlink(std::string_view path) override {
-    std::lock_guard lock(mu);
-    HOARD_RETURN_IF_ERROR(Fail());
-    if (files.erase(std::string(path)) == 0) return Status::NotFound(std::string(path));
-    log.push_back("unlink " + std::string(path));
-    return Status::Ok();
-  }
-  Status Rmdir(std::string_view path) override {
-    std::lock_guard lock(mu);
-    HOARD_RETURN_IF_ERROR(Fail());
-    log.push_back("rmdir " + std::string(path));
-    return Status::Ok();
-  }
-  Result<OriginEntry> Stat(std::string_view path) override {
-    std::lock_guard lock(mu);
-    HOARD_RETURN_IF_ERROR(Fail());
-    auto it = files.find(std::string(path));
-    if (it == files.end()) return Status::NotFound(std::string(path));
-    return OriginEntry{.path = it->first, .size = it->second.size()};
-  }
-  Result<std::unique_ptr<OriginFile>> Open(std::string_view path) override {
-    return Status::InvalidArgument("the fake checkpoint origin does not serve reads");
-  }
-  Result<uint64_t> FreeBytes() override { return uint64_t{1} << 40; }
-
-  std::mutex mu;
-  std::map<std::string, std::string> files;
-  std::vector<std::string> log;
-  int fail_calls = 0;
-  Code fail_code = Code::kUnavailable;
-
- private:
-  Status Fail() {
-    if (fail_calls == 0) return Status::Ok();
-    --fail_calls;
-    return Status(fail_code, "injected");
-  }
-  std::string source_ = "fake://";
-};
-
 class PublisherTest : public ::testing::Test {
  protected:
-  void SetUp() override { Open(); }
+  void SetUp() override {
+    // As OpenCkptOrigin does: the uploads go to the staging directory.
+    ASSERT_TRUE(origin_.MakeDirs(kCkptStagingDir).ok());
+    Open();
+  }
   void TearDown() override { publisher_.reset(); }
 
   void Open() {
@@ -139,14 +53,17 @@ class PublisherTest : public ::testing::Test {
     }
     return e->id;
   }
+  // The bytes of the complete file at `path`, or "<absent>" when nothing is
+  // there (something that is not a complete file: "<not a complete file>").
   std::string OnOrigin(const std::string& path) {
-    std::lock_guard lock(origin_.mu);
-    auto it = origin_.files.find(path);
-    return it == origin_.files.end() ? "<absent>" : it->second;
+    const std::map<std::string, std::string> files = origin_.Files();
+    auto it = files.find(path);
+    if (it != files.end()) return it->second;
+    return origin_.Exists(path) ? "<not a complete file>" : "<absent>";
   }
 
   testing::TempDir dir_;
-  FakeCkptOrigin origin_;
+  MemCkptOrigin origin_;
   std::unique_ptr<CkptTable> table_;
   std::unique_ptr<Publisher> publisher_;
 };
@@ -164,26 +81,27 @@ TEST_F(PublisherTest, PublishesThenMirrorsRenameInOrder) {
   ASSERT_TRUE(publisher_->WaitIdle(std::chrono::seconds(10)));
   EXPECT_EQ(OnOrigin("job2/a.pt"), "bytes");
   EXPECT_EQ(OnOrigin("job/a.pt"), "<absent>");
-  std::lock_guard lock(origin_.mu);
-  EXPECT_EQ(origin_.log.back(), "rename job job2");
+  EXPECT_EQ(origin_.NamespaceLog().back(), "rename job job2");
 }
 
 TEST_F(PublisherTest, UnavailableOriginIsRetriedAndNothingIsLost) {
   ASSERT_TRUE(table_->Create({.path = "job", .is_dir = true}).ok());
-  origin_.fail_calls = 7;
-  origin_.fail_code = Code::kNoSpace;
+  // Uploaded first, without a report: the faults below (of any origin call)
+  // are then all met by the publisher, not by this test's uploads.
+  const uint64_t a = WriteAndDrain("job/a", "A", /*report=*/false);
+  const uint64_t b = WriteAndDrain("job/b", "B", /*report=*/false);
+  origin_.FailNext(CkptOp::kAny, Status::NoSpace("injected"), 7);
   Start();
-  WriteAndDrain("job/a", "A");
-  WriteAndDrain("job/b", "B");
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = a, .gen = 1, .ok = true}).ok());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = b, .gen = 1, .ok = true}).ok());
   ASSERT_TRUE(table_->Remove({.path = "job/a"}).ok());
   ASSERT_TRUE(publisher_->WaitIdle(std::chrono::seconds(10)));
-  EXPECT_EQ(origin_.fail_calls, 0);
+  EXPECT_EQ(origin_.FaultsLeft(CkptOp::kAny), 0);
   EXPECT_EQ(OnOrigin("job/a"), "<absent>");
   EXPECT_EQ(OnOrigin("job/b"), "B");
-  std::lock_guard lock(origin_.mu);
   // In queue order: a published, b published, a unlinked.
   std::vector<std::string> namespace_ops;
-  for (const auto& l : origin_.log) {
+  for (const auto& l : origin_.NamespaceLog()) {
     if (!l.starts_with("mkdirs")) namespace_ops.push_back(l);
   }
   ASSERT_EQ(namespace_ops.size(), 3u);
@@ -206,12 +124,13 @@ TEST_F(PublisherTest, MarkerReachesTheOriginAfterTheData) {
   EXPECT_EQ(OnOrigin("job/step/.metadata"), "<absent>");
   auto w = origin_.Create(CkptTable::StagingPath(data->id, 1, "n1"));
   ASSERT_TRUE((*w)->WriteAt(0, "D", 1).ok());
+  ASSERT_TRUE((*w)->Close().ok());  // uploaded whole, as a drainer does
   ASSERT_TRUE(table_->Drained({.node = "n1", .id = data->id, .gen = 1, .ok = true}).ok());
   ASSERT_TRUE(publisher_->WaitIdle(std::chrono::seconds(10)));
   EXPECT_EQ(OnOrigin("job/step/__0_0.distcp"), "D");
   EXPECT_EQ(OnOrigin("job/step/.metadata"), "META");
-  std::lock_guard lock(origin_.mu);
-  EXPECT_EQ(origin_.log.back().substr(origin_.log.back().rfind(' ') + 1), "job/step/.metadata");
+  const std::string last = origin_.NamespaceLog().back();
+  EXPECT_EQ(last.substr(last.rfind(' ') + 1), "job/step/.metadata");
 }
 
 TEST_F(PublisherTest, QueueSurvivesARestart) {
@@ -230,10 +149,7 @@ TEST_F(PublisherTest, MissingStagingFileIsDrainedAgain) {
   ASSERT_TRUE(table_->Create({.path = "job", .is_dir = true}).ok());
   Start();
   const uint64_t id = WriteAndDrain("job/a", "A", /*report=*/false);
-  {
-    std::lock_guard lock(origin_.mu);
-    origin_.files.clear();  // the upload vanished
-  }
+  ASSERT_TRUE(origin_.Unlink(CkptTable::StagingPath(id, 1, "n1")).ok());  // the upload vanished
   ASSERT_TRUE(table_->Drained({.node = "n1", .id = id, .gen = 1, .ok = true}).ok());
   ASSERT_TRUE(publisher_->WaitIdle(std::chrono::seconds(10)));
   EXPECT_EQ(OnOrigin("job/a"), "<absent>");
