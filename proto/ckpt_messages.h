@@ -111,12 +111,12 @@ struct CkptCreate {
   MSGPACK_DEFINE_MAP(path, is_dir, mode);
 };
 
-// POSIX rename: replaces an existing file, or an empty directory with a
-// directory; `noreplace` refuses an existing target (kAlreadyExists).
 struct CkptRenameReply {
   CkptEntry entry;  // the renamed entry at its new path
   MSGPACK_DEFINE_MAP(entry);
 };
+// POSIX rename: replaces an existing file, or an empty directory with a
+// directory; `noreplace` refuses an existing target (kAlreadyExists).
 struct CkptRename {
   static constexpr MsgType kType = MsgType::kCkptRename;
   using Reply = CkptRenameReply;
@@ -126,11 +126,11 @@ struct CkptRename {
   MSGPACK_DEFINE_MAP(from, to, noreplace);
 };
 
-// Removes a file (is_dir false) or an empty directory (is_dir true).
 struct CkptRemoveReply {
   uint64_t id = 0;
   MSGPACK_DEFINE_MAP(id);
 };
+// Removes a file (is_dir false) or an empty directory (is_dir true).
 struct CkptRemove {
   static constexpr MsgType kType = MsgType::kCkptRemove;
   using Reply = CkptRemoveReply;
@@ -263,12 +263,12 @@ struct CkptWork {
   MSGPACK_DEFINE_MAP(node, rebuild);
 };
 
-// Reports uploads: each task's tmp_path now holds the whole generation,
-// fsynced (ok), or the upload failed (error says why; it is retried).
 struct CkptDrainedReply {
   uint8_t level = 0;
   MSGPACK_DEFINE_MAP(level);
 };
+// Reports uploads: each task's tmp_path now holds the whole generation,
+// fsynced (ok), or the upload failed (error says why; it is retried).
 struct CkptDrained {
   static constexpr MsgType kType = MsgType::kCkptDrained;
   using Reply = CkptDrainedReply;
