@@ -37,15 +37,20 @@ double CpuSeconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-nlohmann::json Run(bool secure, const std::string& keys_dir, uint64_t chunk, int clients, double seconds) {
-  auto log = spdlog::null_logger_mt(secure ? "curve" : "plain");
-  zmq::context_t ctx;
-  std::unique_ptr<proto::CurveSecurity> security;
+// The server and the clients have a context each, as two processes would.
+nlohmann::json Run(bool secure, const std::string& keys_dir, uint64_t chunk, int clients, double seconds,
+                   int io_threads) {
+  static int runs = 0;
+  auto log = spdlog::null_logger_mt("bench-" + std::to_string(++runs));
+  zmq::context_t ctx(io_threads), client_ctx(io_threads);
+  std::unique_ptr<proto::CurveSecurity> security, client_security;
   if (secure) {
     Result<proto::CurveKeys> keys = proto::LoadDaemonKeys(keys_dir);
     auto s = proto::CurveSecurity::Enable(ctx, *keys, log);
-    if (!s.ok()) throw std::runtime_error(s.status().ToString());
+    auto c = proto::CurveSecurity::Enable(client_ctx, *keys, log);
+    if (!s.ok() || !c.ok()) throw std::runtime_error("cannot enable the keys");
     security = std::move(*s);
+    client_security = std::move(*c);
   }
   const std::string bytes = testing::PseudoRandomBytes(chunk, 1);
   proto::RpcServer server({.endpoint = "tcp://127.0.0.1:0", .name = "bench", .workers = 8, .logger = log,
@@ -58,11 +63,13 @@ nlohmann::json Run(bool secure, const std::string& keys_dir, uint64_t chunk, int
 
   std::atomic<uint64_t> calls{0}, failures{0};
   const double cpu0 = CpuSeconds();
-  const auto t0 = Clock::now(), end = t0 + std::chrono::duration<double>(seconds);
+  const Clock::time_point t0 = Clock::now();
+  const Clock::time_point end =
+      t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   std::vector<std::thread> threads;
   for (int i = 0; i < clients; ++i) {
     threads.emplace_back([&] {
-      proto::RpcClient c(ctx, server.bound_endpoint());
+      proto::RpcClient c(client_ctx, server.bound_endpoint());
       while (Clock::now() < end) {
         zmq::message_t payload;
         auto r = c.Call(proto::GetChunk{.dataset = "bench"}, std::chrono::seconds(10), &payload);
@@ -76,7 +83,10 @@ nlohmann::json Run(bool secure, const std::string& keys_dir, uint64_t chunk, int
   const double cpu = CpuSeconds() - cpu0;
   server.Stop();
   const double gb = double(calls) * chunk / 1e9;
+  client_security.reset();
+  security.reset();
   return {{"mode", secure ? "curve" : "plain"},
+          {"io_threads", io_threads},
           {"clients", clients},
           {"chunk_bytes", chunk},
           {"chunks", calls.load()},
@@ -95,9 +105,14 @@ int main(int argc, char** argv) {
   std::string chunk_size = "4M";
   std::vector<int> clients = {1, 4};
   double seconds = 5;
+  int io_threads = 1;
   app.add_option("--chunk-size", chunk_size, "Payload of each reply")->capture_default_str();
-  app.add_option("--clients", clients, "Client threads (one run per value)")->capture_default_str();
+  app.add_option("--clients", clients, "Client threads (one run per value, comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--seconds", seconds, "Length of each run")->capture_default_str();
+  app.add_option("--io-threads", io_threads, "ZeroMQ I/O threads per context (the daemons use 1)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   Result<uint64_t> chunk = ParseBytes(chunk_size);
   if (!chunk.ok() || *chunk == 0) {
@@ -113,7 +128,7 @@ int main(int argc, char** argv) {
   std::printf("%-6s %7s %10s %9s %11s %13s\n", "mode", "clients", "chunks/s", "MB/s", "ms/call", "CPU s/GB");
   for (int n : clients) {
     for (bool secure : {false, true}) {
-      nlohmann::json r = Run(secure, tmp.Sub("keys"), *chunk, n, seconds);
+      nlohmann::json r = Run(secure, tmp.Sub("keys"), *chunk, n, seconds, io_threads);
       std::printf("%-6s %7d %10.1f %9.1f %11.2f %13.2f\n", r["mode"].get<std::string>().c_str(), n,
                   r["chunks_per_s"].get<double>(), r["mb_per_s"].get<double>(), r["ms_per_call"].get<double>(),
                   r["cpu_s_per_gb"].get<double>());

@@ -41,7 +41,7 @@ std::pair<std::string, std::string> StrangerKeys() {
 // nothing after `wait`. `curve` = {server key, client public, client secret}.
 std::optional<std::string> RawRequest(const std::string& endpoint, const std::string& request,
                                       const std::optional<std::array<std::string, 3>>& curve,
-                                      std::chrono::milliseconds wait = 1500ms) {
+                                      std::chrono::milliseconds wait = 1000ms) {
   zmq::context_t ctx;
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
@@ -231,7 +231,7 @@ TEST_F(SecurityTest, AClientWithoutTheClusterKeyGetsNothing) {
     // The same raw client with the cluster key is answered: the refusals
     // above are the keys', not the raw client's.
     std::optional<std::string> ok =
-        RawRequest(t.endpoint, t.request, std::array{cluster_pub, member.client_public, member.client_secret});
+        RawRequest(t.endpoint, t.request, std::array{cluster_pub, member.client_public, member.client_secret}, 10s);
     ASSERT_TRUE(ok.has_value());
     uint64_t id = 0;
     std::vector<zmq::message_t> frames;

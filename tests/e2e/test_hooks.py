@@ -99,6 +99,10 @@ class HooksTest(unittest.TestCase):
         e.update(extra)
         return e
 
+    def cli_json(self, *args):
+        """The CLI as an operator runs it: the cluster's coordinator and keys."""
+        return harness.hoard_json("--coordinator", self.endpoint, "--keys", self.keys, *args)
+
     def hook(self, *args, env=None, timeout=90):
         return run([HOARD, "hook", "prewarm", *args], env or self.env(), timeout=timeout)
 
@@ -180,7 +184,7 @@ class HooksTest(unittest.TestCase):
         return r
 
     def status(self, name):
-        return harness.hoard_json("--coordinator", self.endpoint, "status", name)["datasets"][0]
+        return self.cli_json("status", name)["datasets"][0]
 
     # ---- 0: cached -------------------------------------------------------
 
@@ -260,7 +264,7 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(r.returncode, CACHED, r.stderr)
         r = self.sbatch("other4", self.origins["other"])
         self.assertEqual(r.returncode, CACHED, r.stderr)
-        names = {d["name"] for d in harness.hoard_json("--coordinator", self.endpoint, "dataset", "ls")}
+        names = {d["name"] for d in self.cli_json("dataset", "ls")}
         self.assertTrue(names.issuperset({"other2", "other3", "other4"}), names)
 
     # ---- 1: failed -------------------------------------------------------
@@ -356,8 +360,7 @@ class HooksTest(unittest.TestCase):
         r = self.prolog(extra="hoard=nope")
         self.assertIn("hoard hook prewarm exited 3", r.stderr)
         # Looking did not create it.
-        self.assertNotIn("nope", [d["name"] for d in
-                                  harness.hoard_json("--coordinator", self.endpoint, "dataset", "ls")])
+        self.assertNotIn("nope", [d["name"] for d in self.cli_json("dataset", "ls")])
 
     # ---- 4: coordinator unreachable --------------------------------------
 
