@@ -6,6 +6,7 @@
 #include "common/units.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/service.h"
+#include "proto/curve.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"hoard-coordinator: keeps hoard's members, datasets and stripe assignment"};
@@ -51,6 +52,10 @@ int main(int argc, char** argv) {
   app.add_option("--ckpt-commit-markers", ckpt.commit_markers,
                  "File names published only after the rest of their directory (comma-separated)")
       ->delimiter(',')->capture_default_str();
+  std::string keys_dir;
+  bool insecure = false;
+  app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
+  app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   hoard::Result<uint64_t> rate = hoard::ParseBytes(origin_rate);
@@ -76,6 +81,12 @@ int main(int argc, char** argv) {
 
   hoard::BlockTerminationSignals();
   auto log = hoard::MakeLogger("coordinator", log_level);
+  zmq::context_t context;
+  auto security = hoard::proto::DaemonSecurity(context, keys_dir, insecure, log);
+  if (!security.ok()) {
+    log->critical("cannot start: {}", security.status().message());
+    return 2;
+  }
   auto coordinator = hoard::Coordinator::Open({.data_dir = data_dir,
                                                .down_after = std::chrono::milliseconds(down_after_ms),
                                                .logger = log,
@@ -86,7 +97,6 @@ int main(int argc, char** argv) {
     log->critical("cannot start: {}", coordinator.status().ToString());
     return 1;
   }
-  zmq::context_t context;
   hoard::CoordinatorService service(coordinator->get(), {.endpoint = listen, .logger = log, .context = &context});
   if (hoard::Status s = service.Start(); !s.ok()) {
     log->critical("cannot start: {}", s.ToString());
