@@ -38,6 +38,14 @@ int main(int argc, char** argv) {
   app.add_option("--ckpt-drain-max-rate", ckpt_rate,
                  "Bytes per second uploaded to the checkpoint origin, all nodes together, e.g. 100M; 0 = unlimited")
       ->capture_default_str()->check(hoard::ByteSize());
+  app.add_option("--ckpt-drain-share", ckpt.drain_share,
+                 "While datasets are being filled from the origin, the share of origin traffic the checkpoint drain "
+                 "may take (the rest is left to dataset reads); 1 = no share, only --ckpt-drain-max-rate")
+      ->capture_default_str()->check(CLI::Range(0.01, 1.0));
+  std::string ckpt_min_rate = "16M";
+  app.add_option("--ckpt-drain-min-rate", ckpt_min_rate,
+                 "The drain's floor while it shares the origin with dataset reads, bytes/s, e.g. 16M")
+      ->capture_default_str()->check(hoard::ByteSize());
   app.add_option("--ckpt-keep-last", ckpt.keep_last,
                  "Checkpoints per job whose local copies stay after they reach the origin")
       ->capture_default_str();
@@ -58,6 +66,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   ckpt.drain_max_bytes_per_s = *ckpt_rate_bytes;
+  hoard::Result<uint64_t> ckpt_min_bytes = hoard::ParseBytes(ckpt_min_rate);
+  if (!ckpt_min_bytes.ok()) {
+    std::fprintf(stderr, "hoard-coordinator: --ckpt-drain-min-rate: %s\n", ckpt_min_bytes.status().message().c_str());
+    return 2;
+  }
+  ckpt.drain_min_bytes_per_s = *ckpt_min_bytes;
   ckpt.drain_deadline = std::chrono::seconds(ckpt_deadline_s);
   ckpt.open_origin = [](const std::string& source) { return hoard::OpenCkptOrigin(source); };
 
