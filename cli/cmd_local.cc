@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/local_cluster.h"
+#include "cli/process.h"
 #include "common/file_util.h"
 #include "common/units.h"
 
@@ -20,14 +21,6 @@ std::string Absolute(const std::string& path) {
   char cwd[PATH_MAX];
   if (::getcwd(cwd, sizeof cwd) == nullptr) return path;
   return JoinPath(cwd, path);
-}
-
-std::string BinDir() {
-  char exe[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return ".";
-  exe[n] = '\0';
-  return DirName(exe);
 }
 
 struct UpArgs {

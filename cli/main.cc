@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   hoard::cli::AddHookCommands(app, &action);
   hoard::cli::AddCheckpointCommands(app, &action);
   hoard::cli::AddKeysCommands(app, &action);
+  hoard::cli::AddConfigCommands(app, &action);
 
   app.footer(kExitStatus);
   // Subcommand help lists the global options too: they work after any command.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -206,6 +207,56 @@ Status RunQuiet(const std::vector<std::string>& argv) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
   return Status::IoError(argv[0] + " failed");
+}
+
+Result<Output> RunOutput(const std::vector<std::string>& argv) {
+  // Built before fork: the child of a threaded process (libzmq) must not allocate.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    Status s = Status::FromErrno(errno, "fork");
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return s;
+  }
+  if (pid == 0) {
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::dup2(fds[1], 1);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  Output result;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0) {
+      result.out.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (result.exit_code == 127 && result.out.empty()) return Status::NotFound("cannot run " + argv[0]);
+  return result;
+}
+
+std::string BinDir() {
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return ".";
+  exe[n] = '\0';
+  return DirName(exe);
 }
 
 std::string LogTail(const std::string& path) {

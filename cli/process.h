@@ -97,6 +97,20 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log
 // Runs a command to completion with its output discarded; OK if it exits 0.
 Status RunQuiet(const std::vector<std::string>& argv);
 
+// What a command that ran to completion wrote on stdout, and its exit status
+// (128 + N if signal N killed it). Its stderr goes to ours.
+struct Output {
+  int exit_code = 0;
+  std::string out;
+};
+// Runs a command to completion. An error only if it could not run at all
+// (a missing binary: exit status 127 from the child is reported as NotFound).
+Result<Output> RunOutput(const std::vector<std::string>& argv);
+
+// The directory of the running `hoard` binary: the daemons are installed
+// next to it.
+std::string BinDir();
+
 // "; last log lines (PATH):\n..." for error messages, or "" without a log.
 std::string LogTail(const std::string& path);
 

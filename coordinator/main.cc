@@ -3,6 +3,7 @@
 
 #include "checkpoint/ckpt_origin.h"
 #include "common/daemon.h"
+#include "common/daemon_flags.h"
 #include "common/units.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/service.h"
@@ -17,14 +18,14 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "ZeroMQ endpoint to serve on")->capture_default_str();
   app.add_option("--data-dir", data_dir, "Directory for the durable state and manifests")->required();
   app.add_option("--down-after-ms", down_after_ms, "Mark a node down after this much silence")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(hoard::Positive());
   app.add_option("--origin-max-connections", origin_connections,
                  "Origin reads in flight, all nodes together (shared by weight, at least 1 per node); 0 = each "
                  "node's own --origin-connections")
       ->capture_default_str();
   app.add_option("--origin-max-rate", origin_rate,
                  "Bytes per second read from the origin, all nodes together, e.g. 800M; 0 = unlimited")
-      ->capture_default_str();
+      ->capture_default_str()->check(hoard::ByteSize());
   hoard::Coordinator::Options::Checkpoints ckpt;
   uint64_t ckpt_deadline_s = 600;
   std::string ckpt_rate = "0";
@@ -34,10 +35,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1, 16));
   app.add_option("--ckpt-drain-deadline-s", ckpt_deadline_s,
                  "A checkpoint file not on the origin this long after its commit counts as overdue")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(hoard::Positive());
   app.add_option("--ckpt-drain-max-rate", ckpt_rate,
                  "Bytes per second uploaded to the checkpoint origin, all nodes together, e.g. 100M; 0 = unlimited")
-      ->capture_default_str();
+      ->capture_default_str()->check(hoard::ByteSize());
   app.add_option("--ckpt-drain-share", ckpt.drain_share,
                  "While datasets are being filled from the origin, the share of origin traffic the checkpoint drain "
                  "may take (the rest is left to dataset reads); 1 = no share, only --ckpt-drain-max-rate")
@@ -45,7 +46,7 @@ int main(int argc, char** argv) {
   std::string ckpt_min_rate = "16M";
   app.add_option("--ckpt-drain-min-rate", ckpt_min_rate,
                  "The drain's floor while it shares the origin with dataset reads, bytes/s, e.g. 16M")
-      ->capture_default_str();
+      ->capture_default_str()->check(hoard::ByteSize());
   app.add_option("--ckpt-keep-last", ckpt.keep_last,
                  "Checkpoints per job whose local copies stay after they reach the origin")
       ->capture_default_str();
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
   app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
   app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "coordinator", argc, argv)) return *exit_code;
   hoard::Result<uint64_t> rate = hoard::ParseBytes(origin_rate);
   if (!rate.ok()) {
     std::fprintf(stderr, "hoard-coordinator: --origin-max-rate: %s\n", rate.status().message().c_str());

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/daemon.h"
+#include "common/daemon_flags.h"
 #include "fuse/hoard_fs.h"
 #include "proto/curve.h"
 
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
   app.add_flag("--fuse-debug", debug, "Print every FUSE request");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "mount", argc, argv)) return *exit_code;
 
   auto log = hoard::MakeLogger("fuse", log_level);
   // mountinfo holds resolved paths; the read-ahead knob is found through it.

@@ -3,6 +3,7 @@
 
 #include "checkpoint/ckpt_origin.h"
 #include "common/daemon.h"
+#include "common/daemon_flags.h"
 #include "common/units.h"
 #include "node/node_agent.h"
 #include "proto/curve.h"
@@ -17,16 +18,17 @@ int main(int argc, char** argv) {
   app.add_option("--advertise", advertise, "Endpoint peers dial, if not the listen one");
   app.add_option("--coordinator", coordinator, "Coordinator endpoint")->capture_default_str();
   app.add_option("--store", store_dir, "Chunk store directory (the node's cache disk)")->required();
-  app.add_option("--capacity", capacity, "Cache size limit, e.g. 500G; 0 = the disk's size")->capture_default_str();
+  app.add_option("--capacity", capacity, "Cache size limit, e.g. 500G; 0 = the disk's size")
+      ->capture_default_str()->check(hoard::ByteSize());
   app.add_option("--fetch-threads", fetch_threads, "Warm-up workers (chunks fetched at once)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(hoard::Positive());
   app.add_option("--origin-connections", origin_connections,
                  "Origin reads in flight from this node at most; the coordinator's --origin-max-connections may "
                  "allow fewer")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(hoard::Positive());
   app.add_option("--origin-timeout-ms", origin_timeout_ms,
                  "An origin (NFS) call that takes longer fails as unavailable and is retried with backoff")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(hoard::Positive());
   app.add_option("--serve-threads", serve_threads, "Threads serving chunk requests")->capture_default_str();
   app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval")->capture_default_str();
   app.add_option("--ckpt-origin", ckpt_origin,
@@ -36,7 +38,7 @@ int main(int argc, char** argv) {
   app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
   app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "node", argc, argv)) return *exit_code;
 
   hoard::BlockTerminationSignals();
   auto log = hoard::MakeLogger("node", log_level);

@@ -1,0 +1,114 @@
+#include "common/daemon_flags.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "common/units.h"
+
+namespace hoard {
+namespace {
+
+// The option's key in a config file: its long name, or a positional's name.
+std::string KeyOf(const CLI::Option& opt) {
+  return opt.get_lnames().empty() ? opt.get_name(true) : opt.get_lnames().front();
+}
+
+bool Names(const std::vector<ConfigError>& errors, const std::string& key) {
+  for (const ConfigError& e : errors) {
+    if (e.option == key) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+DaemonFlags::DaemonFlags(CLI::App& app, std::string table) : app_(app), table_(std::move(table)) {
+  app_.add_option("--config", config_path_,
+                  "TOML file whose [" + table_ + "] table sets any option below by its long name "
+                  "(docs/config.md); flags given here win");
+  app_.add_flag("--check-config", check_only_,
+                "Parse the flags and the --config file, print the result as JSON and exit (0 when valid)");
+}
+
+std::vector<ConfigError> DaemonFlags::Parse(int argc, const char* const* argv) {
+  std::vector<CLI::Option*> required = app_.get_options([](CLI::Option* opt) { return opt->get_required(); });
+  for (CLI::Option* opt : required) opt->required(false);
+  try {
+    app_.parse(argc, argv);
+  } catch (const CLI::ParseError&) {
+    // --help lists them as REQUIRED again.
+    for (CLI::Option* opt : required) opt->required(true);
+    throw;
+  }
+  for (CLI::Option* opt : required) opt->required(true);
+
+  std::vector<ConfigError> errors;
+  bool read = true;
+  if (!config_path_.empty()) errors = ApplyConfigFile(app_, config_path_, table_, &read);
+  // What a file that could not be read would have set is unknown.
+  if (!read) return errors;
+  for (CLI::Option* opt : required) {
+    const std::string key = KeyOf(*opt);
+    // An option whose key was in the file but wrong has its error already.
+    if (opt->count() > 0 || Names(errors, key)) continue;
+    const std::string flag = opt->get_positional() ? key : "--" + key;
+    if (config_path_.empty()) {
+      errors.push_back({.option = key,
+                        .message = "required: give " + flag + ", or `" + key + "` in the [" + table_ +
+                                   "] table of a --config file"});
+    } else {
+      errors.push_back({.file = config_path_,
+                        .option = key,
+                        .message = "required: set `" + key + "` in [" + table_ + "] or give " + flag});
+    }
+  }
+  return errors;
+}
+
+std::optional<int> ParseDaemonFlags(CLI::App& app, const std::string& table, int argc, char** argv) {
+  DaemonFlags flags(app, table);
+  std::vector<ConfigError> errors;
+  try {
+    errors = flags.Parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (flags.check_only()) {
+    nlohmann::json j = {{"table", table}, {"file", flags.config_path()}, {"ok", errors.empty()}};
+    j["errors"] = nlohmann::json::array();
+    for (const ConfigError& e : errors) {
+      j["errors"].push_back({{"line", e.line}, {"option", e.option}, {"message", e.message}});
+    }
+    std::printf("%s\n", j.dump().c_str());
+    return errors.empty() ? 0 : 2;
+  }
+  if (errors.empty()) return std::nullopt;
+  std::string program = argv[0];
+  program = program.substr(program.rfind('/') + 1);
+  for (const ConfigError& e : errors) std::fprintf(stderr, "%s: %s\n", program.c_str(), e.ToString().c_str());
+  return 2;
+}
+
+CLI::Validator ByteSize() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        Result<uint64_t> bytes = ParseBytes(text);
+        return bytes.ok() ? "" : bytes.status().message() + " (e.g. 800G, 512M, 0)";
+      },
+      "BYTES");
+}
+
+CLI::Validator Positive() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0') return "not a number: '" + text + "'";
+        return value > 0 ? "" : "must be positive, got " + text;
+      },
+      "POSITIVE");
+}
+
+}  // namespace hoard
