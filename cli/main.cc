@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   hoard::cli::AddLocalCommands(app, &action);
   hoard::cli::AddHookCommands(app, &action);
   hoard::cli::AddCheckpointCommands(app, &action);
+  hoard::cli::AddTopCommand(app, &action);
 
   app.footer(kExitStatus);
   // Subcommand help lists the global options too: they work after any command.

@@ -3,6 +3,8 @@
 
 #include "checkpoint/ckpt_origin.h"
 #include "common/daemon.h"
+#include "common/file_util.h"
+#include "common/metrics_server.h"
 #include "common/units.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/service.h"
@@ -51,6 +53,10 @@ int main(int argc, char** argv) {
   app.add_option("--ckpt-commit-markers", ckpt.commit_markers,
                  "File names published only after the rest of their directory (comma-separated)")
       ->delimiter(',')->capture_default_str();
+  std::string metrics_addr;
+  app.add_option("--metrics-addr", metrics_addr,
+                 "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port, written to "
+                 "DATA_DIR/metrics.addr); empty = off");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   hoard::Result<uint64_t> rate = hoard::ParseBytes(origin_rate);
@@ -93,8 +99,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   log->info("coordinator serving on {} (data in {})", service.endpoint(), data_dir);
+  hoard::metrics::Registry registry;
+  (*coordinator)->RegisterMetrics(&registry);
+  auto metrics = hoard::metrics::ServeMetrics(metrics_addr, &registry, log, hoard::JoinPath(data_dir, "metrics.addr"));
+  if (!metrics.ok()) {
+    log->critical("cannot start: --metrics-addr: {}", metrics.status().ToString());
+    service.Stop();
+    return 1;
+  }
   int sig = hoard::WaitForTermination();
   log->info("signal {}: stopping", sig);
+  metrics->reset();
   service.Stop();
   return 0;
 }

@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include "common/daemon.h"
+#include "common/file_util.h"
+#include "common/metrics_server.h"
 #include "fuse/hoard_fs.h"
 
 int main(int argc, char** argv) {
@@ -45,6 +47,10 @@ int main(int argc, char** argv) {
                  "What fsync/close of a checkpoint file wait for: R (replicated on K nodes) or L (this disk only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"R", "L"}));
+  std::string metrics_addr;
+  app.add_option("--metrics-addr", metrics_addr,
+                 "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port, written to "
+                 "CACHE_DIR/metrics.addr); empty = off");
   app.add_flag("--fuse-debug", debug, "Print every FUSE request");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -76,6 +82,15 @@ int main(int argc, char** argv) {
                                                    : [ckpt_origin] { return hoard::OpenCkptOrigin(ckpt_origin); }});
   if (hoard::Status s = fs.Start(); !s.ok()) {
     log->critical("cannot start: {}", s.ToString());
+    return 1;
+  }
+  hoard::metrics::Registry registry;
+  fs.RegisterMetrics(&registry);
+  // Declared after fs: destroyed (stopped) before it, as its scrapes read fs.
+  auto metrics = hoard::metrics::ServeMetrics(metrics_addr, &registry, log, hoard::JoinPath(cache_dir, "metrics.addr"));
+  if (!metrics.ok()) {
+    log->critical("cannot start: --metrics-addr: {}", metrics.status().ToString());
+    fs.Stop();
     return 1;
   }
 
