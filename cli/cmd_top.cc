@@ -145,9 +145,12 @@ std::string Text(const nlohmann::json& v) {
     const std::string files = std::to_string(d["cached_files"].get<uint64_t>()) + " / " +
                               std::to_string(d["files"].get<uint64_t>());
     const int64_t eta = d["eta_s"];
-    const std::string fill = Rate(d["fill_rate_bytes_per_s"]) + (eta >= 0 ? ", " + Duration(double(eta)) + " left" : "");
+    const std::string fill = !d["warm"].get<bool>() ? "(not warmed)"
+                             : cached >= bytes        ? "complete"
+                                                      : Rate(d["fill_rate_bytes_per_s"]) +
+                                                     (eta >= 0 ? ", " + Duration(double(eta)) + " left" : "");
     std::snprintf(line, sizeof line, "%-24s %-30s %-16s %s\n", d["name"].get<std::string>().c_str(), cached_s.c_str(),
-                  files.c_str(), d["warm"].get<bool>() ? fill.c_str() : "(not warmed)");
+                  files.c_str(), fill.c_str());
     out += line;
   }
   const auto& c = v["checkpoints"];

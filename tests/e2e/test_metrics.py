@@ -239,7 +239,7 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(top["checkpoints"]["undrained_bytes"], 0)
         text = c.cli("top", "--once", "--interval", "0.2").stdout
         self.assertIn("NODE", text)
-        self.assertRegex(text, r"(?m)^d1 .*100\.0%")
+        self.assertRegex(text, r"(?m)^d1 .*100\.0%.*complete$")
 
 
 if __name__ == "__main__":
