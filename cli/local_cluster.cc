@@ -255,14 +255,24 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
     return argv;
   };
 
+  // Every daemon serves /metrics on a free loopback port of its own.
+  auto metrics_addr = [&]() -> Result<std::string> {
+    HOARD_ASSIGN_OR_RETURN(int port, FreePort());
+    return "127.0.0.1:" + std::to_string(port);
+  };
   HOARD_ASSIGN_OR_RETURN(int cport, FreePort());
   const std::string coordinator = "tcp://127.0.0.1:" + std::to_string(cport);
   doc["coordinator"] = coordinator;
+  HOARD_ASSIGN_OR_RETURN(const std::string coordinator_metrics, metrics_addr());
+  doc["coordinator_metrics"] = coordinator_metrics;
+  // The coordinator's default checkpoint origin (DATA/ckpt-origin): the
+  // nodes drain checkpoints to it and the mount reads drained ones back.
+  const std::string ckpt_origin = JoinPath(dir, "coordinator/ckpt-origin");
   HOARD_ASSIGN_OR_RETURN(
       Proc c, start({"coordinator", "hoard-coordinator", JoinPath(dir, "logs/coordinator.log")},
                     with_keys({bin("hoard-coordinator"), "--listen", coordinator, "--data-dir",
                                JoinPath(dir, "coordinator"), "--down-after-ms", std::to_string(o.down_after_ms),
-                               "--log-level", o.log_level}),
+                               "--metrics-addr", coordinator_metrics, "--log-level", o.log_level}),
                     [&](const Proc& p) {
                       doc["coordinator_pid"] = p.pid;
                       doc["coordinator_start_time"] = p.start_time;
@@ -279,17 +289,20 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
     const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
     const std::string store = JoinPath(dir, name);
     HOARD_RETURN_IF_ERROR(MakeDirs(store));
+    HOARD_ASSIGN_OR_RETURN(const std::string node_metrics, metrics_addr());
     HOARD_ASSIGN_OR_RETURN(
         Proc n, start({name, "hoard-node", JoinPath(dir, "logs/" + name + ".log")},
                       with_keys({bin("hoard-node"), "--name", name, "--listen", endpoint, "--coordinator",
                                  coordinator, "--store", store, "--capacity", std::to_string(o.capacity_bytes),
-                                 "--log-level", o.log_level}),
+                                 "--metrics-addr", node_metrics, "--ckpt-origin", ckpt_origin, "--log-level",
+                                 o.log_level}),
                       [&](const Proc& p) {
                         doc["nodes"].push_back({{"name", name},
                                                 {"endpoint", endpoint},
                                                 {"pid", p.pid},
                                                 {"start_time", p.start_time},
                                                 {"store", JoinPath(store, "store")},
+                                                {"metrics", node_metrics},
                                                 {"log", p.log}});
                       }));
     nodes.push_back(n);
@@ -308,16 +321,19 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
 
   if (o.mount) {
     const std::string mnt = JoinPath(dir, "mnt");
+    HOARD_ASSIGN_OR_RETURN(const std::string mount_metrics, metrics_addr());
     HOARD_ASSIGN_OR_RETURN(
         Proc m, start({"mount", "hoard-fuse", JoinPath(dir, "logs/mount.log")},
                       with_keys({bin("hoard-fuse"), mnt, "--coordinator", coordinator, "--node-store",
                                  JoinPath(dir, "node1/store"), "--node-name", "node1", "--cache-dir",
-                                 JoinPath(dir, "mount-cache"), "--log-level", o.log_level}),
+                                 JoinPath(dir, "mount-cache"), "--metrics-addr", mount_metrics, "--ckpt-origin",
+                                 ckpt_origin, "--log-level", o.log_level}),
                       [&](const Proc& p) {
                         doc["mount"] = {{"path", mnt},
                                         {"pid", p.pid},
                                         {"start_time", p.start_time},
                                         {"node", "node1"},
+                                        {"metrics", mount_metrics},
                                         {"log", p.log}};
                       }));
     HOARD_RETURN_IF_ERROR(

@@ -3,8 +3,9 @@
 // A whole hoard cluster on this machine, under one directory, on loopback
 // ports: what `hoard local up|down`, the demo and the end-to-end tests use.
 //
-//   DIR/cluster.json       endpoints, PIDs (with each process's start time)
-//                          and paths of what runs; see "Records" below
+//   DIR/cluster.json       endpoints (also each daemon's /metrics HOST:PORT),
+//                          PIDs (with each process's start time) and paths
+//                          of what runs; see "Records" below
 //   DIR/local.lock         flock'ed by a running `up` or `down`
 //   DIR/keys/              the cluster's CURVE keys (hoard keys gen), made by
 //                          the first `up` and kept; the CLI finds them

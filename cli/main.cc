@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   hoard::cli::AddCheckpointCommands(app, &action);
   hoard::cli::AddKeysCommands(app, &action);
   hoard::cli::AddConfigCommands(app, &action);
+  hoard::cli::AddTopCommand(app, &action);
 
   app.footer(kExitStatus);
   // Subcommand help lists the global options too: they work after any command.

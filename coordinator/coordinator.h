@@ -54,6 +54,7 @@
 #include "checkpoint/ckpt_table.h"
 #include "checkpoint/publisher.h"
 #include "common/clock.h"
+#include "common/metrics.h"
 #include "common/result.h"
 #include "coordinator/fill_rate.h"
 #include "coordinator/state_store.h"
@@ -150,6 +151,10 @@ class Coordinator {
   Result<proto::NodeRemoveReply> RemoveNode(const std::string& name, bool force);
   // Nodes and datasets with cached amounts; `dataset` narrows to one.
   Result<proto::ClusterStatusReply> GetStatus(const std::string& dataset) const;
+  // Adds the coordinator's metrics (coordinator/coordinator_metrics.cc: members,
+  // warm-up per dataset, checkpoint backlog) to `registry`, which must not
+  // render after this coordinator is destroyed.
+  void RegisterMetrics(metrics::Registry* registry) const;
 
   // Marks nodes silent for longer than down_after as down, and recomputes
   // which datasets are settled (every chunk on all its owners at the current

@@ -4,6 +4,8 @@
 #include "checkpoint/ckpt_origin.h"
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
+#include "common/file_util.h"
+#include "common/metrics_server.h"
 #include "common/units.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/service.h"
@@ -57,6 +59,10 @@ int main(int argc, char** argv) {
   bool insecure = false;
   app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
   app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
+  std::string metrics_addr;
+  app.add_option("--metrics-addr", metrics_addr,
+                 "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port, written to "
+                 "DATA_DIR/metrics.addr); empty = off");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "coordinator", argc, argv)) return *exit_code;
   hoard::Result<uint64_t> rate = hoard::ParseBytes(origin_rate);
@@ -104,8 +110,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   log->info("coordinator serving on {} (data in {})", service.endpoint(), data_dir);
+  hoard::metrics::Registry registry;
+  (*coordinator)->RegisterMetrics(&registry);
+  auto metrics = hoard::metrics::ServeMetrics(metrics_addr, &registry, log, hoard::JoinPath(data_dir, "metrics.addr"));
+  if (!metrics.ok()) {
+    log->critical("cannot start: --metrics-addr: {}", metrics.status().ToString());
+    service.Stop();
+    return 1;
+  }
   int sig = hoard::WaitForTermination();
   log->info("signal {}: stopping", sig);
+  metrics->reset();
   service.Stop();
   return 0;
 }

@@ -273,6 +273,7 @@ Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& nod
                       .placement_epoch = placement_epoch};
   zmq::message_t payload;
   auto lease = peers_.Acquire(node.endpoint);
+  metrics::ScopedTimer timer(&peer_latency_);
   Result<proto::ChunkData> r = lease->Call(req, options_.peer_timeout, &payload);
   // An owner whose request queue is full answers Unavailable at once: it is
   // alive and holds the chunk, so ask again shortly rather than mark it

@@ -71,6 +71,7 @@
 #include <zmq.hpp>
 
 #include "common/file_util.h"
+#include "common/metrics.h"
 #include "common/single_flight.h"
 #include "coordinator/cluster_view.h"
 #include "fuse/local_fds.h"
@@ -170,6 +171,10 @@ class ChunkReader {
 
   Counters& counters() { return counters_; }
   const Counters& counters() const { return counters_; }
+  // Seconds per GetChunk asked of an owner (with its busy retries).
+  const metrics::Histogram& peer_latency() const { return peer_latency_; }
+  // Seconds per origin read call, when the mount reads the origin itself.
+  const metrics::Histogram& origin_read_latency() const { return origin_reader_.origin_read_latency(); }
 
  private:
   // Opens and (first time) verifies a local chunk file; -1 if unusable.
@@ -234,6 +239,7 @@ class ChunkReader {
   OriginPool origins_;
   ChunkFiller origin_reader_;  // no store: reads through without caching
   Counters counters_;
+  metrics::Histogram peer_latency_{metrics::Histogram::LatencyBuckets()};
 
   const uint64_t id_;  // this reader's key in every thread's LocalFds
   std::atomic<uint64_t> generation_{1};  // LocalFds entries of older ones are dropped

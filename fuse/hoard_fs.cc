@@ -31,6 +31,8 @@ HoardFs* Fs(fuse_req_t req) { return static_cast<HoardFs*>(fuse_req_userdata(req
 // Runs one operation; an exception becomes EIO for this request only.
 template <typename F>
 void Guarded(fuse_req_t req, const char* op, F&& f) {
+  // Until the handler returns: it has replied by then (a read, after its data).
+  metrics::ScopedTimer timer(Fs(req)->stats().op_latency.Find(op));
   try {
     f();
   } catch (const std::exception& e) {

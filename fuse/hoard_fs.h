@@ -102,6 +102,9 @@ class HoardFs {
 
   ChunkReader& reader() { return reader_; }
   const MountStats& stats() const { return stats_; }
+  // Adds the mount's metrics (fuse/mount_metrics.cc) to `registry`, which
+  // must not render after this HoardFs is destroyed.
+  void RegisterMetrics(metrics::Registry* registry);
 
   // ---- operations (called through Ops()) ----
   void Init(fuse_conn_info* conn);

@@ -9,6 +9,8 @@
 
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
+#include "common/file_util.h"
+#include "common/metrics_server.h"
 #include "fuse/hoard_fs.h"
 #include "proto/curve.h"
 
@@ -51,6 +53,10 @@ int main(int argc, char** argv) {
   bool insecure = false;
   app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
   app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
+  std::string metrics_addr;
+  app.add_option("--metrics-addr", metrics_addr,
+                 "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port, written to "
+                 "CACHE_DIR/metrics.addr); empty = off");
   app.add_flag("--fuse-debug", debug, "Print every FUSE request");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "mount", argc, argv)) return *exit_code;
@@ -87,6 +93,15 @@ int main(int argc, char** argv) {
                                                    : [ckpt_origin] { return hoard::OpenCkptOrigin(ckpt_origin); }});
   if (hoard::Status s = fs.Start(); !s.ok()) {
     log->critical("cannot start: {}", s.ToString());
+    return 1;
+  }
+  hoard::metrics::Registry registry;
+  fs.RegisterMetrics(&registry);
+  // Declared after fs: destroyed (stopped) before it, as its scrapes read fs.
+  auto metrics = hoard::metrics::ServeMetrics(metrics_addr, &registry, log, hoard::JoinPath(cache_dir, "metrics.addr"));
+  if (!metrics.ok()) {
+    log->critical("cannot start: --metrics-addr: {}", metrics.status().ToString());
+    fs.Stop();
     return 1;
   }
 

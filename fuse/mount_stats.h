@@ -6,6 +6,9 @@
 // The mount writes them as JSON to CACHE_DIR/stats.json every poll interval,
 // where `hoard` and the benchmarks read them.
 //
+// It also keeps a latency histogram per FUSE operation (OpLatency), which
+// the mount shows on /metrics.
+//
 // Thread-safety: counters are relaxed atomics, bumped from any FUSE thread;
 // ToJson reads a consistent-enough snapshot (each counter is exact, the set is
 // not taken at one instant).
@@ -14,9 +17,41 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "common/metrics.h"
 
 namespace hoard::fuse {
+
+// Seconds per FUSE operation, one histogram per operation name. The set is
+// fixed at construction, so Find is a scan of constant strings, no lock.
+class OpLatency {
+ public:
+  // The operations HoardFs::Ops() times (the names it logs failures under).
+  static constexpr const char* kOps[] = {
+      "lookup",  "getattr", "readlink", "statfs", "opendir", "readdir", "readdirplus", "releasedir",
+      "open",    "read",    "release",  "create", "write",   "flush",   "fsync",       "setattr",
+      "mkdir",   "rmdir",   "unlink",   "rename", "getxattr", "listxattr"};
+
+  OpLatency() {
+    for (size_t i = 0; i < std::size(kOps); ++i) {
+      histograms_.push_back(std::make_unique<metrics::Histogram>(metrics::Histogram::LatencyBuckets()));
+    }
+  }
+  // The histogram of `op`; null for a name not in kOps.
+  metrics::Histogram* Find(const char* op) const {
+    for (size_t i = 0; i < std::size(kOps); ++i) {
+      if (std::strcmp(kOps[i], op) == 0) return histograms_[i].get();
+    }
+    return nullptr;
+  }
+
+ private:
+  std::vector<std::unique_ptr<metrics::Histogram>> histograms_;  // as kOps
+};
 
 struct MountStats {
   // Read sizes by power of two: bucket b counts requests of up to 4 KiB << b
@@ -31,6 +66,7 @@ struct MountStats {
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> read_errors{0};
   std::array<std::atomic<uint64_t>, kSizeBuckets> read_sizes{};
+  OpLatency op_latency;
 
   void CountRead(uint64_t size) {
     reads.fetch_add(1, std::memory_order_relaxed);

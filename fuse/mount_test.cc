@@ -155,6 +155,31 @@ TEST_F(MountTest, ReadsReturnTheOriginsBytesColdAndWarm) {
   EXPECT_EQ(origin().TotalBytesRead(), origin_before) << "a warm pass never touches the origin";
 }
 
+// What the mount shows on /metrics moves with the reads it serves: bytes by
+// source from the reader's counters, and the FUSE operation histograms.
+TEST_F(MountTest, MetricsCountReadsBySourceAndOperationLatency) {
+  metrics::Registry registry;
+  fs_->RegisterMetrics(&registry);
+  auto count = [&](const std::string& series) {
+    const std::string text = registry.Render();
+    const size_t at = text.find(series + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size() + 1));
+  };
+  const double reads_before = count("hoard_fuse_op_seconds_count{op=\"read\"}");
+  ASSERT_GE(reads_before, 0);
+  Result<std::string> got = ReadAll(JoinPath(root_, "dir one/sub/deep.dat"));
+  ASSERT_TRUE(got.ok());
+  EXPECT_GT(count("hoard_fuse_op_seconds_count{op=\"read\"}"), reads_before);
+  EXPECT_GT(count("hoard_fuse_op_seconds_count{op=\"lookup\"}"), 0);
+  const ChunkReader::Counters& c = fs_->reader().counters();
+  const double all = count("hoard_mount_read_bytes_total{source=\"local\"}") +
+                     count("hoard_mount_read_bytes_total{source=\"peer\"}") +
+                     count("hoard_mount_read_bytes_total{source=\"origin\"}");
+  EXPECT_EQ(all, double(c.local_bytes.load() + c.peer_bytes.load() + c.origin_bytes.load()));
+  EXPECT_GE(all, double(3 * kChunk));
+  EXPECT_GT(count("hoard_peer_request_seconds_count"), 0) << "cold chunks come from their owners";
+}
+
 TEST_F(MountTest, ReadStraddlingChunksOfTwoNodes) {
   WarmAll();
   // Find a chunk boundary of big.bin whose two sides have different owners.

@@ -409,6 +409,8 @@ Result<bool> ChunkStore::RemoveEntry(const ChunkKey& key, std::optional<uint64_t
     if (it == index_.end()) return false;
     if (generation && it->second.generation != *generation) return false;
     used_bytes_ -= it->second.length + kChunkTrailerSize;
+    ++removed_chunks_;
+    removed_bytes_ += it->second.length;
     index_.erase(it);
     busy_.insert(key);
   }
@@ -448,6 +450,8 @@ size_t ChunkStore::RemoveDataset(uint64_t dataset_uid) {
         continue;
       }
       used_bytes_ -= it->second.length + kChunkTrailerSize;
+      ++removed_chunks_;
+      removed_bytes_ += it->second.length;
       busy_.insert(it->first);
       taken.push_back(it->first);
       it = index_.erase(it);
@@ -477,6 +481,8 @@ ChunkStore::Usage ChunkStore::usage() const {
   u.used_bytes = used_bytes_;
   u.capacity_bytes = options_.capacity_bytes;
   u.chunks = index_.size();
+  u.removed_chunks = removed_chunks_;
+  u.removed_bytes = removed_bytes_;
   return u;
 }
 

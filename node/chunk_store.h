@@ -77,6 +77,10 @@ class ChunkStore {
     uint64_t used_bytes = 0;
     uint64_t capacity_bytes = 0;  // 0 = unlimited
     uint64_t chunks = 0;
+    // Since the store was opened: chunks removed (evicted: datasets removed,
+    // copies no longer owned, old versions, corrupt chunks) and their bytes.
+    uint64_t removed_chunks = 0;
+    uint64_t removed_bytes = 0;
   };
 
   // Opens or creates the store and indexes the chunks already in it (reading
@@ -158,6 +162,8 @@ class ChunkStore {
   std::unordered_set<ChunkKey, ChunkKeyHash> busy_;
   uint64_t used_bytes_ = 0;                                    // guarded by mu_
   uint64_t reserved_bytes_ = 0;  // bytes of Puts in flight; guarded by mu_
+  uint64_t removed_chunks_ = 0;  // guarded by mu_
+  uint64_t removed_bytes_ = 0;   // guarded by mu_; data bytes
   uint64_t next_generation_ = 1;  // guarded by mu_
 };
 

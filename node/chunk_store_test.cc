@@ -246,6 +246,21 @@ TEST_F(ChunkStoreTest, UsageCountsDataAndTrailers) {
   EXPECT_EQ(u.chunks, 2u);
 }
 
+TEST_F(ChunkStoreTest, UsageCountsRemovedChunks) {
+  Reopen();
+  ASSERT_TRUE(store_->Put(Key(1), 7, Data(1000, 1)).ok());
+  ASSERT_TRUE(store_->Put(Key(2), 8, Data(3000, 2)).ok());
+  ASSERT_TRUE(store_->Put(Key(3), 8, Data(500, 3)).ok());
+  EXPECT_EQ(store_->usage().removed_chunks, 0u);
+  ASSERT_TRUE(store_->Remove(Key(1)).ok());
+  ASSERT_TRUE(store_->Remove(Key(1)).ok());  // absent: not counted again
+  EXPECT_EQ(store_->RemoveDataset(8), 2u);
+  const ChunkStore::Usage u = store_->usage();
+  EXPECT_EQ(u.removed_chunks, 3u);
+  EXPECT_EQ(u.removed_bytes, 4500u);
+  EXPECT_EQ(u.chunks, 0u);
+}
+
 TEST_F(ChunkStoreTest, ASecondStoreOnTheSameDirectoryIsRefused) {
   Result<std::unique_ptr<ChunkStore>> first = OpenStore();
   ASSERT_TRUE(first.ok());

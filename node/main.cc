@@ -4,6 +4,8 @@
 #include "checkpoint/ckpt_origin.h"
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
+#include "common/file_util.h"
+#include "common/metrics_server.h"
 #include "common/units.h"
 #include "node/node_agent.h"
 #include "proto/curve.h"
@@ -37,6 +39,10 @@ int main(int argc, char** argv) {
   bool insecure = false;
   app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
   app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
+  std::string metrics_addr;
+  app.add_option("--metrics-addr", metrics_addr,
+                 "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port, written to "
+                 "STORE/metrics.addr); empty = off");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "node", argc, argv)) return *exit_code;
 
@@ -75,8 +81,17 @@ int main(int argc, char** argv) {
     log->critical("cannot start: {}", agent.status().ToString());
     return 1;
   }
+  hoard::metrics::Registry registry;
+  (*agent)->RegisterMetrics(&registry);
+  auto metrics = hoard::metrics::ServeMetrics(metrics_addr, &registry, log, hoard::JoinPath(store_dir, "metrics.addr"));
+  if (!metrics.ok()) {
+    log->critical("cannot start: --metrics-addr: {}", metrics.status().ToString());
+    (*agent)->Stop();
+    return 1;
+  }
   int sig = hoard::WaitForTermination();
   log->info("signal {}: stopping", sig);
+  metrics->reset();  // its scrapes read the agent
   (*agent)->Stop();
   return 0;
 }

@@ -46,6 +46,7 @@
 
 #include "checkpoint/drainer.h"
 #include "checkpoint/replica_store.h"
+#include "common/metrics.h"
 #include "coordinator/cluster_view.h"
 #include "node/chunk_service.h"
 #include "node/peer_source.h"
@@ -103,6 +104,9 @@ class NodeAgent {
   // The node's metrics as sent with heartbeats (bytes from the origin, from
   // peers, requests served...).
   std::map<std::string, uint64_t> Counters() const;
+  // Adds the node's metrics (node/node_metrics.cc) to `registry`, which must
+  // not render after this agent is destroyed.
+  void RegisterMetrics(metrics::Registry* registry);
 
   // Runs one heartbeat/sync round now (tests; the control thread does this
   // every heartbeat_interval).

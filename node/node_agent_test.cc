@@ -305,6 +305,29 @@ TEST_F(NodeAgentTest, ServesPeersFromCacheAndReadsThroughOnAMiss) {
   EXPECT_EQ(Get(a, meta, "small/f1", 0, /*fill=*/false).status().code(), Code::kNotFound);
 }
 
+// The metrics read the counters the agent keeps: a read through moves the
+// origin series and the origin latency histogram, a hit the disk series.
+TEST_F(NodeAgentTest, MetricsShowReadsThroughAndHits) {
+  NodeAgent* a = StartAgent("node1");
+  metrics::Registry registry;
+  a->RegisterMetrics(&registry);
+  auto has = [&](const std::string& line) { return registry.Render().find(line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("hoard_node_served_bytes_total{source=\"origin\"} 0"));
+  EXPECT_TRUE(has("hoard_origin_read_seconds_count 0"));
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(Eventually([&] { return a->view()->dataset("ds") != nullptr; }));
+  ASSERT_TRUE(Get(a, meta, "big.bin", 3).ok());
+  ASSERT_TRUE(Get(a, meta, "big.bin", 3).ok());
+  EXPECT_TRUE(has("hoard_node_served_bytes_total{source=\"origin\"} 65536")) << registry.Render();
+  EXPECT_TRUE(has("hoard_node_served_bytes_total{source=\"disk\"} 65536"));
+  EXPECT_TRUE(has("hoard_node_fill_bytes_total{source=\"origin\"} 65536"));
+  EXPECT_TRUE(has("hoard_node_chunk_requests_total 2"));
+  EXPECT_TRUE(has("hoard_node_hit_ratio 0.5"));
+  EXPECT_TRUE(has("hoard_origin_read_seconds_count 1"));
+  EXPECT_TRUE(has("hoard_store_chunks 1"));
+  EXPECT_TRUE(has("hoard_store_evicted_chunks_total 0"));
+}
+
 TEST_F(NodeAgentTest, ConcurrentMissesReadTheOriginOnce) {
   NodeAgent* a = StartAgent("node1");
   proto::DatasetMeta meta = AddDataset();

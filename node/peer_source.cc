@@ -87,6 +87,7 @@ Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const C
     }
     zmq::message_t payload;
     auto lease = peers_->Acquire(node->endpoint);
+    metrics::ScopedTimer timer(&latency_);  // the request with its retries; ends with this iteration
     Result<proto::ChunkData> r = lease->Call(req, timeout_, &payload);
     // A peer whose request queue is full answers Unavailable at once. It
     // holds the chunk all the same: waiting a moment for it costs far less

@@ -34,6 +34,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "common/metrics.h"
 #include "prefetch/chunk_source.h"
 #include "proto/rpc_client.h"
 
@@ -49,6 +50,8 @@ class PeerSource : public ChunkSource {
   void OnView(const std::shared_ptr<const ClusterView>& view);
 
   Result<Bytes> Fetch(const DatasetView& dataset, const ChunkRef& chunk) override;
+  // Seconds per GetChunk asked of a peer (with its busy retries).
+  const metrics::Histogram& latency() const { return latency_; }
 
  private:
   static constexpr std::chrono::seconds kSuspectFor{5};
@@ -67,6 +70,7 @@ class PeerSource : public ChunkSource {
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<spdlog::logger> logger_;
   proto::ClientPool* peers_;
+  metrics::Histogram latency_{metrics::Histogram::LatencyBuckets()};
   std::mutex mu_;
   std::shared_ptr<const ClusterView> current_;   // guarded by mu_
   std::shared_ptr<const ClusterView> previous_;  // guarded by mu_; an older placement

@@ -101,7 +101,10 @@ Result<ChunkFiller::Bytes> ChunkFiller::ReadOrigin(const DatasetView& dataset, c
   while (done < chunk.length) {
     const size_t want = paced ? std::min(kPacedRead, chunk.length - done) : chunk.length - done;
     if (paced) gate_->Pace(priority, want, urgent.get());
-    Result<size_t> n = (*file)->ReadAt(start + done, want, buf->data() + done);
+    Result<size_t> n = [&] {
+      metrics::ScopedTimer timer(&origin_read_latency_);
+      return (*file)->ReadAt(start + done, want, buf->data() + done);
+    }();
     if (!n.ok()) return n.status().Annotate("read " + what + " from the origin");
     if (*n == 0) return Status::Stale(what + " is shorter at the origin than when the dataset was added");
     done += *n;

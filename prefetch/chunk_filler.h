@@ -33,6 +33,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/metrics.h"
 #include "common/result.h"
 #include "common/single_flight.h"
 #include "coordinator/cluster_view.h"
@@ -64,6 +65,8 @@ class ChunkFiller {
   uint64_t origin_bytes() const { return origin_bytes_.load(); }
   uint64_t origin_reads() const { return origin_reads_.load(); }
   uint64_t peer_bytes() const { return peer_bytes_.load(); }
+  // Seconds per origin read call (one ReadAt: a chunk, or a paced piece of one).
+  const metrics::Histogram& origin_read_latency() const { return origin_read_latency_; }
 
  private:
   Result<FillResult> FetchAndStore(const DatasetView& dataset, const ChunkRef& chunk, bool cache,
@@ -77,6 +80,7 @@ class ChunkFiller {
   std::atomic<uint64_t> origin_bytes_{0};
   std::atomic<uint64_t> origin_reads_{0};
   std::atomic<uint64_t> peer_bytes_{0};
+  metrics::Histogram origin_read_latency_{metrics::Histogram::LatencyBuckets()};
   ChunkSource* peers_;
   OriginGate* gate_;
 

@@ -156,6 +156,15 @@ class HostCluster:
     def node_endpoint(self, i):
         return f"tcp://{self.node_addr(i)}:7101"
 
+    def metrics_addr(self, name):
+        """HOST:PORT of a daemon's /metrics: "coordinator" (a free port,
+        which it writes to its data directory), "nodeI" or "mountI"."""
+        if name == "coordinator":
+            with open(os.path.join(self.workdir, "coordinator", "metrics.addr")) as f:
+                return f.read().strip()
+        i = int(name.lstrip("nodemount"))
+        return f"{self.node_addr(i)}:{9100 if name.startswith('node') else 9102}"
+
     def store_dir(self, i):
         """Node i's --store (its chunks are under STORE/store/chunks)."""
         return os.path.join(self.workdir, f"node{i}")
@@ -312,13 +321,13 @@ class HostCluster:
     def _coordinator_argv(self):
         return [os.path.join(BIN, "hoard-coordinator"), "--listen", self.coordinator,
                 "--data-dir", os.path.join(self.workdir, "coordinator"), "--down-after-ms", "3000",
-                "--keys", self.keys] + \
+                "--keys", self.keys, "--metrics-addr", f"{self.net}.1:0"] + \
             self._args(self.coordinator_args)
 
     def _node_argv(self, i):
         return [os.path.join(BIN, "hoard-node"), "--name", self.node_name(i), "--listen", self.node_endpoint(i),
-                "--coordinator", self.coordinator, "--store", self.store_dir(i), "--keys", self.keys] + \
-            self._args(self.node_args)
+                "--coordinator", self.coordinator, "--store", self.store_dir(i), "--keys", self.keys,
+                "--metrics-addr", self.metrics_addr(self.node_name(i))] + self._args(self.node_args)
 
     def _args(self, args):
         """Extra flags with "{nfs:SUBDIR}" replaced by that NFS URL (known
@@ -362,7 +371,7 @@ class HostCluster:
                                   "--node-store", os.path.join(self.store_dir(i), "store"),
                                   "--node-name", self.node_name(i),
                                   "--cache-dir", os.path.join(self.workdir, f"mount-cache{i}"),
-                                  "--keys", self.keys] +
+                                  "--keys", self.keys, "--metrics-addr", self.metrics_addr(f"mount{i}")] +
                     self._args(self.mount_args),
                     self.node_ns[i - 1])
         if wait:

@@ -1,0 +1,106 @@
+// Coordinator::RegisterMetrics: what hoard-coordinator shows on /metrics:
+// the members, each dataset's warm-up progress and the checkpoint backlog,
+// all from GetStatus (what `hoard status` shows), computed once per scrape.
+#include <algorithm>
+
+#include "coordinator/coordinator.h"
+
+namespace hoard {
+namespace {
+
+// GetStatus once per scrape: the families below are rendered one after the
+// other within milliseconds, and each would otherwise compute it again.
+class StatusCache {
+ public:
+  explicit StatusCache(const Coordinator* c) : coordinator_(c) {}
+  proto::ClusterStatusReply Get() {
+    std::lock_guard lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - at_ > std::chrono::milliseconds(100)) {
+      Result<proto::ClusterStatusReply> r = coordinator_->GetStatus("");
+      last_ = r.ok() ? std::move(*r) : proto::ClusterStatusReply{};
+      at_ = now;
+    }
+    return last_;
+  }
+
+ private:
+  const Coordinator* coordinator_;
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point at_;  // guarded by mu_
+  proto::ClusterStatusReply last_;            // guarded by mu_
+};
+
+using Samples = std::vector<metrics::Sample>;
+
+}  // namespace
+
+void Coordinator::RegisterMetrics(metrics::Registry* registry) const {
+  auto cache = std::make_shared<StatusCache>(this);
+  using metrics::Type;
+  registry->AddCollector("hoard_nodes", "Members by state: up (serving), down (silent past --down-after-ms), "
+                         "draining (up, owning nothing)", Type::kGauge, [cache] {
+    const auto st = cache->Get();
+    double up = 0, down = 0, draining = 0;
+    for (const auto& n : st.nodes) {
+      (n.up ? up : down) += 1;
+      if (n.draining) draining += 1;
+    }
+    return Samples{{{{"state", "up"}}, up}, {{{"state", "down"}}, down}, {{{"state", "draining"}}, draining}};
+  });
+  // Per dataset: one family per figure, labelled by dataset name.
+  struct DatasetFigure {
+    const char* name;
+    const char* help;
+    double (*value)(const proto::DatasetStatus&);
+  };
+  static const DatasetFigure kFigures[] = {
+      {"hoard_dataset_bytes", "Bytes a fully cached dataset takes in the node caches (its size times replicas)",
+       [](const proto::DatasetStatus& d) { return double(d.expected_bytes); }},
+      {"hoard_dataset_cached_bytes", "Bytes of the dataset cached on its owners (warm-up progress)",
+       [](const proto::DatasetStatus& d) { return double(std::min(d.cached_bytes, d.expected_bytes)); }},
+      {"hoard_dataset_files", "Files in the dataset",
+       [](const proto::DatasetStatus& d) { return double(d.meta.file_count); }},
+      {"hoard_dataset_cached_files", "Files of the dataset with every chunk on all its owners",
+       [](const proto::DatasetStatus& d) { return double(d.files_cached); }},
+      {"hoard_dataset_warm", "1 if the dataset is being warmed (every owner fetches its chunks), else 0",
+       [](const proto::DatasetStatus& d) { return d.meta.warm ? 1.0 : 0.0; }},
+      {"hoard_dataset_fill_rate_bytes", "Bytes per second landing in the caches over the last 10 s",
+       [](const proto::DatasetStatus& d) { return d.fill_rate; }},
+  };
+  for (const DatasetFigure& f : kFigures) {
+    registry->AddCollector(f.name, f.help, Type::kGauge, [cache, value = f.value] {
+      Samples out;
+      for (const auto& d : cache->Get().datasets) out.push_back({{{"dataset", d.meta.name}}, value(d)});
+      return out;
+    });
+  }
+  registry->AddCollector("hoard_ckpt_undrained_bytes",
+                         "Committed checkpoint bytes not yet on the checkpoint origin (NFS), all jobs", Type::kGauge,
+                         [cache] {
+                           double bytes = 0;
+                           for (const auto& j : cache->Get().ckpt_jobs) bytes += double(j.undrained_bytes);
+                           return Samples{{{}, bytes}};
+                         });
+  registry->AddCollector(
+      "hoard_ckpt_oldest_undrained_age_seconds",
+      "Age of the oldest committed checkpoint byte not yet on the checkpoint origin; 0 when all are drained",
+      Type::kGauge, [cache] {
+        const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+        double age = 0;
+        for (const auto& j : cache->Get().ckpt_jobs) {
+          if (j.oldest_undrained_unix_ms > 0) age = std::max(age, double(now_ms - j.oldest_undrained_unix_ms) / 1000);
+        }
+        return Samples{{{}, age}};
+      });
+  registry->AddCollector("hoard_ckpt_overdue_files",
+                         "Checkpoint files not on the origin past --ckpt-drain-deadline-s", Type::kGauge, [cache] {
+                           double n = 0;
+                           for (const auto& j : cache->Get().ckpt_jobs) n += double(j.overdue_files);
+                           return Samples{{{}, n}};
+                         });
+}
+
+}  // namespace hoard

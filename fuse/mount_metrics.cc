@@ -1,0 +1,45 @@
+// HoardFs::RegisterMetrics: what hoard-fuse shows on /metrics, read at scrape
+// time from the counters the mount already keeps (ChunkReader::Counters,
+// MountStats) and its latency histograms.
+#include "fuse/hoard_fs.h"
+
+namespace hoard::fuse {
+
+void HoardFs::RegisterMetrics(metrics::Registry* registry) {
+  const ChunkReader::Counters& c = reader_.counters();
+  auto load = [](const std::atomic<uint64_t>& a) {
+    return [&a] { return double(a.load(std::memory_order_relaxed)); };
+  };
+  const char* bytes_help =
+      "Bytes the mount read for its readers, by source: the local chunk store (this node's disk, read directly), "
+      "a peer node agent (GetChunk), or the origin (no owner could serve it)";
+  registry->AddCounter("hoard_mount_read_bytes_total", bytes_help, {{"source", "local"}}, load(c.local_bytes));
+  registry->AddCounter("hoard_mount_read_bytes_total", bytes_help, {{"source", "peer"}}, load(c.peer_bytes));
+  registry->AddCounter("hoard_mount_read_bytes_total", bytes_help, {{"source", "origin"}}, load(c.origin_bytes));
+  registry->AddGauge("hoard_mount_hit_ratio",
+                     "Share of the bytes read through the mount that came from the local disk (0 before any read)", {},
+                     [&c] {
+                       const double local = double(c.local_bytes.load(std::memory_order_relaxed));
+                       const double all = local + double(c.peer_bytes.load(std::memory_order_relaxed)) +
+                                          double(c.origin_bytes.load(std::memory_order_relaxed));
+                       return all == 0 ? 0.0 : local / all;
+                     });
+  registry->AddCounter("hoard_mount_reads_total", "Read requests the kernel sent the mount", {}, load(stats_.reads));
+  registry->AddCounter("hoard_mount_read_errors_total", "Read requests that failed (EIO and others)", {},
+                       load(stats_.read_errors));
+  registry->AddCounter("hoard_mount_peer_failures_total",
+                       "Chunk requests to an owner that failed (the next owner or the origin was tried)", {},
+                       load(c.peer_failures));
+  for (const char* op : OpLatency::kOps) {
+    registry->AddHistogram("hoard_fuse_op_seconds", "Time the mount took to answer a FUSE operation, by operation",
+                           {{"op", op}}, stats_.op_latency.Find(op));
+  }
+  registry->AddHistogram("hoard_origin_read_seconds",
+                         "Latency of one origin (NFS) read call: a chunk, or a paced piece of one", {},
+                         &reader_.origin_read_latency());
+  registry->AddHistogram("hoard_peer_request_seconds",
+                         "Latency of one GetChunk asked of a peer, with its busy retries", {},
+                         &reader_.peer_latency());
+}
+
+}  // namespace hoard::fuse

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Metrics (issue 7): every daemon of a `hoard local up` cluster (the
+coordinator, two node agents, the mount) serves Prometheus text on its
+--metrics-addr; every listed metric is there, and each moves when its event
+happens:
+
+  - warm-up: the dataset's cached bytes and files reach its totals, the nodes'
+    fills from the origin and the origin read latency histogram count up;
+  - reads through the mount: bytes from the local disk (chunks of node1, the
+    mount's node) and from a peer (node2), the peer request latency and the
+    FUSE read/lookup latency histograms, the node's bytes served from disk;
+  - an eviction: removing a dataset removes its chunks from the stores;
+  - a read from the origin: a file opened before its dataset was removed is
+    read from the origin by the mount itself;
+  - checkpoints: a file written while the checkpoint origin refuses uploads
+    shows undrained bytes and an oldest age > 0; once it drains, both are 0.
+
+`hoard top --json --once` shows the same per node and per dataset.
+"""
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+FILE_BYTES = 300 << 10  # one chunk per file (4 MiB chunks)
+
+COORDINATOR_METRICS = ["hoard_nodes", "hoard_dataset_bytes", "hoard_dataset_cached_bytes", "hoard_dataset_files",
+                       "hoard_dataset_cached_files", "hoard_dataset_warm", "hoard_ckpt_undrained_bytes",
+                       "hoard_ckpt_oldest_undrained_age_seconds"]
+NODE_METRICS = ["hoard_node_served_bytes_total", "hoard_node_fill_bytes_total", "hoard_node_chunk_requests_total",
+                "hoard_node_chunk_hits_total", "hoard_node_hit_ratio", "hoard_node_warm_fetched_bytes_total",
+                "hoard_store_used_bytes", "hoard_store_capacity_bytes", "hoard_store_chunks",
+                "hoard_store_evicted_chunks_total", "hoard_store_evicted_bytes_total", "hoard_origin_read_seconds",
+                "hoard_peer_request_seconds", "hoard_node_ckpt_drained_bytes_total"]
+MOUNT_METRICS = ["hoard_mount_read_bytes_total", "hoard_mount_hit_ratio", "hoard_fuse_op_seconds",
+                 "hoard_origin_read_seconds", "hoard_peer_request_seconds"]
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+class Scrape:
+    """One scrape: the families (name -> type) and the samples."""
+
+    def __init__(self, text):
+        self.types = {}
+        self.samples = []  # (name, {label: value}, float)
+        for line in text.splitlines():
+            if line.startswith("# TYPE "):
+                _, _, name, typ = line.split(" ")
+                self.types[name] = typ
+            elif line and not line.startswith("#"):
+                m = SAMPLE.match(line)
+                assert m, f"not a sample line: {line!r}"
+                self.samples.append((m.group(1), dict(LABEL.findall(m.group(2) or "")), float(m.group(3))))
+
+    def get(self, name, **labels):
+        """The sum of the series of `name` whose labels include `labels`."""
+        return sum(v for n, ls, v in self.samples if n == name and all(ls.get(k) == w for k, w in labels.items()))
+
+
+def scrape(addr):
+    with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as r:
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), r.headers["Content-Type"]
+        return Scrape(r.read().decode())
+
+
+def write_files(root, n, seed):
+    os.makedirs(root)
+    for i in range(n):
+        harness.pattern_file(os.path.join(root, f"f{i:02d}.bin"), FILE_BYTES, seed * 100 + i)
+
+
+class MetricsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = harness.TempDir("hoard-e2e-metrics-")
+        cls.cluster = None
+        try:
+            write_files(os.path.join(cls.tmp.path, "d1"), 24, 1)
+            write_files(os.path.join(cls.tmp.path, "d2"), 4, 2)
+            cls.cluster = harness.LocalCluster(cls.tmp.path, nodes=2)
+        except BaseException:
+            cls.tearDownClass()
+            raise
+        info = cls.cluster.info
+        cls.coordinator = info["coordinator_metrics"]
+        cls.nodes = {n["name"]: n["metrics"] for n in info["nodes"]}
+        cls.mount = info["mount"]["metrics"]
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.cluster is not None:
+            cls.cluster.close()
+        cls.tmp.close()
+
+    def node_sum(self, name, **labels):
+        return sum(scrape(a).get(name, **labels) for a in self.nodes.values())
+
+    def wait_for(self, pred, what, timeout=30):
+        deadline = time.time() + timeout
+        while not pred():
+            if time.time() > deadline:
+                self.fail(f"timed out after {timeout} s waiting for {what}")
+            time.sleep(0.2)
+
+    def test_metrics_move_with_their_events(self):
+        c = self.cluster
+        # --- every daemon serves every listed metric, with HELP and TYPE
+        for addr, names in [(self.coordinator, COORDINATOR_METRICS), (self.mount, MOUNT_METRICS)] + \
+                [(a, NODE_METRICS) for a in self.nodes.values()]:
+            s = scrape(addr)
+            for name in names:
+                self.assertIn(name, s.types, f"{name} missing from http://{addr}/metrics")
+        m0 = scrape(self.mount)
+        self.assertEqual(m0.get("hoard_mount_read_bytes_total"), 0)
+        self.assertEqual(scrape(self.coordinator).get("hoard_nodes", state="up"), 2)
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"http://{self.mount}/other", timeout=10)
+        self.assertEqual(e.exception.code, 404)
+
+        # --- warm-up
+        c.cli("dataset", "add", "d1", os.path.join(self.tmp.path, "d1"))
+        self.wait_for(lambda: scrape(self.coordinator).get("hoard_dataset_files", dataset="d1") == 24,
+                      "the coordinator to show d1")
+        co = scrape(self.coordinator)
+        self.assertEqual(co.get("hoard_dataset_bytes", dataset="d1"), 24 * FILE_BYTES)
+        self.assertEqual(co.get("hoard_dataset_files", dataset="d1"), 24)
+        self.assertEqual(co.get("hoard_dataset_cached_bytes", dataset="d1"), 0)
+        self.assertEqual(co.get("hoard_dataset_warm", dataset="d1"), 0)
+        origin_reads0 = self.node_sum("hoard_origin_read_seconds_count")
+        c.cli("warm", "d1", "--wait", "--timeout", "60")
+        self.wait_for(lambda: scrape(self.coordinator).get("hoard_dataset_cached_files", dataset="d1") == 24,
+                      "the coordinator to count d1's files cached")
+        co = scrape(self.coordinator)
+        self.assertEqual(co.get("hoard_dataset_cached_bytes", dataset="d1"), 24 * FILE_BYTES)
+        self.assertEqual(co.get("hoard_dataset_warm", dataset="d1"), 1)
+        self.assertEqual(self.node_sum("hoard_node_warm_fetched_bytes_total"), 24 * FILE_BYTES)
+        self.assertEqual(self.node_sum("hoard_node_fill_bytes_total", source="origin"), 24 * FILE_BYTES)
+        self.assertGreaterEqual(self.node_sum("hoard_origin_read_seconds_count") - origin_reads0, 24)
+        self.assertEqual(self.node_sum("hoard_store_chunks"), 24)
+        self.assertGreater(self.node_sum("hoard_store_used_bytes"), 24 * FILE_BYTES)
+        for a in self.nodes.values():
+            self.assertGreater(scrape(a).get("hoard_store_capacity_bytes"), 0)
+
+        # --- reads through the mount: local disk (node1's chunks) and a peer (node2's)
+        n2_before = scrape(self.nodes["node2"])
+        for i in range(24):
+            with open(os.path.join(c.mnt, "datasets", "d1", f"f{i:02d}.bin"), "rb") as f:
+                self.assertEqual(len(f.read()), FILE_BYTES)
+        m = scrape(self.mount)
+        local = m.get("hoard_mount_read_bytes_total", source="local")
+        peer = m.get("hoard_mount_read_bytes_total", source="peer")
+        self.assertGreater(local, 0, "no chunk of node1 read from its disk")
+        self.assertGreater(peer, 0, "no chunk of node2 read from it")
+        self.assertEqual(local + peer, 24 * FILE_BYTES)
+        self.assertEqual(m.get("hoard_mount_read_bytes_total", source="origin"), 0)
+        self.assertAlmostEqual(m.get("hoard_mount_hit_ratio"), local / (local + peer), places=6)
+        self.assertGreater(m.get("hoard_peer_request_seconds_count"), 0)
+        self.assertGreater(m.get("hoard_fuse_op_seconds_count", op="read"), 0)
+        self.assertGreater(m.get("hoard_fuse_op_seconds_count", op="lookup"), 0)
+        self.assertEqual(m.get("hoard_fuse_op_seconds_bucket", op="read", le="+Inf"),
+                         m.get("hoard_fuse_op_seconds_count", op="read"))
+        n2 = scrape(self.nodes["node2"])
+        self.assertEqual(n2.get("hoard_node_served_bytes_total", source="disk"), peer)
+        # Each of node2's chunks was asked once, and found on its disk.
+        hits = n2.get("hoard_node_chunk_hits_total") - n2_before.get("hoard_node_chunk_hits_total")
+        self.assertEqual(hits, peer / FILE_BYTES)
+        self.assertEqual(n2.get("hoard_node_chunk_requests_total") - n2_before.get("hoard_node_chunk_requests_total"),
+                         hits)
+        self.assertAlmostEqual(n2.get("hoard_node_hit_ratio"),
+                               n2.get("hoard_node_chunk_hits_total") / n2.get("hoard_node_chunk_requests_total"))
+        self.assertGreater(n2.get("hoard_node_hit_ratio"), n2_before.get("hoard_node_hit_ratio"))
+
+        # --- an eviction, and a read from the origin by the mount itself
+        c.cli("dataset", "add", "d2", os.path.join(self.tmp.path, "d2"))
+        c.cli("warm", "d2", "--wait", "--timeout", "60")
+        fds = [os.open(os.path.join(c.mnt, "datasets", "d2", f"f{i:02d}.bin"), os.O_RDONLY) for i in range(4)]
+        try:
+            evicted0 = self.node_sum("hoard_store_evicted_chunks_total")
+            self.assertEqual(evicted0, 0)
+            c.cli("dataset", "rm", "d2")
+            self.wait_for(lambda: self.node_sum("hoard_store_evicted_chunks_total") == 4, "d2's chunks evicted")
+            self.assertEqual(self.node_sum("hoard_store_evicted_bytes_total"), 4 * FILE_BYTES)
+            self.assertEqual(self.node_sum("hoard_store_chunks"), 24)
+            self.wait_for(lambda: "d2" not in os.listdir(os.path.join(c.mnt, "datasets")), "the mount to drop d2")
+            for fd in fds:
+                self.assertEqual(len(os.pread(fd, FILE_BYTES, 0)), FILE_BYTES)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        m = scrape(self.mount)
+        self.assertEqual(m.get("hoard_mount_read_bytes_total", source="origin"), 4 * FILE_BYTES)
+        self.assertGreater(m.get("hoard_origin_read_seconds_count"), 0)
+
+        # --- checkpoints: undrained with an age, then drained
+        staging = os.path.join(c.dir, "coordinator", "ckpt-origin", ".hoard-staging")
+        shutil.rmtree(staging)
+        open(staging, "w").close()  # uploads fail: the staging directory is a file
+        try:
+            os.makedirs(os.path.join(c.mnt, "checkpoints", "job1"))
+            with open(os.path.join(c.mnt, "checkpoints", "job1", "step1.bin"), "wb") as f:
+                f.write(os.urandom(1 << 20))
+                f.flush()
+                os.fsync(f.fileno())
+            self.wait_for(lambda: scrape(self.coordinator).get("hoard_ckpt_oldest_undrained_age_seconds") > 1,
+                          "the checkpoint's age to pass 1 s")
+            co = scrape(self.coordinator)
+            self.assertEqual(co.get("hoard_ckpt_undrained_bytes"), 1 << 20)
+        finally:
+            os.remove(staging)
+            os.mkdir(staging)
+        c.cli("checkpoint", "flush", "job1", "--wait", "--timeout", "60")
+        co = scrape(self.coordinator)
+        self.assertEqual(co.get("hoard_ckpt_undrained_bytes"), 0)
+        self.assertEqual(co.get("hoard_ckpt_oldest_undrained_age_seconds"), 0)
+        self.assertEqual(self.node_sum("hoard_node_ckpt_drained_bytes_total"), 1 << 20)
+
+        # --- hoard top shows the same
+        top = c.cli_json("top", "--once", "--interval", "0.3")
+        self.assertEqual(sorted(n["name"] for n in top["nodes"]), ["node1", "node2"])
+        by_name = {n["name"]: n for n in top["nodes"]}
+        self.assertTrue(all(n["reachable"] for n in top["nodes"]), top)
+        self.assertEqual(by_name["node2"]["bytes_total"]["disk"], peer)
+        self.assertEqual(sum(n["bytes_total"]["origin"] for n in top["nodes"]), 24 * FILE_BYTES + 4 * FILE_BYTES)
+        self.assertAlmostEqual(by_name["node2"]["hit_ratio"], scrape(self.nodes["node2"]).get("hoard_node_hit_ratio"))
+        self.assertGreater(by_name["node1"]["store_used_bytes"], 0)
+        d1 = [d for d in top["datasets"] if d["name"] == "d1"][0]
+        self.assertEqual((d1["cached_bytes"], d1["bytes"], d1["cached_files"], d1["files"]),
+                         (24 * FILE_BYTES, 24 * FILE_BYTES, 24, 24))
+        self.assertEqual(top["checkpoints"]["undrained_bytes"], 0)
+        text = c.cli("top", "--once", "--interval", "0.2").stdout
+        self.assertIn("NODE", text)
+        self.assertRegex(text, r"(?m)^d1 .*100\.0%.*complete$")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
