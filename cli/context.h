@@ -78,6 +78,10 @@ class Context {
     return r;
   }
 
+  // The context of Call's client, for calls to other servers (node agents):
+  // its keys are loaded by the first Call.
+  zmq::context_t& zmq() { return zmq_; }
+
   // The last call got no answer at all (no coordinator there, or it died).
   bool unreachable() const { return unreachable_; }
 
