@@ -192,6 +192,9 @@ class CkptTable {
   // due, and wakes the listener when it queued origin operations.
   Status SaveLocked(CkptRecord r);
   void Apply(const CkptRecord& r);
+  // After a replay: kCorruption unless the namespace is one operations could
+  // have built (ckpt_table_apply.cc); moves counters past the ids in use.
+  Status CheckLoadedLocked();
   void ApplyPut(const CkptNode& n);
   void ApplyDel(uint64_t id);
   void IndexLocked(const CkptNode& n, bool add);  // the drain and marker indexes
