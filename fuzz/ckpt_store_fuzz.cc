@@ -2,7 +2,7 @@
 // at start (checkpoint/ckpt_store.h): COORD/ckpt/snapshot.msgpack and the
 // journal COORD/ckpt/journal.log, loaded by CkptTable::Open.
 //
-// Input: a flags byte, the snapshot as a part (fuzz_util.h), then the
+// Input: a flags byte, the snapshot as a part (fuzz_util.h, WriteSnapshotAndLog), then the
 // journal. Flags: 1 = write the snapshot, 2 = write the journal, 4 = fix the
 // journal's checksums (so the fuzzer reaches the record decoder). Open must
 // load a namespace or refuse with kCorruption, never crash or hang; a
@@ -36,17 +36,7 @@ void Walk(const hoard::CkptTable& t, const std::string& path, int* budget) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  hoard::fuzz::InputReader in(data, size);
-  const uint8_t flags = in.Byte();
-  const std::string_view snapshot = in.Part();
-  std::string journal(in.Rest());
-  const std::string& dir = hoard::fuzz::Scratch::Fresh();
-  if (flags & 1) hoard::fuzz::WriteOrDie(dir + "/snapshot.msgpack", snapshot);
-  if (flags & 2) {
-    if (flags & 4) hoard::fuzz::FixStateLogChecksums(&journal);
-    hoard::fuzz::WriteOrDie(dir + "/journal.log", journal);
-  }
-
+  const std::string dir = hoard::fuzz::WriteSnapshotAndLog(data, size, "snapshot.msgpack", "journal.log");
   hoard::CkptTable::Options options{.dir = dir, .logger = std::make_shared<spdlog::logger>("fuzz")};
   options.now_unix_ms = [] { return int64_t{1'800'000'000'000}; };
   hoard::Result<std::unique_ptr<hoard::CkptTable>> table = hoard::CkptTable::Open(std::move(options));

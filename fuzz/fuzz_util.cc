@@ -109,4 +109,23 @@ void FixStateLogChecksums(std::string* log) {
   }
 }
 
+std::string WriteSnapshotAndLog(const uint8_t* data, size_t size, const std::string& snapshot_name,
+                                const std::string& log_name,
+                                const std::function<std::string(std::string_view)>& fix_snapshot) {
+  InputReader in(data, size);
+  const uint8_t flags = in.Byte();
+  const std::string_view snapshot = in.Part();
+  std::string log(in.Rest());
+  const std::string& dir = Scratch::Fresh();
+  if (flags & 1) {
+    WriteOrDie(JoinPath(dir, snapshot_name),
+               (flags & 8) && fix_snapshot ? fix_snapshot(snapshot) : std::string(snapshot));
+  }
+  if (flags & 2) {
+    if (flags & 4) FixStateLogChecksums(&log);
+    WriteOrDie(JoinPath(dir, log_name), log);
+  }
+  return dir;
+}
+
 }  // namespace hoard::fuzz

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <functional>
 
 namespace hoard::fuzz {
 
@@ -52,5 +53,15 @@ void WriteOrDie(const std::string& path, std::string_view bytes);
 // its header and every record whose length fits pass: the fuzzer then reaches
 // the records' decoder. Stops at the first impossible length.
 void FixStateLogChecksums(std::string* log);
+
+// The input of the targets that read a snapshot and a StateLog back (the
+// coordinator's state, the checkpoint journal): a flags byte, the snapshot as
+// a part, then the log. Writes them into a fresh scratch directory, whose
+// path it returns, under the names given: flag 1 writes the snapshot (through
+// `fix_snapshot` when flag 8 is set and it is given), 2 the log, 4 fixes the
+// log's checksums first.
+std::string WriteSnapshotAndLog(const uint8_t* data, size_t size, const std::string& snapshot_name,
+                                const std::string& log_name,
+                                const std::function<std::string(std::string_view)>& fix_snapshot = {});
 
 }  // namespace hoard::fuzz

@@ -2,7 +2,7 @@
 // (coordinator/state_store.h): its snapshot COORD/state.msgpack and its
 // write-ahead log COORD/state.log (coordinator/state_log.h).
 //
-// Input: a flags byte, then the snapshot as a part (fuzz_util.h), then the
+// Input: a flags byte, then the snapshot as a part (fuzz_util.h, WriteSnapshotAndLog), then the
 // log. Flags: 1 = write the snapshot, 2 = write the log, 4 = fix the log's
 // checksums, 8 = fix the snapshot's checksum (both so the fuzzer reaches the
 // decoders behind them; without, it fuzzes the checks). StateStore::Open must
@@ -55,19 +55,7 @@ bool Expected(const hoard::Status& s) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  hoard::fuzz::InputReader in(data, size);
-  const uint8_t flags = in.Byte();
-  const std::string_view snapshot = in.Part();
-  std::string log(in.Rest());
-  const std::string& dir = hoard::fuzz::Scratch::Fresh();
-  if (flags & 1) {
-    hoard::fuzz::WriteOrDie(dir + "/state.msgpack", flags & 8 ? FixSnapshotChecksum(snapshot) : std::string(snapshot));
-  }
-  if (flags & 2) {
-    if (flags & 4) hoard::fuzz::FixStateLogChecksums(&log);
-    hoard::fuzz::WriteOrDie(dir + "/state.log", log);
-  }
-
+  const std::string dir = hoard::fuzz::WriteSnapshotAndLog(data, size, "state.msgpack", "state.log", FixSnapshotChecksum);
   hoard::Result<hoard::CoordinatorState> state = hoard::Status::Internal("not opened");
   {
     hoard::StateStore store(dir, QuietOptions());  // holds DATA/LOCK until the end of this block
