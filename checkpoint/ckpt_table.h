@@ -22,6 +22,10 @@
 // then applied to memory by Apply(), the same function that replays the
 // journal on Open: memory never runs ahead of the disk, and a failed append
 // changes nothing. Ids come from a persisted counter and are never reused.
+// Open refuses (kCorruption) a snapshot and journal that replay into a
+// namespace no operations could have built: a cycle of parents, an entry
+// under a file or a missing directory, an unsafe name, an origin operation on
+// an unsafe path (CheckLoadedLocked; found by fuzz/ckpt_store_fuzz.cc).
 //
 // Drain (ckpt_drain.cc): a committed generation not yet at P is handed to one
 // node by Work(): its writer if the writer is up, else the first up node that
@@ -192,6 +196,9 @@ class CkptTable {
   // due, and wakes the listener when it queued origin operations.
   Status SaveLocked(CkptRecord r);
   void Apply(const CkptRecord& r);
+  // After a replay: kCorruption unless the namespace is one operations could
+  // have built (ckpt_table_apply.cc); moves counters past the ids in use.
+  Status CheckLoadedLocked();
   void ApplyPut(const CkptNode& n);
   void ApplyDel(uint64_t id);
   void IndexLocked(const CkptNode& n, bool add);  // the drain and marker indexes

@@ -38,8 +38,74 @@ Status CkptTable::Load() {
                   .ops_add = std::move(loaded.snapshot.ops)};
   Apply(base);  // children_ is keyed by parent id, so puts may come in any order
   for (const CkptRecord& r : loaded.records) Apply(r);
+  HOARD_RETURN_IF_ERROR(CheckLoadedLocked().Annotate("checkpoint namespace in " + options_.dir +
+                                                     " (restore it from a backup)"));
   options_.logger->info("checkpoint namespace: {} entries, {} origin operations queued, {} uploads awaiting publish",
                         nodes_.size(), ops_.size(), held_markers_.size());
+  return Status::Ok();
+}
+
+namespace {
+
+Status Damaged(const std::string& what) { return Status::Corruption(what); }
+
+// The committed chunks of a file: what Commit checks before accepting them.
+bool ChunksFit(const CkptNode& n) {
+  if (n.gen == 0) return true;
+  if (n.size > 0 && n.chunk_size == 0) return false;
+  const uint64_t chunks = n.chunk_size == 0 ? 0 : n.size / n.chunk_size + (n.size % n.chunk_size != 0);
+  return n.checksums.size() == chunks && (n.replicas.empty() || n.replicas.size() == chunks);
+}
+
+}  // namespace
+
+// A snapshot and journal that replay into a namespace no sequence of
+// operations could have built are damaged: an entry under a missing parent or
+// under a file, a cycle of parents (PathLocked would never end), two entries
+// with one name, a name that is not one safe path component, a file whose
+// chunks do not fit its size, an origin operation on an unsafe path (the
+// publisher would rename outside the origin). Refusing to start is safer
+// than serving them. Counters behind the ids they hand out are moved past
+// them, so ids are never reused.
+Status CkptTable::CheckLoadedLocked() {
+  std::set<uint64_t> rooted;  // ids whose parents lead to the root
+  for (const auto& [id, n] : nodes_) {
+    const std::string what = "entry " + std::to_string(id) + " ('" + n.name + "')";
+    if (id == 0) return Damaged("an entry has id 0, the root's");
+    if (n.name.empty() || n.name.find('/') != std::string::npos || !proto::IsSafeCkptPath(n.name)) {
+      return Damaged(what + " has an unsafe name");
+    }
+    if (n.parent != 0) {
+      const CkptNode* parent = FindLocked(n.parent);
+      if (parent == nullptr || !parent->is_dir) {
+        return Damaged(what + " is under " + std::to_string(n.parent) + ", which is not a directory");
+      }
+    }
+    auto siblings = children_.find(n.parent);
+    if (siblings == children_.end() || siblings->second.find(n.name) == siblings->second.end() ||
+        siblings->second.at(n.name) != id) {
+      return Damaged(what + " shares its name with another entry of its directory");
+    }
+    if (!n.is_dir && !ChunksFit(n)) return Damaged(what + " has chunks that do not fit its size");
+    // Walk up to the root or an entry already known to reach it; more steps
+    // than there are entries means a cycle.
+    std::vector<uint64_t> path;
+    for (uint64_t cur = id; cur != 0 && !rooted.contains(cur); cur = nodes_.at(cur).parent) {
+      if (path.size() > nodes_.size()) return Damaged(what + " is in a cycle of parent directories");
+      path.push_back(cur);
+    }
+    rooted.insert(path.begin(), path.end());
+    next_id_ = std::max(next_id_, id + 1);
+    next_commit_seq_ = std::max(next_commit_seq_, n.commit_seq + 1);
+  }
+  for (const auto& [seq, op] : ops_) {
+    const bool needs_from = op.kind == OriginOp::kPublish || op.kind == OriginOp::kRename;
+    if (op.kind > OriginOp::kRmdir || op.path.empty() || !proto::IsSafeCkptPath(op.path) ||
+        (needs_from && (op.from.empty() || !proto::IsSafeCkptPath(op.from)))) {
+      return Damaged("origin operation " + std::to_string(seq) + " is of an unknown kind or on an unsafe path");
+    }
+    next_op_seq_ = std::max(next_op_seq_, seq + 1);
+  }
   return Status::Ok();
 }
 

@@ -53,26 +53,41 @@ std::string EncodeHeader(uint64_t base_seq) {
 }
 
 // Why the record at `pos` is not valid, or empty if it is; `*next` gets the
-// offset just past it when it is.
-std::string CheckRecord(std::string_view file, uint64_t pos, uint64_t* next) {
+// offset just past it when it is. With `budget`, a record whose checksum
+// would cost more than *budget bytes is not checked ("budget" is returned);
+// what is checked is taken off *budget.
+std::string CheckRecord(std::string_view file, uint64_t pos, uint64_t* next, uint64_t* budget = nullptr) {
   const uint64_t left = file.size() - pos;
   if (left < StateLog::kRecordHeaderBytes) return "incomplete record header";
   const uint32_t len = GetU32(file.data() + pos);
   if (len == 0 || len > StateLog::kMaxRecordBytes) return "impossible length " + std::to_string(len);
   if (left - StateLog::kRecordHeaderBytes < len) return "incomplete record";
+  if (budget != nullptr) {
+    if (*budget < len) return "budget";
+    *budget -= len;
+  }
   const char* payload = file.data() + pos + StateLog::kRecordHeaderBytes;
   if (Checksum32(payload, len) != GetU32(file.data() + pos + 4)) return "checksum mismatch";
   *next = pos + StateLog::kRecordHeaderBytes + len;
   return "";
 }
 
-// The offset of a valid record starting anywhere in [from, end of file), or
-// 0 if there is none. Only lengths that fit get a checksum computed, so a torn
-// tail (usually less than one record) is scanned quickly.
+// Checksummed bytes FindValidRecord may spend: a fraction of a second.
+constexpr uint64_t kMaxScanBytes = 1ull << 30;
+constexpr uint64_t kScanGaveUp = ~0ull;
+
+// The offset of a valid record starting anywhere in [from, end of file), 0 if
+// there is none, or kScanGaveUp if telling would cost more than
+// kMaxScanBytes of checksums. Only lengths that fit get a checksum computed,
+// so a torn tail (usually less than one record) is scanned quickly; but
+// damage in which every offset claims a long record that fits would cost
+// (its size)^2 bytes of checksums: hours for a few MB, a start that hangs.
 uint64_t FindValidRecord(std::string_view file, uint64_t from) {
-  uint64_t next;
+  uint64_t next, budget = kMaxScanBytes;
   for (uint64_t pos = from; pos + StateLog::kRecordHeaderBytes < file.size(); ++pos) {
-    if (CheckRecord(file, pos, &next).empty()) return pos;
+    const std::string why = CheckRecord(file, pos, &next, &budget);
+    if (why.empty()) return pos;
+    if (why == "budget") return kScanGaveUp;
   }
   return 0;
 }
@@ -112,7 +127,14 @@ Result<StateLog> StateLog::Open(const std::string& path, const ReplayFn& replay,
     // A commit is one record written at the end, so only the last record can
     // be torn. Anything valid after a bad record means the bad one was
     // acknowledged once and has been damaged since: never cut that.
-    if (uint64_t valid = FindValidRecord(file, pos + 1); valid != 0) {
+    const uint64_t valid = FindValidRecord(file, pos + 1);
+    if (valid == kScanGaveUp) {
+      return Status::Corruption("state log " + path + ": the record at offset " + std::to_string(pos) +
+                                " is damaged (" + why + ") and the " + std::to_string(file.size() - pos) +
+                                " bytes after it are too costly to search for valid records; it is not "
+                                "cut, since they may hold acknowledged ones");
+    }
+    if (valid != 0) {
       return Status::Corruption("state log " + path + ": the record at offset " + std::to_string(pos) +
                                 " is damaged (" + why + ") but a valid record follows at offset " +
                                 std::to_string(valid));

@@ -28,7 +28,10 @@
 //      it cuts the file there (ftruncate, fdatasync). A bad record with a
 //      valid one after it is real corruption: kCorruption, nothing is cut.
 //      (Garbage that happens to pass a 32-bit checksum errs on the safe side:
-//      a refusal to start, never a cut acknowledged record.)
+//      a refusal to start, never a cut acknowledged record. So does a damaged
+//      tail that would take more than 1 GiB of checksums to search: damage
+//      that makes every offset claim a long record would otherwise make the
+//      search quadratic, and the start hang.)
 //   3. A failed Append may have written part or all of its record. Before
 //      returning it cuts the file back to the end of the last good record
 //      (ftruncate, fdatasync): the failed commit does not come back after a

@@ -304,6 +304,26 @@ TEST_F(StateStoreTest, GarbageAfterTheLastRecordIsCut) {
   }
 }
 
+// Damage in which every few offsets claim a record of up to 1 MiB that fits
+// in the file: telling a torn tail from damage followed by valid records
+// would cost (its size)^2 bytes of checksums, a start that hangs for hours.
+// The search stops after 1 GiB and refuses to start, cutting nothing.
+TEST_F(StateStoreTest, DamageTooCostlyToSearchIsCorruptionNotAHang) {
+  SaveSteps(3);
+  store_.reset();
+  std::string junk;
+  while (junk.size() < (8u << 20)) junk.append("\x01\x00\x10\x00", 4);  // lengths 1 MiB and 64 KiB
+  const std::string log = ReadLog() + junk;
+  WriteLog(log);
+  const auto start = std::chrono::steady_clock::now();
+  auto s = Reopen();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Code::kCorruption);
+  EXPECT_NE(s.status().message().find("too costly"), std::string::npos) << s.status().ToString();
+  EXPECT_EQ(ReadLog(), log) << "nothing is cut";
+}
+
 TEST_F(StateStoreTest, ADamagedRecordFollowedByValidOnesIsCorruption) {
   SaveSteps(10);
   store_.reset();

@@ -1,0 +1,371 @@
+// Writes the seed corpus of every fuzz target (fuzz/README.md) from real
+// encoders: each message type as the envelope encoder packs it, manifests
+// from ManifestBuilder, state and journal files as StateStore and CkptTable
+// write them. Deterministic, so running it again rewrites the same files.
+//
+//   build/bin/make_fuzz_seeds fuzz/corpus
+//
+// Seeds are named seed-*; inputs the fuzzers found are kept beside them
+// under other names (regressions), and this program leaves those alone.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/ckpt_table.h"
+#include "common/file_util.h"
+#include "common/hash.h"
+#include "common/testing.h"
+#include "coordinator/msgpack_codec.h"
+#include "coordinator/state_store.h"
+#include "fuzz/fuzz_util.h"
+#include "node/chunk_file.h"
+#include "proto/envelope.h"
+#include "proto/ordinals.h"
+#include "striping/manifest.h"
+
+namespace hoard {
+namespace {
+
+using namespace proto;
+
+std::string g_out;
+int g_files = 0;
+
+void Seed(const std::string& target, const std::string& name, std::string_view bytes) {
+  const std::string dir = JoinPath(g_out, target);
+  if (!MakeDirs(dir).ok()) std::abort();
+  fuzz::WriteOrDie(JoinPath(dir, "seed-" + name), bytes);
+  ++g_files;
+}
+
+std::string ReadOrDie(const std::string& path) {
+  Result<std::string> r = ReadFile(path);
+  if (!r.ok()) {
+    std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+    std::abort();
+  }
+  return *r;
+}
+
+template <typename T>
+T OrDie(Result<T> r) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+    std::abort();
+  }
+  return std::move(*r);
+}
+void OrDie(const Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    std::abort();
+  }
+}
+
+// ---- messages --------------------------------------------------------------
+
+NodeInfo Node(const std::string& name) {
+  return {.name = name, .endpoint = "tcp://10.0.0.1:7001", .capacity_bytes = 1ull << 40, .used_bytes = 1 << 30,
+          .chunks = 256, .weight = 1048576, .last_seen_unix = 1800000000};
+}
+DatasetMeta Dataset() {
+  return {.name = "imagenet", .uid = 0x1234abcd, .version = 2, .source = "nfs://nas/imagenet",
+          .chunk_size = 4u << 20, .replicas = 2, .warm = true, .manifest_bytes = 4096, .manifest_checksum = 99,
+          .file_count = 3, .total_bytes = 10u << 20, .total_chunks = 4, .created_unix = 1800000000};
+}
+CkptEntry Entry() {
+  return {.path = "job/step1/model.pt", .id = 7, .mode = 0644, .mtime_ns = 5, .gen = 2, .size = 5000,
+          .level = 2, .chunk_size = 4096, .checksums = {1, 2}, .writer = "n1", .replicas = {{"n2"}, {"n3"}},
+          .replicas_wanted = 2, .committed_unix_ms = 1800000000000};
+}
+DatasetReport Report() {
+  OrdinalEncoder enc;
+  for (uint64_t o : {0, 1, 3}) enc.Add(o);
+  return {.uid = 0x1234abcd, .version = 2, .placement_epoch = 3, .owned_chunks = 4, .owned_bytes = 1 << 20,
+          .cached_chunks = 3, .cached_bytes = 3 << 18, .cached_ordinals = enc.Finish(),
+          .failures = {{.path = "a/b", .error = "EIO"}}};
+}
+
+template <typename Body>
+void Msg(MsgType type, const Body& body, const Status& status = Status::Ok()) {
+  Seed("message", std::to_string(static_cast<int>(type)) + "-" + TypeName(type),
+       EncodeHeader(type, 42, status, body));
+}
+
+void MessageSeeds() {
+  Msg(MsgType::kError, ErrorBody{}, Status::InvalidArgument("bad"));
+  Msg(MsgType::kPing, Ping{});
+  Msg(MsgType::kPong, Pong{.role = "node", .name = "n1", .epoch = 5});
+  Msg(MsgType::kRegisterNode, RegisterNode{.name = "n1", .endpoint = "tcp://h:1", .capacity_bytes = 1 << 30});
+  Msg(MsgType::kRegisterNodeReply, RegisterNodeReply{.epoch = 3});
+  Msg(MsgType::kHeartbeat, Heartbeat{.name = "n1", .epoch = 3, .chunks = 9, .datasets = {Report()},
+                                     .datasets_included = true, .counters = {{"reads", 5}}});
+  Msg(MsgType::kHeartbeatReply, HeartbeatReply{.epoch = 4, .need_reports = true, .settled = {{1, 2, 3}}});
+  Msg(MsgType::kGetClusterMap, GetClusterMap{});
+  const ClusterMap map{.epoch = 9, .placement_epoch = 4, .nodes = {Node("n1"), Node("n2")}, .datasets = {Dataset()},
+                       .origin_limits = {.max_connections = 8, .max_bytes_per_s = 1 << 30}};
+  Msg(MsgType::kClusterMap, map);
+  Msg(MsgType::kGetManifest, GetManifest{.name = "imagenet", .version = 2, .offset = 8});
+  Msg(MsgType::kManifestPart, ManifestPart{.total_bytes = 100, .offset = 8});
+  Msg(MsgType::kClusterStatus, ClusterStatus{.dataset = "imagenet"});
+  DatasetStatus ds{.meta = Dataset(), .cached_bytes = 5, .failures = {{"x", "y"}},
+                   .shares = {{.node = "n1", .owned_chunks = 2, .reported = true}}, .fill_rate = 1.5,
+                   .eta_seconds = 10};
+  Msg(MsgType::kClusterStatusReply,
+      ClusterStatusReply{.epoch = 9, .nodes = {Node("n1")}, .datasets = {ds},
+                         .ckpt_jobs = {{.job = "job", .files = 2, .files_by_level = {0, 1, 1, 0}}}});
+  Msg(MsgType::kDatasetAdd, DatasetAdd{.name = "imagenet", .source = "/data", .chunk_size = 1 << 20, .replicas = 2});
+  Msg(MsgType::kDatasetAddReply, DatasetAddReply{.meta = Dataset(), .walk_ms = 12});
+  Msg(MsgType::kDatasetList, DatasetList{});
+  Msg(MsgType::kDatasetListReply, DatasetListReply{.datasets = {Dataset(), Dataset()}});
+  Msg(MsgType::kDatasetRemove, DatasetRemove{.name = "imagenet"});
+  Msg(MsgType::kDatasetRemoveReply, DatasetRemoveReply{});
+  Msg(MsgType::kWarm, Warm{.name = "imagenet"});
+  Msg(MsgType::kWarmReply, WarmReply{.meta = Dataset()});
+  Msg(MsgType::kNodeDrain, NodeDrain{.name = "n1"});
+  Msg(MsgType::kNodeDrainReply, NodeDrainReply{.node = Node("n1"), .epoch = 3});
+  Msg(MsgType::kNodeRemove, NodeRemove{.name = "n1", .force = true});
+  Msg(MsgType::kNodeRemoveReply, NodeRemoveReply{.epoch = 3});
+  Msg(MsgType::kDatasetRefresh, DatasetRefresh{.name = "imagenet"});
+  Msg(MsgType::kDatasetRefreshReply,
+      DatasetRefreshReply{.meta = Dataset(), .changed = true, .previous_version = 1, .files_added = 1,
+                          .files = {{.path = "a", .change = "added", .size = 5}}});
+  Msg(MsgType::kGetChunk, GetChunk{.dataset = "imagenet", .uid = 1, .version = 2, .entry = 3, .index = 1,
+                                   .key_lo = 5, .key_hi = 6, .offset = 0, .length = 4096, .placement_epoch = 4});
+  Msg(MsgType::kChunkData, ChunkData{.chunk_length = 4096, .source = "cache", .placement_epoch = 4});
+  Msg(MsgType::kNodeStatus, NodeStatus{});
+  Msg(MsgType::kNodeStatusReply, NodeStatusReply{.node = Node("n1"), .counters = {{"hits", 3}}});
+  Msg(MsgType::kCkptLookup, CkptLookup{.path = "job/step1"});
+  Msg(MsgType::kCkptEntryReply, CkptEntryReply{.entry = Entry()});
+  Msg(MsgType::kCkptList, CkptList{.path = "job"});
+  Msg(MsgType::kCkptListReply, CkptListReply{.dir = Entry(), .children = {Entry()}});
+  Msg(MsgType::kCkptCreate, CkptCreate{.path = "job/step2", .is_dir = true, .mode = 0755});
+  Msg(MsgType::kCkptRename, CkptRename{.from = "job/a", .to = "job/b", .noreplace = true});
+  Msg(MsgType::kCkptRenameReply, CkptRenameReply{.entry = Entry()});
+  Msg(MsgType::kCkptRemove, CkptRemove{.path = "job/a"});
+  Msg(MsgType::kCkptRemoveReply, CkptRemoveReply{.id = 7});
+  Msg(MsgType::kCkptCommit, CkptCommit{.id = 7, .gen = 3, .size = 5000, .chunk_size = 4096, .checksums = {1, 2},
+                                       .writer = "n1", .replicas = {{"n2"}, {"n3"}}, .replicas_wanted = 2,
+                                       .level = 2});
+  Msg(MsgType::kCkptSetAttr, CkptSetAttr{.path = "job/a", .set_mode = true, .mode = 0600});
+  Msg(MsgType::kCkptStatus, CkptStatus{.job = "job", .files = true});
+  Msg(MsgType::kCkptStatusReply, CkptStatusReply{.jobs = {{.job = "job", .files = 1}}, .files = {Entry()},
+                                                 .now_unix_ms = 1800000000000});
+  Msg(MsgType::kCkptFlush, CkptFlush{.job = "job"});
+  Msg(MsgType::kCkptFlushReply, CkptFlushReply{.status = {.job = "job", .undrained_bytes = 5}});
+  Msg(MsgType::kCkptWork, CkptWork{.node = "n1", .rebuild = true});
+  Msg(MsgType::kCkptWorkReply,
+      CkptWorkReply{.drain = {{.entry = Entry(), .tmp_path = ".hoard-staging/7-2-n1"}}, .keep_files = {7, 8},
+                    .max_drain_bytes_per_s = 100,
+                    .rebuild = {{.id = 7, .gen = 2, .index = 0, .checksum = 1, .length = 4096, .chunk_size = 4096,
+                                 .holders = {"n2"}}}});
+  Msg(MsgType::kCkptDrained, CkptDrained{.node = "n1", .id = 7, .gen = 2, .ok = false, .error = "EIO"});
+  Msg(MsgType::kCkptDrainedReply, CkptDrainedReply{.level = 3});
+  Msg(MsgType::kPutCkptChunk, PutCkptChunk{.id = 7, .gen = 2, .index = 1, .checksum = 9});
+  Msg(MsgType::kCkptPutReply, CkptPutReply{.stored_bytes = 4096});
+  Msg(MsgType::kGetCkptChunk, GetCkptChunk{.id = 7, .gen = 2, .index = 1, .checksum = 9, .chunk_size = 4096,
+                                           .chunk_length = 4096});
+  Msg(MsgType::kCkptChunkData, CkptChunkData{.chunk_length = 4096});
+  // What DecodeMessage must refuse: another version, an unknown type, a
+  // header that is not an array.
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(6);
+  pk.pack(kProtocolVersion + 1);
+  pk.pack(2);
+  pk.pack(1);
+  pk.pack(0);
+  pk.pack(std::string());
+  pk.pack_map(0);
+  Seed("message", "bad-version", std::string_view(buf.data(), buf.size()));
+  Seed("message", "bad-type", EncodeHeader(static_cast<MsgType>(999), 1, Status::Ok(), ErrorBody{}));
+  Seed("message", "bad-not-array", PackState(std::string("hello")));
+}
+
+// ---- ordinals --------------------------------------------------------------
+
+void OrdinalSeeds() {
+  const std::vector<std::vector<uint64_t>> lists = {{}, {0}, {0, 1, 2, 3}, {5, 200, 70000, 1ull << 31}};
+  int i = 0;
+  for (const auto& list : lists) {
+    OrdinalEncoder enc;
+    for (uint64_t o : list) enc.Add(o);
+    const std::vector<char> bytes = enc.Finish();
+    std::string in;
+    for (uint32_t v : {uint32_t{0xFFFFFFFF}, static_cast<uint32_t>(list.size())}) {
+      for (int b = 0; b < 4; ++b) in.push_back(static_cast<char>(v >> (8 * b)));
+    }
+    in.append(bytes.begin(), bytes.end());
+    Seed("ordinals", std::to_string(i++), in);
+  }
+}
+
+// ---- manifests and chunk files ---------------------------------------------
+
+std::string SmallManifest(uint64_t uid, uint32_t version) {
+  ManifestBuilder b(uid, version, 64 << 10);
+  b.SetRoot(S_IFDIR | 0755, 0, 0, 1);
+  b.Add("train", S_IFDIR | 0750, 1000, 1000, 0, 2);
+  b.Add("train/a.jpg", S_IFREG | 0644, 1000, 1000, 5, 3);
+  b.Add("train/b.jpg", S_IFREG | 0644, 1000, 1000, 3 * (64 << 10) + 7, 4);
+  b.Add("train/sub", S_IFDIR | 0755, 0, 0, 0, 5);
+  b.Add("train/sub/empty", S_IFREG | 0600, 0, 0, 0, 6);
+  b.Add("latest", S_IFLNK | 0777, 0, 0, 5, 7, "train");
+  b.Add("val", S_IFDIR | 0755, 0, 0, 0, 8);
+  return OrDie(b.Finish(1800000000));
+}
+
+void ManifestSeeds() {
+  ManifestBuilder empty(1, 1, 4 << 20);
+  Seed("manifest", "empty", OrDie(empty.Finish(1800000000)));
+  Seed("manifest", "small", SmallManifest(2, 3));
+  ManifestBuilder flat(3, 1, 1 << 20);
+  for (int i = 0; i < 20; ++i) flat.Add("f" + std::to_string(100 + i), S_IFREG | 0644, 0, 0, i * 300000, i);
+  Seed("manifest", "flat", OrDie(flat.Finish(1800000000)));
+}
+
+void ChunkFileSeeds() {
+  for (const std::string data : {std::string(), std::string("hello chunk"), std::string(300, 'x')}) {
+    char trailer[kChunkTrailerSize];
+    EncodeChunkTrailer({.length = data.size(), .checksum = Checksum64(data.data(), data.size()), .dataset_uid = 7},
+                       trailer);
+    std::string file = data + std::string(trailer, sizeof trailer);
+    Seed("chunk_file", std::to_string(data.size()), file);
+  }
+}
+
+// ---- durable state ---------------------------------------------------------
+
+std::string StateInput(uint8_t flags, std::string_view snapshot, std::string_view log) {
+  return std::string(1, static_cast<char>(flags)) + fuzz::EncodePart(snapshot) + std::string(log);
+}
+
+// The format-1 state.msgpack of older coordinators (state_store.h).
+struct LegacyState {
+  uint32_t format = 1;
+  uint64_t epoch = 0;
+  uint64_t placement_epoch = 0;
+  std::vector<NodeInfo> nodes;
+  std::vector<DatasetMeta> datasets;
+  MSGPACK_DEFINE_MAP(format, epoch, placement_epoch, nodes, datasets);
+};
+
+void StateStoreSeeds() {
+  testing::TempDir dir("hoard-seeds");
+  const auto quiet = std::make_shared<spdlog::logger>("seeds");
+  StateStore::Options options{.snapshot_every_records = 4, .logger = quiet};
+  CoordinatorState state;
+  {
+    StateStore store(dir.path(), options);
+    state = OrDie(store.Open());
+    state.nodes = {Node("n1")};
+    state.epoch = 1;
+    OrDie(store.Save(state));
+    state.nodes.push_back(Node("n2"));
+    state.datasets = {Dataset()};
+    state.epoch = 2;
+    state.placement_epoch = 1;
+    OrDie(store.Save(state));
+  }
+  const std::string log1 = ReadOrDie(dir.Sub("state.log"));
+  const std::string snap1 = ReadOrDie(dir.Sub("state.msgpack"));
+  Seed("state_store", "log-only", StateInput(2 | 4, "", log1));
+  Seed("state_store", "snapshot-and-log", StateInput(1 | 2 | 4 | 8, snap1, log1));
+  {
+    StateStore store(dir.path(), options);
+    state = OrDie(store.Open());
+    for (int i = 0; i < 4; ++i) {  // past snapshot_every_records: a snapshot, then a new log
+      state.nodes[0].draining = i % 2 == 0;
+      state.epoch++;
+      OrDie(store.Save(state));
+    }
+    state.datasets.clear();
+    state.epoch++;
+    OrDie(store.Save(state));
+  }
+  Seed("state_store", "after-snapshot",
+       StateInput(1 | 2 | 4 | 8, ReadOrDie(dir.Sub("state.msgpack")), ReadOrDie(dir.Sub("state.log"))));
+  Seed("state_store", "snapshot-only", StateInput(1 | 8, ReadOrDie(dir.Sub("state.msgpack")), ""));
+  LegacyState legacy{.epoch = 5, .placement_epoch = 2, .nodes = {Node("n1")}, .datasets = {Dataset()}};
+  Seed("state_store", "legacy-format-1", StateInput(1, PackState(legacy), ""));
+  Seed("state_store", "torn-tail", StateInput(2 | 4, "", log1.substr(0, log1.size() - 3)));
+}
+
+void CkptStoreSeeds() {
+  testing::TempDir dir("hoard-seeds");
+  int64_t now = 1800000000000;
+  auto open = [&] {
+    CkptTable::Options o{.dir = dir.path(), .logger = std::make_shared<spdlog::logger>("seeds"),
+                         .store = {.snapshot_every_records = 12}};
+    o.now_unix_ms = [&now] { return now += 10; };
+    return OrDie(CkptTable::Open(std::move(o)));
+  };
+  auto seed = [&](const std::string& name) {
+    Result<std::string> snap = ReadFile(dir.Sub("snapshot.msgpack"));
+    const std::string journal = ReadOrDie(dir.Sub("journal.log"));
+    Seed("ckpt_store", name, StateInput((snap.ok() ? 1 : 0) | 2 | 4, snap.ok() ? *snap : "", journal));
+  };
+  {
+    std::unique_ptr<CkptTable> t = open();
+    OrDie(t->Create({.path = "job", .is_dir = true, .mode = 0755}));
+    OrDie(t->Create({.path = "job/step1", .is_dir = true, .mode = 0755}));
+    const CkptEntry f = OrDie(t->Create({.path = "job/step1/model.pt", .mode = 0644}));
+    OrDie(t->Create({.path = "job/step1/.metadata", .mode = 0644}));
+    OrDie(t->Commit({.id = f.id, .gen = 1, .size = 100, .mtime_ns = 5, .chunk_size = 4096, .checksums = {42},
+                     .writer = "n1", .replicas = {{"n2"}}, .replicas_wanted = 2,
+                     .level = uint8_t(CkptLevel::kR)}));
+    seed("namespace");
+    CkptWorkReply work = t->Work("n1", {"n1", "n2"});
+    for (const CkptDrainTask& task : work.drain) {
+      OrDie(t->Drained({.node = "n1", .id = task.entry.id, .gen = task.entry.gen, .ok = true}));
+    }
+    OrDie(t->Rename({.from = "job/step1", .to = "job/step2"}));
+    OrDie(t->Create({.path = "job/tmp", .mode = 0644}));
+    OrDie(t->Remove({.path = "job/tmp"}));
+    seed("drained-renamed");
+  }
+  {
+    std::unique_ptr<CkptTable> t = open();
+    for (int i = 0; i < 12; ++i) OrDie(t->Create({.path = "job2-" + std::to_string(i), .is_dir = true}));
+    seed("after-snapshot");
+  }
+}
+
+void ClusterMapSeeds() {
+  const std::string manifest = SmallManifest(0x1234abcd, 2);
+  DatasetMeta meta = Dataset();
+  meta.manifest_bytes = manifest.size();
+  meta.manifest_checksum = OrDie(Manifest::Parse(manifest)).checksum();
+  ClusterMap map{.epoch = 9, .placement_epoch = 4, .nodes = {Node("n1"), Node("n2"), Node("n3")},
+                 .datasets = {meta}};
+  map.nodes[1].up = false;
+  map.nodes[2].draining = true;
+  Seed("cluster_map", "with-manifest", fuzz::EncodePart(PackState(map)) + manifest);
+  map.datasets.clear();
+  Seed("cluster_map", "no-datasets", fuzz::EncodePart(PackState(map)));
+}
+
+}  // namespace
+}  // namespace hoard
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR (fuzz/corpus)\n", argv[0]);
+    return 2;
+  }
+  hoard::g_out = argv[1];
+  hoard::MessageSeeds();
+  hoard::OrdinalSeeds();
+  hoard::ManifestSeeds();
+  hoard::ChunkFileSeeds();
+  hoard::StateStoreSeeds();
+  hoard::CkptStoreSeeds();
+  hoard::ClusterMapSeeds();
+  std::printf("wrote %d seeds under %s\n", hoard::g_files, argv[1]);
+  return 0;
+}
