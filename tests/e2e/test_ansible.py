@@ -51,7 +51,7 @@ def supports(binary, words):
 class AnsibleTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        for tool in ("ansible-playbook", "ansible-lint"):
+        for tool in ("ansible-playbook", "ansible-lint", "systemd-analyze"):
             if shutil.which(tool) is None:
                 raise AssertionError(f"{tool} is missing: scripts/deps installs it")
         cls.tmp = harness.TempDir("hoard-e2e-ansible-")
@@ -189,6 +189,12 @@ class AnsibleTest(unittest.TestCase):
             self.assertTrue(exec_start.startswith(os.path.join(self.prefix, "usr", "local", "bin", d)), exec_start)
             if self.config_flag:
                 self.assertIn("--config " + os.path.join(self.prefix, "etc", "hoard", "hoard.toml"), exec_start)
+        # systemd's own check of the units (syntax, and that each command exists).
+        r = subprocess.run(["systemd-analyze", "verify", "--man=no",
+                            *[os.path.join(units, d + ".service") for d in DAEMONS]],
+                           text=True, capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotIn("hoard", r.stdout + r.stderr)
         with open(os.path.join(units, "hoard-fuse.service")) as f:
             unit = f.read()
         self.assertIn("After=network-online.target hoard-node.service", unit)
