@@ -212,6 +212,18 @@ class AnsibleTest(unittest.TestCase):
                 self.assertEqual(r.status, 200, table)
                 self.assertIn(b"# TYPE", r.read(), table)
 
+    def test_filters(self):
+        """The command lines the roles render: for daemons without --config, and ExecStart= quoting."""
+        sys.path.insert(0, os.path.join(ANSIBLE, "filter_plugins"))
+        import hoard as filters  # noqa: E402
+        self.assertEqual(filters.hoard_argv({"mountpoint": "/mnt/h", "allow-other": True, "fuse-debug": False,
+                                             "cache-dir": "/c", "node-name": "", "threads": 4,
+                                             "ckpt-commit-markers": [".metadata", "latest"]}, "/bin/hoard-fuse"),
+                         ["/bin/hoard-fuse", "--allow-other", "--cache-dir", "/c", "--ckpt-commit-markers",
+                          ".metadata,latest", "--threads", "4", "/mnt/h"])
+        self.assertEqual(filters.systemd_exec(["/bin/x", "--store", "/a b/c", "--rate", "50%", "$HOME", 'q"'
+                                               ]), '/bin/x --store "/a b/c" --rate 50%% $$HOME "q\\""')
+
     def test_ansible(self):
         # Lint while the syntax checks and the first run go on: it takes a while.
         lint = subprocess.Popen(["ansible-lint"], cwd=ANSIBLE, env=self.env, text=True, stdout=subprocess.PIPE,
