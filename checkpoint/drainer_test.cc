@@ -211,6 +211,26 @@ TEST_F(DrainerTest, UploadsTheWholeFileCopyToTheTmpNameAndReportsOk) {
   EXPECT_EQ(opens_.load(), 1);
 }
 
+// The coordinator's drain task names the upload's path: a hostile one (from a
+// compromised or buggy coordinator) is refused, reported not ok, and nothing
+// is written anywhere in the origin.
+TEST_F(DrainerTest, RefusesAHostileUploadPath) {
+  const std::string bytes = PseudoRandomBytes(1500, 9);
+  proto::CkptEntry e = Entry(14, 1, bytes, 1000, "self");
+  ASSERT_TRUE(WriteFileAtomic(ReplicaStore::WholeFilePath(tmp_.Sub("local"), 14), bytes).ok());
+  for (const std::string& bad : {std::string(".."), std::string("../escape"), std::string(".hoard-staging/../../x"),
+                                 std::string("/etc/escape"), std::string("a\0b", 3), std::string("")}) {
+    coord_.Set({.drain = {{.entry = e, .tmp_path = bad}}, .keep_files = {14}});
+    (void)drainer_->RunOnce();  // the refusal is reported to the coordinator, checked below
+    EXPECT_TRUE(origin_->Files().empty()) << "uploaded to '" << bad << "'";
+  }
+  ASSERT_FALSE(coord_.drained().empty());
+  for (const auto& d : coord_.drained()) {
+    EXPECT_FALSE(d.ok);
+    EXPECT_NE(d.error.find("malformed drain task"), std::string::npos) << d.error;
+  }
+}
+
 TEST_F(DrainerTest, FetchesChunksItLacksFromTheirHolders) {
   const std::string bytes = PseudoRandomBytes(3 * 4096 + 10, 2);
   proto::CkptEntry e = Entry(12, 1, bytes, 4096, "peer");

@@ -160,6 +160,7 @@ Result<proto::RegisterNodeReply> Coordinator::RegisterNode(const proto::Register
 }
 
 Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req) {
+  if (!IsValidName(req.name)) return Status::InvalidArgument("invalid node name '" + req.name + "' in a heartbeat");
   std::lock_guard lock(mu_);
   auto it = nodes_.find(req.name);
   if (it == nodes_.end()) return proto::HeartbeatReply{epoch_, /*registered=*/false};

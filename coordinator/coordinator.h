@@ -166,7 +166,7 @@ class Coordinator {
   // The checkpoint namespace (mount and CLI requests go straight to it).
   CkptTable& checkpoints() { return *ckpt_table_; }
   // Drain work for `node`, given the nodes up now.
-  proto::CkptWorkReply CkptWork(const std::string& node, bool rebuild = false);
+  Result<proto::CkptWorkReply> CkptWork(const std::string& node, bool rebuild = false);
 
   // Test-only: the durable state, for fault injection.
   StateStore& TEST_store() { return store_; }

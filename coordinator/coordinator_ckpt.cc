@@ -28,7 +28,8 @@ Status Coordinator::OpenCheckpoints() {
   return Status::Ok();
 }
 
-proto::CkptWorkReply Coordinator::CkptWork(const std::string& node, bool rebuild) {
+Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool rebuild) {
+  if (!IsValidName(node)) return Status::InvalidArgument("invalid node name '" + node + "' asking for checkpoint work");
   std::set<std::string> up;
   {
     std::lock_guard lock(mu_);

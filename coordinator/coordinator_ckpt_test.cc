@@ -43,8 +43,10 @@ TEST_F(CoordinatorCkptTest, DrainGoesToAnUpHolderAndStatusShowsTheJob) {
   ASSERT_TRUE(t.Commit({.id = f->id, .gen = 1, .size = 10, .chunk_size = 1u << 20, .checksums = {7},
                         .writer = "node1", .replicas = {{"node2"}}, .replicas_wanted = 2, .level = 2})
                   .ok());
-  EXPECT_EQ(coord_->CkptWork("node1").drain.size(), 1u);
-  EXPECT_EQ(coord_->CkptWork("node1").max_drain_bytes_per_s, 300u);
+  auto first = coord_->CkptWork("node1");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->drain.size(), 1u);
+  EXPECT_EQ(first->max_drain_bytes_per_s, 300u);
   // node1 and node3 go silent: node2, the replica holder, drains once the lease is over.
   for (int i = 0; i < 20; ++i) {
     clock_.Advance(500ms);
@@ -54,9 +56,10 @@ TEST_F(CoordinatorCkptTest, DrainGoesToAnUpHolderAndStatusShowsTheJob) {
   clock_.Advance(200s);
   ASSERT_TRUE(coord_->Heartbeat({.name = "node2"}).ok());
   auto work = coord_->CkptWork("node2");
-  ASSERT_EQ(work.drain.size(), 1u);
-  EXPECT_EQ(work.drain[0].entry.path, "job/model.pt");
-  EXPECT_EQ(work.max_drain_bytes_per_s, 900u);
+  ASSERT_TRUE(work.ok()) << work.status().ToString();
+  ASSERT_EQ(work->drain.size(), 1u);
+  EXPECT_EQ(work->drain[0].entry.path, "job/model.pt");
+  EXPECT_EQ(work->max_drain_bytes_per_s, 900u);
 
   auto status = coord_->GetStatus("");
   ASSERT_TRUE(status.ok());

@@ -151,24 +151,26 @@ Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, ui
     std::lock_guard lock(cache_mu_);
     if (Bytes b = LookupLocked(key)) return b;
   }
+  auto fetch = [&]() -> Result<Bytes> {
+    {
+      // A transfer (a read-ahead) that ended between the lookup above and
+      // this flight left the chunk in the cache: no second fetch.
+      std::lock_guard lock(cache_mu_);
+      if (Bytes b = LookupLocked(key)) return b;
+    }
+    Result<Bytes> f = FetchUncached(ds, entry, index, /*ahead=*/false);
+    if (f.ok()) Remember(key, *f, /*ahead=*/false);
+    return f;
+  };
   bool leader = false;
-  Result<Bytes> r = flights_.Do(
-      key,
-      [&]() -> Result<Bytes> {
-        Result<Bytes> f = FetchUncached(ds, entry, index, /*ahead=*/false);
-        if (f.ok()) Remember(key, *f, /*ahead=*/false);
-        return f;
-      },
-      &leader);
-  if (!leader && !r.ok()) {
-    // We joined a read-ahead transfer, which gives up where a demand read
-    // goes on (it never reads the origin itself): try again as our own.
-    r = flights_.Do(key, [&]() -> Result<Bytes> {
-      Result<Bytes> f = FetchUncached(ds, entry, index, /*ahead=*/false);
-      if (f.ok()) Remember(key, *f, /*ahead=*/false);
-      return f;
-    });
-    return r;
+  Result<Bytes> r = flights_.Do(key, fetch, &leader);
+  // We joined a read-ahead transfer, which gives up where a demand read goes
+  // on (it never reads the origin itself): try again as our own. The retry
+  // may join the next read-ahead of the same chunk, so after a few such
+  // joins the demand read fetches on its own, outside the flight.
+  for (int joins = 1; !leader && !r.ok(); ++joins) {
+    if (joins == 3) return fetch();
+    r = flights_.Do(key, fetch, &leader);
   }
   if (!leader && r.ok()) {
     // We joined another transfer, maybe a read-ahead one, which left the
@@ -506,15 +508,21 @@ void ChunkReader::FetchAhead(const AheadTask& task) {
   }
   if (HeldLocally(task.key)) return;
   counters_.readahead_chunks.fetch_add(1, std::memory_order_relaxed);
-  Result<Bytes> r = flights_.Do(task.key, [&]() -> Result<Bytes> {
-    Result<Bytes> f = FetchUncached(*task.ds, task.entry, task.index, /*ahead=*/true);
-    // This node's own agent may have stored it while serving us (it owns
-    // it): the demand read will open the file, so keep no second copy.
-    if (f.ok() && !HeldLocally(task.key)) Remember(task.key, *f, /*ahead=*/true);
-    return f;
-  });
+  bool leader = false;
+  Result<Bytes> r = flights_.Do(
+      task.key,
+      [&]() -> Result<Bytes> {
+        Result<Bytes> f = FetchUncached(*task.ds, task.entry, task.index, /*ahead=*/true);
+        // This node's own agent may have stored it while serving us (it owns
+        // it): the demand read will open the file, so keep no second copy.
+        if (f.ok() && !HeldLocally(task.key)) Remember(task.key, *f, /*ahead=*/true);
+        return f;
+      },
+      &leader);
+  // Bytes a demand read fetched, which this read-ahead merely joined, are
+  // not read-ahead bytes.
   if (r.ok()) {
-    counters_.readahead_bytes.fetch_add((*r)->size(), std::memory_order_relaxed);
+    if (leader) counters_.readahead_bytes.fetch_add((*r)->size(), std::memory_order_relaxed);
   } else {
     // Silent: the demand read of the chunk tries again, and reports.
     counters_.readahead_failures.fetch_add(1, std::memory_order_relaxed);

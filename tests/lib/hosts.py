@@ -346,7 +346,8 @@ class HostCluster:
     def _start_mount(self, i, wait=True):
         mnt = self.mount_path(i)
         os.makedirs(mnt, exist_ok=True)
-        self.mounts.append(mnt)
+        if mnt not in self.mounts:
+            self.mounts.append(mnt)
         self._spawn(f"mount{i}", [os.path.join(BIN, "hoard-fuse"), mnt, "--coordinator", self.coordinator,
                                   "--node-store", os.path.join(self.store_dir(i), "store"),
                                   "--node-name", self.node_name(i),
@@ -412,6 +413,17 @@ class HostCluster:
         self._spawn(self.node_name(i), self._node_argv(i), self.node_ns[i - 1])
         self.wait_for(lambda: self._registrations(i) > before and self.node_name(i) in self._up_nodes(), timeout,
                       f"{self.node_name(i)} to register again")
+
+    def kill_mount(self, i):
+        """SIGKILLs node i's mount (hoard-fuse). What the dead process leaves
+        behind, a FUSE mount answering ENOTCONN, stays until start_mount."""
+        self._end(f"mount{i}", signal.SIGKILL)
+
+    def start_mount(self, i):
+        """Starts node i's mount again, first detaching a dead one (as an
+        operator or systemd would); returns once it is mounted."""
+        subprocess.run(["fusermount3", "-u", "-z", self.mount_path(i)], capture_output=True)
+        self._start_mount(i)
 
     def kill_coordinator(self):
         self._end("coordinator", signal.SIGKILL)
