@@ -25,7 +25,7 @@ plus the node agents' for hoard). hoard's mount also reports the sizes of the
 read requests the kernel sent (from its stats.json).
 
 Needs root (drop_caches, FUSE mounts). Usage:
-  bench/read_bench.py [--runs 3] [--out results.json] [--quick]
+  bench/read_bench.py [--runs 3] [--out results.json] [--quick] [--insecure]
 """
 import argparse
 import json
@@ -168,11 +168,12 @@ class Direct:
 class Hoard:
     """A local hoard cluster with every benchmark tree added and warmed."""
 
-    def __init__(self, work, src, nodes, trees):
+    def __init__(self, work, src, nodes, trees, insecure=False):
         self.dir = os.path.join(work, f"cluster{nodes}")
         self.base = [HOARD, "--dir", self.dir]
         run(self.base + ["local", "down", "--purge"], check=False)
-        run(self.base + ["local", "up", "--nodes", str(nodes), "--log-level", "warn"])
+        run(self.base + ["local", "up", "--nodes", str(nodes), "--log-level", "warn"] +
+            (["--insecure"] if insecure else []))
         rec = json.load(open(os.path.join(self.dir, "cluster.json")))
         self.mount_pid = rec["mount"]["pid"]
         self.pids = [self.mount_pid] + [n["pid"] for n in rec["nodes"]]
@@ -312,6 +313,8 @@ def main():
     ap.add_argument("--meta-entries", type=int, default=1_000_000)
     ap.add_argument("--quick", action="store_true", help="small sizes, to check that the benchmark works")
     ap.add_argument("--out", help="write every figure as JSON here")
+    ap.add_argument("--insecure", action="store_true",
+                    help="hoard without CURVE (hoard local up --insecure), to measure what encryption costs")
     a = ap.parse_args()
     if a.quick:
         a.large_count, a.large_mib, a.small_count, a.meta_entries = 2, 32, 800, 20_000
@@ -332,7 +335,7 @@ def main():
         elif c in ("pt", "pt_always"):
             target = Passthrough(a.work, src, os.path.join(a.work, "mnt_" + c), c == "pt_always")
         else:
-            target = Hoard(a.work, src, 1 if c == "hoard_local" else 3, trees)
+            target = Hoard(a.work, src, 1 if c == "hoard_local" else 3, trees, a.insecure)
         results[c] = {}
         try:
             for w in workloads:

@@ -20,7 +20,8 @@ std::optional<std::string> CkptTable::DrainerLocked(const CkptNode& n, const std
   return std::nullopt;
 }
 
-proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std::string>& up_nodes, bool rebuild) {
+proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std::string>& up_nodes, bool rebuild,
+                                     double dataset_fill_bytes_per_s) {
   std::lock_guard lock(mu_);
   proto::CkptWorkReply reply;
   const auto now = options_.clock->Now();
@@ -66,10 +67,32 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
       reply.rebuild.push_back(std::move(ref));
     }
   }
-  if (options_.drain_max_bytes_per_s != 0) {
-    reply.max_drain_bytes_per_s = options_.drain_max_bytes_per_s / std::max<size_t>(1, up_nodes.size());
+  if (const uint64_t budget = DrainBudgetLocked(dataset_fill_bytes_per_s); budget != 0) {
+    // At least 1: 0 would mean unlimited to the node.
+    reply.max_drain_bytes_per_s = std::max<uint64_t>(1, budget / std::max<size_t>(1, up_nodes.size()));
   }
   return reply;
+}
+
+uint64_t CkptTable::DrainBudget(double dataset_fill_bytes_per_s) const {
+  std::lock_guard lock(mu_);
+  return DrainBudgetLocked(dataset_fill_bytes_per_s);
+}
+
+uint64_t CkptTable::DrainBudgetLocked(double fill) const {
+  const uint64_t max = options_.drain_max_bytes_per_s;
+  const double share = options_.drain_share;
+  if (fill <= 0 || share >= 1 || share < 0 || !urgent_.empty() || AnyOverdueLocked()) return max;
+  const double fair = fill * share / (1 - share);
+  const uint64_t budget = std::max<uint64_t>(options_.drain_min_bytes_per_s, static_cast<uint64_t>(fair));
+  return max == 0 ? budget : std::min(max, budget);
+}
+
+bool CkptTable::AnyOverdueLocked() const {
+  if (undrained_.empty()) return false;
+  // undrained_ is in commit order: the first is the oldest.
+  const CkptNode& oldest = nodes_.at(undrained_.begin()->second);
+  return NowMs() - oldest.committed_unix_ms > options_.drain_deadline.count();
 }
 
 Result<proto::CkptDrainedReply> CkptTable::Drained(const proto::CkptDrained& req) {

@@ -105,6 +105,15 @@ class CkptTable {
     // Drain bandwidth of all nodes together, bytes/s, split evenly among the
     // up nodes in Work replies; 0 = unlimited.
     uint64_t drain_max_bytes_per_s = 0;
+    // While datasets are being filled from the origin, the drain takes at
+    // most this share of the origin traffic and leaves dataset reads the
+    // rest: its budget is fill × share / (1 − share), so that a saturated
+    // link settles at `share` for the drain. Never below drain_min_bytes_per_s
+    // (the drain always moves), never above drain_max_bytes_per_s. Not
+    // applied while a flushed job or an overdue file waits (the operator
+    // asked for it, or the deadline passed). 1 turns the share off.
+    double drain_share = 0.25;
+    uint64_t drain_min_bytes_per_s = 16ull << 20;
     CkptStore::Options store;
     Clock* clock = Clock::Real();  // leases
     std::function<int64_t()> now_unix_ms;  // null: the system clock
@@ -139,7 +148,13 @@ class CkptTable {
   // released generation that `node` should hold (as a replica holder, or
   // every chunk when it wrote the file), with the other holders to fetch it
   // from: a node that lost its disk rebuilds from peers, never the origin.
-  proto::CkptWorkReply Work(const std::string& node, const std::set<std::string>& up_nodes, bool rebuild = false);
+  // `dataset_fill_bytes_per_s`: how fast datasets are being filled from the
+  // origin right now (see Options::drain_share).
+  proto::CkptWorkReply Work(const std::string& node, const std::set<std::string>& up_nodes, bool rebuild = false,
+                            double dataset_fill_bytes_per_s = 0);
+  // The drain budget of all nodes together, bytes/s (0 = unlimited), given
+  // the datasets' fill rate.
+  uint64_t DrainBudget(double dataset_fill_bytes_per_s) const;
   Result<proto::CkptDrainedReply> Drained(const proto::CkptDrained& req);
 
   // ---- the publisher ----
@@ -212,6 +227,8 @@ class CkptTable {
   // Releases copies past the job's newest keep_last checkpoints (P only).
   Status ApplyRetentionLocked(uint64_t job);
   proto::CkptJobStatus JobStatusLocked(const CkptNode& job) const;
+  uint64_t DrainBudgetLocked(double dataset_fill_bytes_per_s) const;
+  bool AnyOverdueLocked() const;
   std::optional<std::string> DrainerLocked(const CkptNode& n, const std::set<std::string>& up) const;
 
   Options options_;

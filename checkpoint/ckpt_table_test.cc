@@ -487,5 +487,50 @@ TEST_F(CkptTableTest, StatusCountsLevelsAndOverdue) {
   EXPECT_EQ(table_->GetStatus({.job = "nope"}).status().code(), Code::kNotFound);
 }
 
+TEST_F(CkptTableTest, TheDrainLeavesDatasetFillsTheirShare) {
+  table_.reset();
+  auto t = CkptTable::Open({.dir = dir_.Sub("share"),
+                            .logger = spdlog::default_logger(),
+                            .drain_deadline = std::chrono::seconds(60),
+                            .drain_max_bytes_per_s = 0,
+                            .drain_share = 0.25,
+                            .drain_min_bytes_per_s = 1000,
+                            .clock = &clock_,
+                            .now_unix_ms = [this] { return now_ms_; }});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  table_ = std::move(*t);
+  Mk("job", true);
+  ASSERT_TRUE(Commit(Mk("job/1"), 1).ok());
+  EXPECT_EQ(table_->DrainBudget(0), 0u) << "no dataset is filling: unlimited";
+  // Datasets fill at 90,000 B/s: the drain gets 30,000 (a quarter of the
+  // 120,000 both would move), split among the three up nodes.
+  EXPECT_EQ(table_->DrainBudget(90'000), 30'000u);
+  EXPECT_EQ(table_->Work("n1", {"n1", "n2", "n3"}, false, 90'000).max_drain_bytes_per_s, 10'000u);
+  EXPECT_EQ(table_->DrainBudget(300), 1000u) << "a trickle of dataset reads leaves the drain its floor";
+  // A flushed job drains at full speed: the operator asked for it.
+  ASSERT_TRUE(table_->Flush("job").ok());
+  EXPECT_EQ(table_->DrainBudget(90'000), 0u);
+}
+
+TEST_F(CkptTableTest, AnOverdueFileIsNotHeldBackByDatasetFills) {
+  table_.reset();
+  auto t = CkptTable::Open({.dir = dir_.Sub("share"),
+                            .logger = spdlog::default_logger(),
+                            .drain_deadline = std::chrono::seconds(60),
+                            .drain_max_bytes_per_s = 50'000,
+                            .drain_share = 0.25,
+                            .drain_min_bytes_per_s = 1000,
+                            .clock = &clock_,
+                            .now_unix_ms = [this] { return now_ms_; }});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  table_ = std::move(*t);
+  Mk("job", true);
+  ASSERT_TRUE(Commit(Mk("job/1"), 1).ok());
+  EXPECT_EQ(table_->DrainBudget(90'000), 30'000u);
+  EXPECT_EQ(table_->DrainBudget(900'000), 50'000u) << "never above --ckpt-drain-max-rate";
+  now_ms_ += 61'000;  // past the drain deadline
+  EXPECT_EQ(table_->DrainBudget(90'000), 50'000u);
+}
+
 }  // namespace
 }  // namespace hoard

@@ -36,6 +36,7 @@ struct UpArgs {
   bool no_mount = false;
   int down_after_ms = 5000;
   std::string log_level = "info";
+  bool insecure = false;
 };
 
 int RunUp(Context& ctx, const UpArgs& a) {
@@ -48,8 +49,8 @@ int RunUp(Context& ctx, const UpArgs& a) {
                                       .mount = !a.no_mount,
                                       .down_after_ms = a.down_after_ms,
                                       .log_level = a.log_level,
-                                      .bin_dir = BinDir()},
-                                     ctx.zmq());
+                                      .bin_dir = BinDir(),
+                                      .insecure = a.insecure});
   if (!r.ok()) return ctx.Fail(r.status().Annotate("local up"));
   const nlohmann::json& j = *r;
   std::ostringstream t;
@@ -63,6 +64,10 @@ int RunUp(Context& ctx, const UpArgs& a) {
   if (j["mount"].is_object()) {
     t << "  mount        " << j["mount"]["path"].get<std::string>() << "  (node1's view: datasets appear under "
       << j["mount"]["path"].get<std::string>() << "/datasets)\n";
+  }
+  if (j["keys"].is_string()) {
+    t << "  keys         " << j["keys"].get<std::string>() << "  (admin.key included: this CLI may change the "
+      << "cluster)\n";
   }
   if (dir != kDefaultLocalDir) t << "point the CLI at it with: export HOARD_LOCAL_DIR=" << ShellWord(dir) << "\n";
   t << "stop it with: hoard local down" << (dir != kDefaultLocalDir ? " --dir " + ShellWord(dir) : "");
@@ -113,6 +118,8 @@ void AddLocalCommands(CLI::App& app, Action* action) {
   up->add_option("--down-after-ms", up_args->down_after_ms, "Mark a silent node down after this long")
       ->capture_default_str();
   up->add_option("--log-level", up_args->log_level, "Daemon log level")->capture_default_str();
+  up->add_flag("--insecure", up_args->insecure,
+               "Run the daemons without keys (no authentication, no encryption); default: DIR/keys, made once");
   up->callback([action, up_args] { *action = [up_args](Context& ctx) { return RunUp(ctx, *up_args); }; });
 
   auto purge = std::make_shared<bool>(false);

@@ -22,6 +22,7 @@ void AddNodeCommands(CLI::App& app, Action* action);
 void AddLocalCommands(CLI::App& app, Action* action);
 void AddHookCommands(CLI::App& app, Action* action);
 void AddCheckpointCommands(CLI::App& app, Action* action);
+void AddKeysCommands(CLI::App& app, Action* action);
 
 // Reports a command-line error in one line and returns the exit status: 2,
 // or 64 under `hoard hook` (whose 2 means a timeout to a job scheduler).

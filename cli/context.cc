@@ -16,17 +16,47 @@ std::string Context::LocalDir() const {
   return kDefaultLocalDir;
 }
 
+nlohmann::json Context::LocalRecord() const {
+  Result<std::string> cluster = ReadFile(JoinPath(LocalDir(), "cluster.json"));
+  if (!cluster.ok()) return nullptr;
+  nlohmann::json doc = nlohmann::json::parse(*cluster, nullptr, /*allow_exceptions=*/false);
+  return doc.is_object() ? doc : nlohmann::json(nullptr);
+}
+
 std::string Context::CoordinatorEndpoint() const {
   if (!options_.coordinator.empty()) return options_.coordinator;
   if (const char* env = std::getenv("HOARD_COORDINATOR"); env != nullptr && *env != '\0') return env;
-  Result<std::string> cluster = ReadFile(JoinPath(LocalDir(), "cluster.json"));
-  if (cluster.ok()) {
-    nlohmann::json doc = nlohmann::json::parse(*cluster, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_object() && doc.contains("coordinator") && doc["coordinator"].is_string()) {
-      return doc["coordinator"].get<std::string>();
-    }
+  nlohmann::json doc = LocalRecord();
+  if (doc.is_object() && doc.contains("coordinator") && doc["coordinator"].is_string()) {
+    return doc["coordinator"].get<std::string>();
   }
   return "tcp://127.0.0.1:7100";
+}
+
+std::string Context::KeysDir() const {
+  if (!options_.keys.empty()) return options_.keys;
+  if (const char* env = std::getenv("HOARD_KEYS"); env != nullptr && *env != '\0') return env;
+  // The local cluster's keys go with its coordinator only.
+  if (!options_.coordinator.empty()) return "";
+  if (const char* env = std::getenv("HOARD_COORDINATOR"); env != nullptr && *env != '\0') return "";
+  nlohmann::json doc = LocalRecord();
+  if (doc.is_object() && doc.contains("keys") && doc["keys"].is_string()) return doc["keys"].get<std::string>();
+  return "";
+}
+
+Status Context::EnableKeys() {
+  if (security_) return Status::Ok();
+  const std::string dir = KeysDir();
+  if (dir.empty()) return Status::Ok();
+  // Keys that cannot be read are bad input (exit 2), whatever the cause: a
+  // missing file must not read as "no such dataset" (NotFound) to a script.
+  Result<proto::CurveKeys> keys = proto::LoadClientKeys(dir);
+  if (!keys.ok()) return Status::InvalidArgument("keys: " + keys.status().message());
+  Result<std::unique_ptr<proto::CurveSecurity>> s =
+      proto::CurveSecurity::Enable(zmq_, std::move(*keys), spdlog::default_logger());
+  if (!s.ok()) return s.status();
+  security_ = std::move(*s);
+  return Status::Ok();
 }
 
 int Context::Done(const nlohmann::json& doc, const std::string& text) {
@@ -43,7 +73,12 @@ int Context::Done(const nlohmann::json& doc, const std::string& text) {
 
 int Context::Fail(const Status& status) {
   std::string reason = status.message();
-  if (unreachable_) reason += " (is the cluster up? coordinator: " + CoordinatorEndpoint() + ")";
+  if (unreachable_) {
+    const std::string keys = KeysDir();
+    reason += " (is the cluster up? coordinator: " + CoordinatorEndpoint() +
+              (keys.empty() ? "; no keys: if the cluster has keys, pass --keys DIR or set HOARD_KEYS"
+                            : "; keys: " + keys + ", which it must accept") + ")";
+  }
   if (options_.json) {
     nlohmann::json doc = {{"error", reason}, {"code", std::string(CodeName(status.code()))}};
     std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
@@ -54,6 +89,7 @@ int Context::Fail(const Status& status) {
   // operation, and a script must not take it for a cluster that is not there.
   if (status.code() == Code::kInvalidArgument) return 2;
   if (unreachable_) return 3;
+  if (status.code() == Code::kPermissionDenied) return 4;
   return 1;
 }
 

@@ -8,14 +8,22 @@
 //   `hoard local up` (DIR/cluster.json, DIR = --dir or $HOARD_LOCAL_DIR or
 //   /tmp/hoard), then tcp://127.0.0.1:7100.
 //
+// Keys (proto/curve.h), first match wins: --keys DIR, $HOARD_KEYS, the keys
+// of the local cluster when the coordinator came from its cluster.json, else
+// none (a plain connection, which only a coordinator run with --insecure
+// accepts). With admin.key in DIR the CLI connects as the admin, else as a
+// member (reads only: proto/access.h).
+//
 // Output: human text on stdout by default; with --json exactly one JSON
 // document on stdout (progress goes to stderr). A failure prints one line
 // "hoard: REASON" on stderr (and {"error": ..., "code": ...} with --json)
 // and the command exits non-zero: 2 for bad usage or bad input (an
 // InvalidArgument status), 3 when the coordinator could not be reached (the
-// last call got no answer at all), 1 for any other failure, including an
-// Unavailable status the coordinator answered with (e.g. an NFS origin that is
-// down).
+// last call got no answer at all; a coordinator that refuses our key looks
+// the same: a CURVE handshake it refuses gets no answer), 4 when it refused
+// the request because it needs the admin key (PermissionDenied), 1 for any
+// other failure, including an Unavailable status the coordinator answered with
+// (e.g. an NFS origin that is down).
 #pragma once
 
 #include <algorithm>
@@ -27,6 +35,7 @@
 #include <zmq.hpp>
 
 #include "common/result.h"
+#include "proto/curve.h"
 #include "proto/rpc_client.h"
 
 namespace hoard::cli {
@@ -36,6 +45,7 @@ inline constexpr const char* kDefaultLocalDir = "/tmp/hoard";
 struct GlobalOptions {
   std::string coordinator;  // empty: discover
   std::string local_dir;    // empty: $HOARD_LOCAL_DIR or kDefaultLocalDir
+  std::string keys;         // empty: $HOARD_KEYS, else the local cluster's, else none
   bool json = false;
   int timeout_ms = 10000;   // per request
 };
@@ -49,11 +59,14 @@ class Context {
   std::string LocalDir() const;
   // The coordinator endpoint, by the discovery order above.
   std::string CoordinatorEndpoint() const;
+  // The keys directory, by the order above; empty for none.
+  std::string KeysDir() const;
 
   // Calls the coordinator with the configured timeout (or `timeout`).
   template <typename Req>
   Result<typename Req::Reply> Call(const Req& req, std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
     if (!client_) {
+      if (Status s = EnableKeys(); !s.ok()) return s;
       client_ = std::make_unique<proto::RpcClient>(zmq_, CoordinatorEndpoint());
       // A coordinator that is not there should be reported in seconds; the
       // request timeout is for slow answers (a big walk, a busy server).
@@ -68,16 +81,20 @@ class Context {
   // The last call got no answer at all (no coordinator there, or it died).
   bool unreachable() const { return unreachable_; }
 
-  zmq::context_t& zmq() { return zmq_; }
-
   // Prints `doc` (with --json) or `text` (otherwise) and returns 0.
   int Done(const nlohmann::json& doc, const std::string& text);
   // Prints the failure as described above and returns the exit code.
   int Fail(const Status& status);
 
  private:
+  // Loads the keys (KeysDir) onto zmq_, once.
+  Status EnableKeys();
+  // The local cluster's record (DIR/cluster.json), or null.
+  nlohmann::json LocalRecord() const;
+
   GlobalOptions options_;
   zmq::context_t zmq_;
+  std::unique_ptr<proto::CurveSecurity> security_;  // before client_: outlives it
   std::unique_ptr<proto::RpcClient> client_;
   bool unreachable_ = false;  // the last call got no answer at all: exit status 3
 };

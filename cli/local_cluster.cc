@@ -26,6 +26,7 @@
 #include "cli/mounts.h"
 #include "cli/process.h"
 #include "common/file_util.h"
+#include "proto/curve.h"
 #include "proto/rpc_client.h"
 
 namespace hoard::cli {
@@ -215,8 +216,7 @@ Status WaitFor(Pred ready, std::chrono::seconds limit, const std::vector<Proc>& 
 // Starts the cluster, recording each process in `doc` (and cluster.json)
 // before it runs. On failure returns at once: the caller stops what `doc`
 // names.
-Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, zmq::context_t& zmq,
-                          SignalBlock& signals, json& doc) {
+Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, SignalBlock& signals, json& doc) {
   const std::string cluster_file = JoinPath(dir, kClusterFile);
   auto save = [&] { return WriteFileAtomic(cluster_file, Dump(doc)); };
   auto bin = [&](const char* name) { return JoinPath(o.bin_dir, name); };
@@ -235,13 +235,34 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, zmq::
     return p;
   };
 
+  // Keys: made once, kept across `up`s (and `down`s without --purge).
+  zmq::context_t zmq;
+  std::unique_ptr<proto::CurveSecurity> security;
+  std::vector<std::string> keys_args = {"--insecure"};
+  if (!o.insecure) {
+    const std::string keys = JoinPath(dir, "keys");
+    if (::access(JoinPath(keys, proto::kClusterKeyFile).c_str(), F_OK) != 0) {
+      HOARD_RETURN_IF_ERROR(proto::GenerateKeys(keys));
+    }
+    // `up` itself connects as a member: it only pings and reads the status.
+    HOARD_ASSIGN_OR_RETURN(proto::CurveKeys k, proto::LoadDaemonKeys(keys));
+    HOARD_ASSIGN_OR_RETURN(security, proto::CurveSecurity::Enable(zmq, std::move(k), spdlog::default_logger()));
+    keys_args = {"--keys", keys};
+    doc["keys"] = keys;
+  }
+  auto with_keys = [&](std::vector<std::string> argv) {
+    argv.insert(argv.end(), keys_args.begin(), keys_args.end());
+    return argv;
+  };
+
   HOARD_ASSIGN_OR_RETURN(int cport, FreePort());
   const std::string coordinator = "tcp://127.0.0.1:" + std::to_string(cport);
   doc["coordinator"] = coordinator;
   HOARD_ASSIGN_OR_RETURN(
       Proc c, start({"coordinator", "hoard-coordinator", JoinPath(dir, "logs/coordinator.log")},
-                    {bin("hoard-coordinator"), "--listen", coordinator, "--data-dir", JoinPath(dir, "coordinator"),
-                     "--down-after-ms", std::to_string(o.down_after_ms), "--log-level", o.log_level},
+                    with_keys({bin("hoard-coordinator"), "--listen", coordinator, "--data-dir",
+                               JoinPath(dir, "coordinator"), "--down-after-ms", std::to_string(o.down_after_ms),
+                               "--log-level", o.log_level}),
                     [&](const Proc& p) {
                       doc["coordinator_pid"] = p.pid;
                       doc["coordinator_start_time"] = p.start_time;
@@ -260,8 +281,9 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, zmq::
     HOARD_RETURN_IF_ERROR(MakeDirs(store));
     HOARD_ASSIGN_OR_RETURN(
         Proc n, start({name, "hoard-node", JoinPath(dir, "logs/" + name + ".log")},
-                      {bin("hoard-node"), "--name", name, "--listen", endpoint, "--coordinator", coordinator,
-                       "--store", store, "--capacity", std::to_string(o.capacity_bytes), "--log-level", o.log_level},
+                      with_keys({bin("hoard-node"), "--name", name, "--listen", endpoint, "--coordinator",
+                                 coordinator, "--store", store, "--capacity", std::to_string(o.capacity_bytes),
+                                 "--log-level", o.log_level}),
                       [&](const Proc& p) {
                         doc["nodes"].push_back({{"name", name},
                                                 {"endpoint", endpoint},
@@ -288,10 +310,9 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, zmq::
     const std::string mnt = JoinPath(dir, "mnt");
     HOARD_ASSIGN_OR_RETURN(
         Proc m, start({"mount", "hoard-fuse", JoinPath(dir, "logs/mount.log")},
-                      {bin("hoard-fuse"), mnt, "--coordinator", coordinator, "--node-store",
-                       JoinPath(dir, "node1/store"), "--node-name", "node1", "--cache-dir",
-                       JoinPath(dir, "mount-cache"), "--log-level",
-                       o.log_level},
+                      with_keys({bin("hoard-fuse"), mnt, "--coordinator", coordinator, "--node-store",
+                                 JoinPath(dir, "node1/store"), "--node-name", "node1", "--cache-dir",
+                                 JoinPath(dir, "mount-cache"), "--log-level", o.log_level}),
                       [&](const Proc& p) {
                         doc["mount"] = {{"path", mnt},
                                         {"pid", p.pid},
@@ -335,7 +356,7 @@ std::string ShellWord(const std::string& path) {
   return out + "'";
 }
 
-Result<json> LocalUp(const LocalUpOptions& o, zmq::context_t& zmq) {
+Result<json> LocalUp(const LocalUpOptions& o) {
   if (o.nodes < 1 || o.nodes > 64) return Status::InvalidArgument("--nodes must be between 1 and 64");
   HOARD_RETURN_IF_ERROR(MakeDirs(o.dir));
   HOARD_ASSIGN_OR_RETURN(const std::string dir, RealPath(o.dir));
@@ -371,8 +392,8 @@ Result<json> LocalUp(const LocalUpOptions& o, zmq::context_t& zmq) {
   HOARD_RETURN_IF_ERROR(Unmount(JoinPath(dir, "mnt")));  // a mount left behind by a crash
 
   json doc = {{"state", "starting"},   {"dir", dir},          {"up_pid", ::getpid()},
-              {"coordinator", nullptr}, {"nodes", json::array()}, {"mount", nullptr}};
-  Result<json> up = StartCluster(o, dir, zmq, signals, doc);
+              {"coordinator", nullptr}, {"nodes", json::array()}, {"mount", nullptr}, {"keys", nullptr}};
+  Result<json> up = StartCluster(o, dir, signals, doc);
   if (up.ok()) return up;
 
   // Every failure, a signal included, ends here: stop what the record names.

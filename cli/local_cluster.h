@@ -6,6 +6,9 @@
 //   DIR/cluster.json       endpoints, PIDs (with each process's start time)
 //                          and paths of what runs; see "Records" below
 //   DIR/local.lock         flock'ed by a running `up` or `down`
+//   DIR/keys/              the cluster's CURVE keys (hoard keys gen), made by
+//                          the first `up` and kept; the CLI finds them
+//                          through cluster.json ("keys")
 //   DIR/coordinator/       the coordinator's data directory
 //   DIR/nodeN/             node N's directory; its chunk store is DIR/nodeN/store
 //   DIR/mount-cache/       the mount's manifests and last cluster map
@@ -39,7 +42,6 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
-#include <zmq.hpp>
 
 #include "common/result.h"
 
@@ -53,6 +55,7 @@ struct LocalUpOptions {
   int down_after_ms = 5000;
   std::string log_level = "info";
   std::string bin_dir;  // where hoard-coordinator, hoard-node, hoard-fuse are
+  bool insecure = false;  // daemons without keys (--insecure): to measure what CURVE costs
 };
 
 // Starts everything and waits until it is ready: the coordinator answers, all
@@ -61,7 +64,7 @@ struct LocalUpOptions {
 // failing process's log). A cluster already up in the directory is an
 // AlreadyExists error; the leftovers of one that died are stopped first.
 // Returns the contents of cluster.json.
-Result<nlohmann::json> LocalUp(const LocalUpOptions& options, zmq::context_t& zmq);
+Result<nlohmann::json> LocalUp(const LocalUpOptions& options);
 
 // Unmounts and stops everything `up` recorded in `dir`. With `purge`, also
 // deletes the directory, cached chunks included (when `dir` is a symlink, its

@@ -11,7 +11,8 @@ namespace {
 constexpr const char* kExitStatus =
     "Exit status: 0 ok; 1 the operation failed (including an error the coordinator reported,\n"
     "  e.g. an origin that is down); 2 bad usage or bad input; 3 the coordinator could not be\n"
-    "  reached (no answer at all).";
+    "  reached (no answer at all: also what a coordinator that refuses the keys looks like);\n"
+    "  4 the request needs the admin key (admin.key in --keys DIR).";
 
 }  // namespace
 
@@ -28,6 +29,9 @@ int main(int argc, char** argv) {
                  "tcp://127.0.0.1:7100)");
   app.add_option("--dir", global.local_dir, "Directory of the local cluster (default: $HOARD_LOCAL_DIR or /tmp/hoard)");
   app.add_flag("--json", global.json, "Print one JSON document on stdout");
+  app.add_option("--keys", global.keys,
+                 "Directory with the cluster's keys (cluster.key or cluster.pub, and admin.key for changes; "
+                 "default: $HOARD_KEYS, else the local cluster's)");
   app.add_option("--timeout-ms", global.timeout_ms, "Per-request timeout")->capture_default_str();
 
   hoard::cli::Action action;
@@ -38,6 +42,7 @@ int main(int argc, char** argv) {
   hoard::cli::AddLocalCommands(app, &action);
   hoard::cli::AddHookCommands(app, &action);
   hoard::cli::AddCheckpointCommands(app, &action);
+  hoard::cli::AddKeysCommands(app, &action);
 
   app.footer(kExitStatus);
   // Subcommand help lists the global options too: they work after any command.
@@ -51,6 +56,7 @@ int main(int argc, char** argv) {
           "  --coordinator EP   coordinator endpoint (default: $HOARD_COORDINATOR, the local cluster,\n"
           "                     tcp://127.0.0.1:7100)\n"
           "  --dir DIR          local cluster directory (default: $HOARD_LOCAL_DIR or /tmp/hoard)\n"
+          "  --keys DIR         the cluster's keys (default: $HOARD_KEYS, the local cluster's)\n"
           "  --timeout-ms MS    per-request timeout\n" + (own.empty() ? std::string(kExitStatus) : own));
       footer(sub);
     }

@@ -20,12 +20,13 @@ std::string_view CodeName(Code code) {
     case Code::kNotEmpty: return "NotEmpty";
     case Code::kIsDirectory: return "IsDirectory";
     case Code::kNotDirectory: return "NotDirectory";
+    case Code::kPermissionDenied: return "PermissionDenied";
   }
   return "Unknown";
 }
 
 Code CodeFromWire(uint32_t value) {
-  if (value > static_cast<uint32_t>(Code::kNotDirectory)) return Code::kInternal;
+  if (value > static_cast<uint32_t>(Code::kPermissionDenied)) return Code::kInternal;
   return static_cast<Code>(value);
 }
 

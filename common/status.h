@@ -32,6 +32,9 @@
 //   kNotDirectory     A directory operation named a file, or a path went
 //                     through a file. The last three exist because the
 //                     writable checkpoint namespace must give POSIX's errors.
+//   kPermissionDenied The caller's key may not make this request (it needs
+//                     the admin key: proto/access.h). Not retryable with the
+//                     same key.
 //
 // At the FUSE edge, fuse/errno.h turns a Status into an errno in one place.
 //
@@ -59,6 +62,7 @@ enum class Code : uint8_t {
   kNotEmpty = 10,
   kIsDirectory = 11,
   kNotDirectory = 12,
+  kPermissionDenied = 13,
 };
 
 // Returns the code's name, e.g. "Unavailable"; "Unknown" for values that are
@@ -87,6 +91,7 @@ class [[nodiscard]] Status {
   static Status NotEmpty(std::string msg) { return {Code::kNotEmpty, std::move(msg)}; }
   static Status IsDirectory(std::string msg) { return {Code::kIsDirectory, std::move(msg)}; }
   static Status NotDirectory(std::string msg) { return {Code::kNotDirectory, std::move(msg)}; }
+  static Status PermissionDenied(std::string msg) { return {Code::kPermissionDenied, std::move(msg)}; }
   // An I/O error from a failed system call: "CONTEXT: strerror(err)", with
   // ENOSPC/EDQUOT mapped to kNoSpace and ENOENT to kNotFound.
   static Status FromErrno(int err, std::string_view context);

@@ -173,7 +173,7 @@ Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req
   if (req.datasets_included) {
     std::map<uint64_t, proto::DatasetReport> before;
     before.swap(n.reports);
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = options_.clock->Now();
     for (const auto& r : req.datasets) {
       // Checked once, here, so that progress and settling judge the same
       // reports: one whose ordinals do not decode counts as not sent.
@@ -612,7 +612,7 @@ struct Coordinator::StatusInput {
 Coordinator::StatusInput Coordinator::StatusInputLocked(const DatasetState& d) const {
   StatusInput in{d.meta, d.manifest, placement_epoch_, 0, {}};
   if (auto rate = fill_rates_.find(d.meta.uid); rate != fill_rates_.end()) {
-    in.fill_rate = rate->second.Rate(std::chrono::steady_clock::now());
+    in.fill_rate = rate->second.Rate(options_.clock->Now());
   }
   for (const auto& [name, n] : nodes_) {
     StatusInput::Node node{name, n.info.up, proto::PlacementWeight(n.info) > 0, std::nullopt};

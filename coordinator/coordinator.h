@@ -103,6 +103,10 @@ class Coordinator {
       // origin_limits.max_bytes_per_s (reads): checkpoints are written to
       // the origin, datasets read from it, and the deadline needs its own.
       uint64_t drain_max_bytes_per_s = 0;
+      // The drain's share of origin traffic while datasets fill, and its
+      // floor (CkptTable::Options::drain_share).
+      double drain_share = 0.25;
+      uint64_t drain_min_bytes_per_s = 16ull << 20;
       uint32_t keep_last = 2;  // a job's checkpoints whose local copies stay after P
       std::vector<std::string> commit_markers = {".metadata", "latest", "latest_checkpointed_iteration.txt"};
       std::chrono::milliseconds drain_lease{std::chrono::seconds(120)};

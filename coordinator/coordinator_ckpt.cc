@@ -12,6 +12,8 @@ Status Coordinator::OpenCheckpoints() {
                                                        .drain_deadline = o.drain_deadline,
                                                        .lease = o.drain_lease,
                                                        .drain_max_bytes_per_s = o.drain_max_bytes_per_s,
+                                                       .drain_share = o.drain_share,
+                                                       .drain_min_bytes_per_s = o.drain_min_bytes_per_s,
                                                        .clock = options_.clock}));
   const std::string source = o.origin.empty() ? JoinPath(options_.data_dir, "ckpt-origin") : o.origin;
   if (!o.open_origin) {
@@ -31,13 +33,16 @@ Status Coordinator::OpenCheckpoints() {
 Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool rebuild) {
   if (!IsValidName(node)) return Status::InvalidArgument("invalid node name '" + node + "' asking for checkpoint work");
   std::set<std::string> up;
+  double fill = 0;  // bytes/s landing in dataset caches: the datasets' share of the origin
   {
     std::lock_guard lock(mu_);
     for (const auto& [name, n] : nodes_) {
       if (n.info.up) up.insert(name);
     }
+    const auto now = options_.clock->Now();
+    for (const auto& [uid, rate] : fill_rates_) fill += rate.Rate(now);
   }
-  return ckpt_table_->Work(node, up, rebuild);
+  return ckpt_table_->Work(node, up, rebuild, fill);
 }
 
 }  // namespace hoard

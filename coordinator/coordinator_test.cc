@@ -61,6 +61,27 @@ class CoordinatorTest : public ::testing::Test {
     }
   }
 
+  // A node's report on a dataset of replicas 1: every chunk `member` owns
+  // cached (`all`), or all but the last.
+  static proto::DatasetReport Report(const proto::DatasetMeta& meta, const Manifest& m, const proto::ClusterMap& map,
+                                     const Placement& placement, uint32_t member, bool all) {
+    std::vector<ChunkRef> owned = OwnedChunks(m, placement, 1, member);
+    proto::DatasetReport r{.uid = meta.uid, .version = 1, .placement_epoch = map.placement_epoch};
+    r.owned_chunks = owned.size();
+    proto::OrdinalEncoder cached;
+    EXPECT_GE(owned.size(), 2u);
+    for (size_t i = 0; i < owned.size(); ++i) {
+      r.owned_bytes += owned[i].length;
+      if (all || i + 1 < owned.size()) {
+        cached.Add(owned[i].ordinal);
+        ++r.cached_chunks;
+        r.cached_bytes += owned[i].length;
+      }
+    }
+    r.cached_ordinals = cached.Finish();
+    return r;
+  }
+
   void Register(const std::string& name) {
     ASSERT_TRUE(coord_->RegisterNode({.name = name, .endpoint = "tcp://127.0.0.1:1" + name.substr(4)}).ok());
   }
@@ -266,23 +287,7 @@ TEST_F(CoordinatorTest, StatusCountsWholeFilesFromNodeReports) {
   proto::ClusterMap map = coord_->GetClusterMap();
   Placement placement({{"node1", 1}, {"node2", 1}});
 
-  auto report = [&](uint32_t member, bool all) {
-    std::vector<ChunkRef> owned = OwnedChunks(m, placement, 1, member);
-    proto::DatasetReport r{.uid = meta.uid, .version = 1, .placement_epoch = map.placement_epoch};
-    r.owned_chunks = owned.size();
-    proto::OrdinalEncoder cached;
-    EXPECT_GE(owned.size(), 2u);
-    for (size_t i = 0; i < owned.size(); ++i) {
-      r.owned_bytes += owned[i].length;
-      if (all || i + 1 < owned.size()) {  // partial: all but the last
-        cached.Add(owned[i].ordinal);
-        ++r.cached_chunks;
-        r.cached_bytes += owned[i].length;
-      }
-    }
-    r.cached_ordinals = cached.Finish();
-    return r;
-  };
+  auto report = [&](uint32_t member, bool all) { return Report(meta, m, map, placement, member, all); };
   auto status = [&] { return coord_->GetStatus("imagenet")->datasets.at(0); };
 
   EXPECT_EQ(status().cached_bytes, 0u);
@@ -684,6 +689,49 @@ TEST_F(RefreshTest, ARefreshRacingARemoveOrAnotherRefreshFailsClearly) {
   origin_->SetDelay(0ms);
   EXPECT_TRUE(coord_->ListDatasets().datasets.empty());
   EXPECT_TRUE(ManifestFiles().empty()) << ManifestFiles()[0];
+}
+
+// The checkpoint drain's budget follows the datasets' fill rate, which the
+// coordinator learns from the nodes' reports: while a dataset fills, the
+// drain gets its share; once filling stops, it is unlimited again.
+TEST_F(CoordinatorTest, CheckpointDrainYieldsToDatasetFills) {
+  coord_.reset();
+  auto c = Coordinator::Open({.data_dir = dir_,
+                              .down_after = 60s,
+                              .logger = spdlog::null_logger_mt("coord-" + std::to_string(++n_)),
+                              .clock = &clock_,
+                              .open_origin = ForwardingOrigin::Opener("mem://data", origin_),
+                              .ckpt = {.drain_share = 0.5, .drain_min_bytes_per_s = 1}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  coord_ = std::move(*c);
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(origin_->AddFile("more/" + std::to_string(i), "x").ok());
+  Register("node1");
+  Register("node2");
+  proto::DatasetMeta meta = Add("imagenet", 65536, 1);
+  std::string bytes;
+  ASSERT_TRUE(coord_->GetManifest({.name = "imagenet", .version = 1}, &bytes).ok());
+  Manifest m = *Manifest::Parse(bytes);
+  proto::ClusterMap map = coord_->GetClusterMap();
+  Placement placement({{"node1", 1}, {"node2", 1}});
+  auto budget = [&] {
+    auto w = coord_->CkptWork("node1");
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    return w.ok() ? w->max_drain_bytes_per_s : ~0ull;
+  };
+
+  EXPECT_EQ(budget(), 0u) << "nothing fills: unlimited";
+  proto::DatasetReport part = Report(meta, m, map, placement, 0, false);
+  proto::DatasetReport all = Report(meta, m, map, placement, 0, true);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node1", .datasets = {part}, .datasets_included = true}).ok());
+  clock_.Advance(1s);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node1", .datasets = {all}, .datasets_included = true}).ok());
+  const double fill = coord_->GetStatus("imagenet")->datasets.at(0).fill_rate;
+  ASSERT_GT(fill, 0);
+  // Share 0.5: the drain may move as much as the fill, split between the
+  // two up nodes.
+  EXPECT_EQ(budget(), uint64_t(fill) / 2);
+  clock_.Advance(11s);  // past the fill rate's window: nothing fills any more
+  EXPECT_EQ(budget(), 0u);
 }
 
 }  // namespace

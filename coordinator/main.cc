@@ -6,6 +6,7 @@
 #include "common/units.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/service.h"
+#include "proto/curve.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"hoard-coordinator: keeps hoard's members, datasets and stripe assignment"};
@@ -37,12 +38,24 @@ int main(int argc, char** argv) {
   app.add_option("--ckpt-drain-max-rate", ckpt_rate,
                  "Bytes per second uploaded to the checkpoint origin, all nodes together, e.g. 100M; 0 = unlimited")
       ->capture_default_str();
+  app.add_option("--ckpt-drain-share", ckpt.drain_share,
+                 "While datasets are being filled from the origin, the share of origin traffic the checkpoint drain "
+                 "may take (the rest is left to dataset reads); 1 = no share, only --ckpt-drain-max-rate")
+      ->capture_default_str()->check(CLI::Range(0.01, 1.0));
+  std::string ckpt_min_rate = "16M";
+  app.add_option("--ckpt-drain-min-rate", ckpt_min_rate,
+                 "The drain's floor while it shares the origin with dataset reads, bytes/s, e.g. 16M")
+      ->capture_default_str();
   app.add_option("--ckpt-keep-last", ckpt.keep_last,
                  "Checkpoints per job whose local copies stay after they reach the origin")
       ->capture_default_str();
   app.add_option("--ckpt-commit-markers", ckpt.commit_markers,
                  "File names published only after the rest of their directory (comma-separated)")
       ->delimiter(',')->capture_default_str();
+  std::string keys_dir;
+  bool insecure = false;
+  app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
+  app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   hoard::Result<uint64_t> rate = hoard::ParseBytes(origin_rate);
@@ -57,11 +70,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   ckpt.drain_max_bytes_per_s = *ckpt_rate_bytes;
+  hoard::Result<uint64_t> ckpt_min_bytes = hoard::ParseBytes(ckpt_min_rate);
+  if (!ckpt_min_bytes.ok()) {
+    std::fprintf(stderr, "hoard-coordinator: --ckpt-drain-min-rate: %s\n", ckpt_min_bytes.status().message().c_str());
+    return 2;
+  }
+  ckpt.drain_min_bytes_per_s = *ckpt_min_bytes;
   ckpt.drain_deadline = std::chrono::seconds(ckpt_deadline_s);
   ckpt.open_origin = [](const std::string& source) { return hoard::OpenCkptOrigin(source); };
 
   hoard::BlockTerminationSignals();
   auto log = hoard::MakeLogger("coordinator", log_level);
+  zmq::context_t context;
+  auto security = hoard::proto::DaemonSecurity(context, keys_dir, insecure, log);
+  if (!security.ok()) {
+    log->critical("cannot start: {}", security.status().message());
+    return 2;
+  }
   auto coordinator = hoard::Coordinator::Open({.data_dir = data_dir,
                                                .down_after = std::chrono::milliseconds(down_after_ms),
                                                .logger = log,
@@ -72,7 +97,6 @@ int main(int argc, char** argv) {
     log->critical("cannot start: {}", coordinator.status().ToString());
     return 1;
   }
-  zmq::context_t context;
   hoard::CoordinatorService service(coordinator->get(), {.endpoint = listen, .logger = log, .context = &context});
   if (hoard::Status s = service.Start(); !s.ok()) {
     log->critical("cannot start: {}", s.ToString());

@@ -14,6 +14,7 @@ int ToErrno(const Status& status) {
     case Code::kNotEmpty: return ENOTEMPTY;
     case Code::kIsDirectory: return EISDIR;
     case Code::kNotDirectory: return ENOTDIR;
+    case Code::kPermissionDenied: return EACCES;
     case Code::kUnavailable:
     case Code::kCorruption:
     case Code::kIoError:

@@ -9,6 +9,7 @@
 
 #include "common/daemon.h"
 #include "fuse/hoard_fs.h"
+#include "proto/curve.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"hoard-fuse: mounts every hoard dataset under MOUNTPOINT/datasets"};
@@ -45,6 +46,10 @@ int main(int argc, char** argv) {
                  "What fsync/close of a checkpoint file wait for: R (replicated on K nodes) or L (this disk only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"R", "L"}));
+  std::string keys_dir;
+  bool insecure = false;
+  app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
+  app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
   app.add_flag("--fuse-debug", debug, "Print every FUSE request");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -59,6 +64,11 @@ int main(int argc, char** argv) {
   mountpoint = resolved;
   const uint64_t files = hoard::RaiseFileLimit();
   zmq::context_t context;
+  auto security = hoard::proto::DaemonSecurity(context, keys_dir, insecure, log);
+  if (!security.ok()) {
+    log->critical("cannot start: {}", security.status().message());
+    return 2;
+  }
   hoard::fuse::HoardFs fs({.coordinator = coordinator,
                            .local_store = node_store,
                            .cache_dir = cache_dir,

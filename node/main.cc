@@ -5,6 +5,7 @@
 #include "common/daemon.h"
 #include "common/units.h"
 #include "node/node_agent.h"
+#include "proto/curve.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"hoard-node: caches its share of every dataset on this node's disk and serves it to peers"};
@@ -30,6 +31,10 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval")->capture_default_str();
   app.add_option("--ckpt-origin", ckpt_origin,
                  "Checkpoint origin this node drains checkpoints to: nfs://host/export/path or a local directory");
+  std::string keys_dir;
+  bool insecure = false;
+  app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
+  app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -42,6 +47,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   zmq::context_t context;
+  auto security = hoard::proto::DaemonSecurity(context, keys_dir, insecure, log);
+  if (!security.ok()) {
+    log->critical("cannot start: {}", security.status().message());
+    return 2;
+  }
   auto agent = hoard::NodeAgent::Start({.name = name,
                                         .listen = listen,
                                         .advertise = advertise,

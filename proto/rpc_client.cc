@@ -4,6 +4,7 @@
 
 #include <zmq_addon.hpp>
 
+#include "proto/curve.h"
 #include "proto/rpc_server.h"
 
 namespace hoard::proto {
@@ -23,6 +24,7 @@ void RpcClient::Reconnect() {
   try {
     auto s = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
     ConfigureSocket(*s);
+    ApplyClientKeys(context_, *s);
     // Queue only to connected peers: a send to a dead peer waits (up to the
     // call's deadline) instead of buffering for a peer that may never return.
     s->set(zmq::sockopt::immediate, 1);

@@ -17,6 +17,10 @@
 // otherwise the Status the server replied with; kInvalidArgument if the reply
 // itself is malformed.
 //
+// Keys: on a zmq context with CURVE keys (proto/curve.h) the socket is a CURVE
+// client with them; a server that refuses its key never answers, so that
+// looks like a peer that is not there (kUnavailable).
+//
 // Thread-safety: an RpcClient belongs to one thread at a time (a ZeroMQ socket
 // is not thread-safe). ClientPool hands clients out to concurrent callers.
 #pragma once

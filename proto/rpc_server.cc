@@ -7,6 +7,9 @@
 
 #include <zmq_addon.hpp>
 
+#include "proto/access.h"
+#include "proto/curve.h"
+
 namespace hoard::proto {
 
 void ConfigureSocket(zmq::socket_t& socket) {
@@ -29,6 +32,11 @@ Status RpcServer::Start() {
   try {
     router_ = std::make_unique<zmq::socket_t>(*options_.context, zmq::socket_type::router);
     ConfigureSocket(*router_);
+    if (Status s = ApplyServerKeys(*options_.context, *router_); !s.ok()) {
+      router_.reset();
+      return s.Annotate(options_.name);
+    }
+    secure_ = KeysFor(*options_.context) != nullptr;
     router_->bind(options_.endpoint);
     bound_endpoint_ = router_->get(zmq::sockopt::last_endpoint);
     // A fresh name per server: ZeroMQ releases an inproc name asynchronously,
@@ -89,6 +97,12 @@ void RpcServer::IoLoop() {
           if (frames.size() > 1 && frames[1].size() == 0) {  // REQ-style delimiter
             job.route.push_back(std::move(frames[1]));
             first = 2;
+          }
+          // The User-Id the ZAP handler gave the connection rides on every
+          // frame it delivers (not on the identity ROUTER made up).
+          if (frames.size() > first) {
+            const char* user = zmq_msg_gets(frames[first].handle(), "User-Id");
+            job.admin = !secure_ || (user != nullptr && std::string_view(user) == kUserAdmin);
           }
           for (size_t i = first; i < frames.size(); ++i) job.frames.push_back(std::move(frames[i]));
           size_t bytes = 0;
@@ -168,6 +182,13 @@ void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
     status = env.status();
   } else {
     auto it = handlers_.find(static_cast<uint16_t>(env->type));
+    if (RequiresAdmin(env->type) && !job.admin) {
+      // An answer, not bad input: no warning (the ZAP handler already
+      // vouched for the key).
+      *header = EncodeError(id, Status::PermissionDenied(std::string(TypeName(env->type)) +
+                                                         " changes the cluster and needs the admin key"));
+      return;
+    }
     if (it == handlers_.end()) {
       status = Status::InvalidArgument(std::string(TypeName(env->type)) + " is not served by " + options_.name);
     } else {

@@ -19,6 +19,10 @@
 // no handler for, or whose body does not convert gets an error reply with the
 // reason and a (rate-limited) warning in the log; the server keeps running.
 //
+// Keys: on a zmq context with CURVE keys (proto/curve.h) the socket is a CURVE
+// server, and a request proto/access.h reserves for the admin key gets
+// kPermissionDenied unless its connection authenticated with that key.
+//
 // Thread-safety: register handlers before Start(); Start and Stop from one
 // thread. Handlers run concurrently on worker threads and must be thread-safe.
 #pragma once
@@ -97,6 +101,7 @@ class RpcServer {
     std::vector<zmq::message_t> route;   // identity (+ empty delimiter if the client sent one)
     std::vector<zmq::message_t> frames;  // header, payload
     size_t bytes = 0;                    // of frames
+    bool admin = false;                  // may make admin requests (proto/access.h)
   };
 
   void IoLoop();
@@ -109,6 +114,7 @@ class RpcServer {
   std::unordered_map<uint16_t, RawHandler> handlers_;  // fixed after Start
   std::string bound_endpoint_;
   std::string reply_endpoint_;  // inproc, workers -> I/O thread
+  bool secure_ = false;         // CURVE keys on the context; fixed after Start
 
   std::unique_ptr<zmq::socket_t> router_;
   std::unique_ptr<zmq::socket_t> replies_;

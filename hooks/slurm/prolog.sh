@@ -30,6 +30,7 @@
 # Settings, from the environment or /etc/default/hoard-hooks (sourced if it
 # exists; HOARD_HOOKS_ENV names another file):
 #   HOARD_COORDINATOR     the coordinator, tcp://HOST:PORT (read by hoard)
+#   HOARD_KEYS            the cluster's keys directory, with admin.key (read by hoard)
 #   HOARD                 the hoard binary (default: hoard on the PATH below)
 #   HOARD_PROLOG_TIMEOUT  seconds to wait at most (default 300)
 set -eu
@@ -38,7 +39,7 @@ PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 conf=${HOARD_HOOKS_ENV:-/etc/default/hoard-hooks}
 if [ -r "$conf" ]; then
-  set -a  # export what it sets: hoard reads HOARD_COORDINATOR
+  set -a  # export what it sets: hoard reads HOARD_COORDINATOR and HOARD_KEYS
   # shellcheck disable=SC1090  # the site's settings file
   . "$conf"
   set +a

@@ -77,6 +77,9 @@ class HooksTest(unittest.TestCase):
                                       timeout=120)
         cls.addClassCleanup(harness.hoard, "--dir", d, "local", "down", "--purge", check=False, timeout=120)
         cls.endpoint = cls.info["coordinator"]
+        # The hooks mark datasets warm, which needs the admin key (admin.key
+        # is in the local cluster's keys).
+        cls.keys = cls.info["keys"]
         cls.mnt = os.path.join(d, "mnt")
         for name in ("ready", "held", "held2", "broken"):
             harness.hoard("--dir", d, "dataset", "add", name, cls.origins[name])
@@ -88,11 +91,17 @@ class HooksTest(unittest.TestCase):
 
     def env(self, **extra):
         """The environment of a job step: hoard found by $HOARD, the
-        coordinator by $HOARD_COORDINATOR, nothing from a local cluster."""
+        coordinator by $HOARD_COORDINATOR, its keys by $HOARD_KEYS, nothing
+        from a local cluster."""
         e = {k: v for k, v in os.environ.items() if not k.startswith(("HOARD", "SLURM"))}
-        e.update(HOARD=HOARD, HOARD_COORDINATOR=self.endpoint, HOARD_LOCAL_DIR=os.path.join(self.tmp.path, "none"))
+        e.update(HOARD=HOARD, HOARD_COORDINATOR=self.endpoint, HOARD_KEYS=self.keys,
+                 HOARD_LOCAL_DIR=os.path.join(self.tmp.path, "none"))
         e.update(extra)
         return e
+
+    def cli_json(self, *args):
+        """The CLI as an operator runs it: the cluster's coordinator and keys."""
+        return harness.hoard_json("--coordinator", self.endpoint, "--keys", self.keys, *args)
 
     def hook(self, *args, env=None, timeout=90):
         return run([HOARD, "hook", "prewarm", *args], env or self.env(), timeout=timeout)
@@ -142,6 +151,11 @@ class HooksTest(unittest.TestCase):
             else:
                 self.assertEqual(var["valueFrom"]["configMapKeyRef"]["key"], "coordinator")
                 env[var["name"]] = self.endpoint
+        # The keys Secret, mounted where HOARD_KEYS says, is the cluster's.
+        self.assertEqual(env["HOARD_KEYS"], mounts["hoard-keys"])
+        self.assertEqual(dict((v["name"], v["secret"]["secretName"]) for v in pod["volumes"] if "secret" in v),
+                         {"hoard-keys": "hoard-keys"})
+        env["HOARD_KEYS"] = self.keys
         env["HOARD_DATASET"] = dataset
         for k, v in overrides.items():
             if v is None:
@@ -155,7 +169,8 @@ class HooksTest(unittest.TestCase):
         job, the settings in the file HOARD_HOOKS_ENV names."""
         conf = os.path.join(self.tmp.path, f"hooks-{time.monotonic_ns()}.env")
         with open(conf, "w") as f:
-            for k, v in {"HOARD": HOARD, "HOARD_COORDINATOR": self.endpoint, **settings}.items():
+            for k, v in {"HOARD": HOARD, "HOARD_COORDINATOR": self.endpoint, "HOARD_KEYS": self.keys,
+                         **settings}.items():
                 f.write(f"{k}='{v}'\n")
         env = {"SLURM_JOB_ID": "4243", "SLURM_JOBID": "4243", "SLURM_JOB_USER": "alice", "SLURM_JOB_UID": "1000",
                "SLURMD_NODENAME": "gpu01", "SLURM_SCRIPT_CONTEXT": "prolog_slurmd", "HOARD_HOOKS_ENV": conf}
@@ -169,7 +184,7 @@ class HooksTest(unittest.TestCase):
         return r
 
     def status(self, name):
-        return harness.hoard_json("--coordinator", self.endpoint, "status", name)["datasets"][0]
+        return self.cli_json("status", name)["datasets"][0]
 
     # ---- 0: cached -------------------------------------------------------
 
@@ -249,7 +264,7 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(r.returncode, CACHED, r.stderr)
         r = self.sbatch("other4", self.origins["other"])
         self.assertEqual(r.returncode, CACHED, r.stderr)
-        names = {d["name"] for d in harness.hoard_json("--coordinator", self.endpoint, "dataset", "ls")}
+        names = {d["name"] for d in self.cli_json("dataset", "ls")}
         self.assertTrue(names.issuperset({"other2", "other3", "other4"}), names)
 
     # ---- 1: failed -------------------------------------------------------
@@ -345,8 +360,7 @@ class HooksTest(unittest.TestCase):
         r = self.prolog(extra="hoard=nope")
         self.assertIn("hoard hook prewarm exited 3", r.stderr)
         # Looking did not create it.
-        self.assertNotIn("nope", [d["name"] for d in
-                                  harness.hoard_json("--coordinator", self.endpoint, "dataset", "ls")])
+        self.assertNotIn("nope", [d["name"] for d in self.cli_json("dataset", "ls")])
 
     # ---- 4: coordinator unreachable --------------------------------------
 

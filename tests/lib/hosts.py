@@ -133,6 +133,7 @@ class HostCluster:
         self.mnt = self.mount_path(1)
         self.nfs_dir = os.path.join(self.workdir, "nfs")
         self.nfs_url = None
+        self.keys = os.path.join(self.workdir, "keys")
         self.coordinator = None
         self.nodes = 0  # node hosts so far (add_node adds one)
         try:
@@ -310,12 +311,14 @@ class HostCluster:
 
     def _coordinator_argv(self):
         return [os.path.join(BIN, "hoard-coordinator"), "--listen", self.coordinator,
-                "--data-dir", os.path.join(self.workdir, "coordinator"), "--down-after-ms", "3000"] + \
+                "--data-dir", os.path.join(self.workdir, "coordinator"), "--down-after-ms", "3000",
+                "--keys", self.keys] + \
             self._args(self.coordinator_args)
 
     def _node_argv(self, i):
         return [os.path.join(BIN, "hoard-node"), "--name", self.node_name(i), "--listen", self.node_endpoint(i),
-                "--coordinator", self.coordinator, "--store", self.store_dir(i)] + self._args(self.node_args)
+                "--coordinator", self.coordinator, "--store", self.store_dir(i), "--keys", self.keys] + \
+            self._args(self.node_args)
 
     def _args(self, args):
         """Extra flags with "{nfs:SUBDIR}" replaced by that NFS URL (known
@@ -327,7 +330,14 @@ class HostCluster:
             out.append(a)
         return out
 
+    def _make_keys(self):
+        """The cluster's CURVE keys (WORKDIR/keys, made once): every daemon
+        gets --keys, the CLI too (admin.key included)."""
+        if not os.path.exists(os.path.join(self.keys, "cluster.key")):
+            _run(os.path.join(BIN, "hoard"), "keys", "gen", self.keys)
+
     def _start_daemons(self, nodes):
+        self._make_keys()
         with socket.socket() as s:  # a free port on the bridge address
             s.bind((f"{self.net}.1", 0))
             port = s.getsockname()[1]
@@ -351,7 +361,8 @@ class HostCluster:
         self._spawn(f"mount{i}", [os.path.join(BIN, "hoard-fuse"), mnt, "--coordinator", self.coordinator,
                                   "--node-store", os.path.join(self.store_dir(i), "store"),
                                   "--node-name", self.node_name(i),
-                                  "--cache-dir", os.path.join(self.workdir, f"mount-cache{i}")] +
+                                  "--cache-dir", os.path.join(self.workdir, f"mount-cache{i}"),
+                                  "--keys", self.keys] +
                     self._args(self.mount_args),
                     self.node_ns[i - 1])
         if wait:
@@ -438,7 +449,8 @@ class HostCluster:
     # ------------------------------------------------------------- use
 
     def cli(self, *args, check=True, timeout=120):
-        return _run(os.path.join(BIN, "hoard"), "--coordinator", self.coordinator, *args, check=check,
+        return _run(os.path.join(BIN, "hoard"), "--coordinator", self.coordinator, "--keys", self.keys, *args,
+                    check=check,
                     timeout=timeout)
 
     def cli_json(self, *args, timeout=120):

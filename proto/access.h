@@ -1,0 +1,41 @@
+// File: proto/access.h
+//
+// Which requests need the admin key: the one table of hoard's access policy.
+//
+// A connection authenticated with the cluster key (User-Id "member": node
+// agents, mounts, and a CLI holding only cluster.key) may read everything
+// and do what members do to run the cluster: register and heartbeat, fetch
+// maps, manifests and chunks, write, commit, drain and flush checkpoints.
+// Requests that change the cluster at the operator's will (which datasets
+// exist, what is warmed, which nodes serve) need the admin key (User-Id
+// "admin"); a member gets kPermissionDenied for them. See proto/curve.h for
+// how the User-Id is established. On a server without keys (--insecure) there
+// is no identity, and everything is allowed.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include "proto/messages.h"
+
+namespace hoard::proto {
+
+// True for the requests only the admin key may make:
+//   DatasetAdd, DatasetRefresh, DatasetRemove  what is cached
+//   Warm                                      what fills the disks and loads the origin
+//   NodeDrain (drain and undrain), NodeRemove membership by hand
+// Every other request, and every reply type, is allowed to members.
+constexpr bool RequiresAdmin(MsgType type) {
+  switch (type) {
+    case MsgType::kDatasetAdd:
+    case MsgType::kDatasetRefresh:
+    case MsgType::kDatasetRemove:
+    case MsgType::kWarm:
+    case MsgType::kNodeDrain:
+    case MsgType::kNodeRemove:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace hoard::proto
