@@ -41,11 +41,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def supports(binary, words):
-    """True if `binary --help` mentions every one of `words` (an option the
-    daemons of this build have, or not yet)."""
+def supports(binary, pattern):
+    """True if `binary --help` has a line matching `pattern` (an option or a
+    subcommand that the binaries of this build have, or not yet)."""
     r = subprocess.run([os.path.join(harness.BIN, binary), "--help"], text=True, capture_output=True, timeout=30)
-    return r.returncode == 0 and all(w in r.stdout for w in words)
+    return r.returncode == 0 and re.search(pattern, r.stdout, re.M) is not None
 
 
 class AnsibleTest(unittest.TestCase):
@@ -67,9 +67,9 @@ class AnsibleTest(unittest.TestCase):
         cls.coordinator = f"tcp://127.0.0.1:{free_port()}"
         # Options the daemons of this build have: --config, keys, metrics are
         # each turned on once the binaries know them.
-        cls.config_flag = all(supports(d, ["--config"]) for d in DAEMONS)
-        cls.keys = supports("hoard", ["keys"])
-        cls.metrics = all(supports(d, ["--metrics-addr"]) for d in DAEMONS)
+        cls.config_flag = all(supports(d, r"^\s+--config\b") for d in DAEMONS)
+        cls.keys = supports("hoard", r"^\s+keys\s") and all(supports(d, r"^\s+--keys\b") for d in DAEMONS)
+        cls.metrics = all(supports(d, r"^\s+--metrics-addr\b") for d in DAEMONS)
         cls.metrics_ports = {t: free_port() for t in ("coordinator", "node", "mount")}
         cls.vars = {
             "hoard_prefix": cls.prefix,
