@@ -7,8 +7,11 @@
 // and do what members do to run the cluster: register and heartbeat, fetch
 // maps, manifests and chunks, write, commit, drain and flush checkpoints.
 // Requests that change the cluster at the operator's will (which datasets
-// exist, what is warmed, which nodes serve) need the admin key (User-Id
-// "admin"); a member gets kPermissionDenied for them. See proto/curve.h for
+// exist and which version, which nodes serve) need the admin key (User-Id
+// "admin"); a member gets kPermissionDenied for them. Warm is a member's: job
+// hooks (a Slurm prolog, a Kubernetes init container) pre-warm as the job's
+// user, warming only fetches what `dataset add` already admitted, and the
+// origin is protected by the cluster-wide fill limits, not by who asks. See proto/curve.h for
 // how the User-Id is established. On a server without keys (--insecure) there
 // is no identity, and everything is allowed.
 //
@@ -21,7 +24,6 @@ namespace hoard::proto {
 
 // True for the requests only the admin key may make:
 //   DatasetAdd, DatasetRefresh, DatasetRemove  what is cached
-//   Warm                                      what fills the disks and loads the origin
 //   NodeDrain (drain and undrain), NodeRemove membership by hand
 // Every other request, and every reply type, is allowed to members.
 constexpr bool RequiresAdmin(MsgType type) {
@@ -29,7 +31,6 @@ constexpr bool RequiresAdmin(MsgType type) {
     case MsgType::kDatasetAdd:
     case MsgType::kDatasetRefresh:
     case MsgType::kDatasetRemove:
-    case MsgType::kWarm:
     case MsgType::kNodeDrain:
     case MsgType::kNodeRemove:
       return true;

@@ -7,7 +7,8 @@
 # Environment:
 #   HOARD_DATASET          the dataset (required)
 #   HOARD_COORDINATOR      tcp://HOST:PORT (required: a container has no local cluster to find)
-#   HOARD_KEYS             the cluster's keys (cluster.pub and admin.key: warming needs the admin key)
+#   HOARD_KEYS             the cluster's keys: cluster.key and admin.pub (warming is a member's request);
+#                          admin.key and cluster.pub instead if HOARD_SOURCE may add the dataset
 #   HOARD_SOURCE           optional: add the dataset from this source if it does not exist
 #   HOARD_PREWARM_TIMEOUT  seconds to wait at most (default 3600)
 #   HOARD                  the hoard binary (default: hoard on PATH)
