@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""End to end: the Ansible deployment in ansible/. The playbooks pass
+`--syntax-check` and ansible-lint; site.yml, run for real against localhost
+(ansible_connection=local) into a temporary prefix, renders the units and
+hoard.toml, starts a coordinator, a node agent and a mount of this test's own
+(without systemd: pidfiles below the prefix) and registers a dataset that then
+reads through the mount as its source's bytes; a second run changes nothing;
+upgrade.yml replaces a changed binary with a drain, a restart and an undrain,
+and restarts the coordinator whose options changed; teardown.yml stops every
+daemon and unmounts. Other hoard processes on this machine are never touched:
+everything is found through this test's pidfiles.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import unittest
+import urllib.request
+
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+ANSIBLE = os.path.join(harness.REPO, "ansible")
+DAEMONS = ("hoard-coordinator", "hoard-node", "hoard-fuse")
+NODE = "ansible-node1"
+# Two files: one of several 4 MiB chunks, one small.
+SOURCE_FILES = {"shard-0.bin": 9 * 1024 * 1024 + 12345, "labels/small.txt": 4321}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def supports(binary, pattern):
+    """True if `binary --help` has a line matching `pattern` (an option or a
+    subcommand that the binaries of this build have, or not yet)."""
+    r = subprocess.run([os.path.join(harness.BIN, binary), "--help"], text=True, capture_output=True, timeout=30)
+    return r.returncode == 0 and re.search(pattern, r.stdout, re.M) is not None
+
+
+class AnsibleTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        for tool in ("ansible-playbook", "ansible-lint", "systemd-analyze"):
+            if shutil.which(tool) is None:
+                raise AssertionError(f"{tool} is missing: scripts/deps installs it")
+        cls.tmp = harness.TempDir("hoard-e2e-ansible-")
+        cls.addClassCleanup(cls.tmp.close)
+        root = cls.tmp.path
+        cls.prefix = os.path.join(root, "prefix")
+        cls.origin = os.path.join(root, "origin")
+        for rel, size in SOURCE_FILES.items():
+            path = os.path.join(cls.origin, "ds", rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            harness.pattern_file(path, size, seed=len(rel))
+        # This machine may run other clusters: ports of our own.
+        cls.coordinator = f"tcp://127.0.0.1:{free_port()}"
+        # Options the daemons of this build have: --config, keys, metrics are
+        # each turned on once the binaries know them.
+        cls.config_flag = all(supports(d, r"^\s+--config\b") for d in DAEMONS)
+        cls.keys = supports("hoard", r"^\s+keys\s") and all(supports(d, r"^\s+--keys\b") for d in DAEMONS)
+        cls.metrics = all(supports(d, r"^\s+--metrics-addr\b") for d in DAEMONS)
+        cls.metrics_ports = {t: free_port() for t in ("coordinator", "node", "mount")}
+        cls.vars = {
+            "hoard_prefix": cls.prefix,
+            "hoard_bin_src": harness.BIN,
+            "hoard_listen_addr": "127.0.0.1",
+            "hoard_coordinator_port": int(cls.coordinator.rsplit(":", 1)[1]),
+            "hoard_node_port": free_port(),
+            "hoard_node_name": NODE,
+            "hoard_node_capacity": "1G",
+            "hoard_config_flag": cls.config_flag,
+            "hoard_keys_enabled": cls.keys,
+            "hoard_keys_src": os.path.join(root, "keys"),
+            "hoard_metrics_port": cls.metrics_ports if cls.metrics else {k: None for k in cls.metrics_ports},
+            "hoard_origin": cls.origin,
+            "hoard_datasets": [{"name": "ds", "path": "ds"}],
+        }
+        cls.inventory = os.path.join(root, "inventory.yml")
+        with open(cls.inventory, "w") as f:
+            local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+            groups = ("hoard_coordinator", "hoard_nodes", "hoard_mounts", "hoard_operators")
+            yaml.safe_dump({"hoard": {"hosts": {"localhost": local},
+                                      "children": {g: {"hosts": {"localhost": None}} for g in groups}}}, f)
+        cls.env = dict(os.environ, ANSIBLE_LOCAL_TEMP=os.path.join(root, "ansible-tmp"),
+                       ANSIBLE_REMOTE_TEMP=os.path.join(root, "ansible-tmp"), ANSIBLE_NOCOLOR="1",
+                       ANSIBLE_FORCE_COLOR="0")
+        cls.addClassCleanup(cls.kill_leftovers)
+
+    @classmethod
+    def pidfile(cls, daemon):
+        return os.path.join(cls.prefix, "run", "hoard", daemon + ".pid")
+
+    @classmethod
+    def pid(cls, daemon):
+        try:
+            with open(cls.pidfile(daemon)) as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return None
+
+    @classmethod
+    def kill_leftovers(cls):
+        """Whatever teardown.yml did not stop (a failed test): our pidfiles only."""
+        subprocess.run(["fusermount3", "-uz", os.path.join(cls.prefix, "mnt", "hoard")], capture_output=True)
+        for d in reversed(DAEMONS):
+            pid = cls.pid(d)
+            if pid and harness.alive(pid) and os.readlink(f"/proc/{pid}/exe").startswith(cls.prefix):
+                os.kill(pid, signal.SIGKILL)
+
+    def playbook(self, name, extra=None):
+        """Runs one playbook with the test's variables; returns (changed, stdout)."""
+        vars_file = os.path.join(self.tmp.path, "vars.json")
+        with open(vars_file, "w") as f:
+            json.dump({**self.vars, **(extra or {})}, f)
+        r = subprocess.run(["ansible-playbook", "-i", self.inventory, "-e", "@" + vars_file, name], cwd=ANSIBLE,
+                           env=self.env, text=True, capture_output=True, timeout=300)
+        recap = re.search(r"^localhost\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", r.stdout, re.M)
+        if r.returncode != 0 or recap is None or recap.group(3) != "0":
+            self.fail(f"ansible-playbook {name} exited {r.returncode}:\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}")
+        return int(recap.group(1)), r.stdout
+
+    def cli_json(self, *args):
+        env = dict(os.environ)
+        if self.keys:
+            env["HOARD_KEYS"] = os.path.join(self.prefix, "etc", "hoard", "keys")
+        r = subprocess.run([os.path.join(harness.BIN, "hoard"), "--coordinator", self.coordinator, *args, "--json"],
+                           env=env, text=True, capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, f"hoard {' '.join(args)}: {r.stdout}\n{r.stderr}")
+        return json.loads(r.stdout)
+
+    def pids(self):
+        """Our daemons' PIDs, each checked to run one of the binaries this test installed."""
+        out = {}
+        for d in DAEMONS:
+            pid = self.pid(d)
+            self.assertIsNotNone(pid, f"no pidfile for {d}")
+            self.assertTrue(harness.alive(pid), f"{d} (pid {pid}) does not run")
+            exe = os.readlink(f"/proc/{pid}/exe")
+            self.assertTrue(exe.startswith(os.path.join(self.prefix, "usr", "local", "bin", d)), exe)
+            out[d] = pid
+        return out
+
+    def check_node_up(self):
+        st = self.cli_json("status")
+        node = [n for n in st["nodes"] if n["name"] == NODE]
+        self.assertEqual(len(node), 1, st)
+        self.assertTrue(node[0]["up"], st)
+        self.assertFalse(node[0]["draining"], st)
+        self.assertEqual(node[0]["capacity_bytes"], 1 << 30)
+
+    def check_reads(self):
+        mnt = os.path.join(self.prefix, "mnt", "hoard")
+        self.assertTrue(harness.mounted(mnt), f"{mnt} is not mounted")
+        harness.drop_caches()
+        for rel in SOURCE_FILES:
+            self.assertEqual(harness.digest(os.path.join(mnt, "datasets", "ds", rel)),
+                             harness.digest(os.path.join(self.origin, "ds", rel)), rel)
+
+    def check_rendered(self):
+        with open(os.path.join(self.prefix, "etc", "hoard", "hoard.toml"), "rb") as f:
+            config = tomllib.load(f)
+        self.assertEqual(config["coordinator"]["listen"], self.coordinator)
+        self.assertEqual(config["node"]["name"], NODE)
+        self.assertEqual(config["node"]["store"], os.path.join(self.prefix, "var", "cache", "hoard"))
+        self.assertEqual(config["mount"]["mountpoint"], os.path.join(self.prefix, "mnt", "hoard"))
+        self.assertEqual(config["mount"]["node-store"], os.path.join(self.prefix, "var", "cache", "hoard", "store"))
+        for table in ("coordinator", "node", "mount"):
+            self.assertEqual("keys" in config[table], self.keys, table)
+            self.assertEqual("metrics-addr" in config[table], self.metrics, table)
+        units = os.path.join(self.prefix, "etc", "systemd", "system")
+        for d in DAEMONS:
+            with open(os.path.join(units, d + ".service")) as f:
+                unit = f.read()
+            for line in ("Restart=on-failure", "RestartSec=2", "LimitNOFILE=1048576",
+                         "After=network-online.target"):
+                self.assertIn(line, unit, d)
+            exec_start = re.search(r"^ExecStart=(.*)$", unit, re.M).group(1)
+            self.assertTrue(exec_start.startswith(os.path.join(self.prefix, "usr", "local", "bin", d)), exec_start)
+            if self.config_flag:
+                self.assertIn("--config " + os.path.join(self.prefix, "etc", "hoard", "hoard.toml"), exec_start)
+        # systemd's own check of the units (syntax, and that each command exists).
+        r = subprocess.run(["systemd-analyze", "verify", "--man=no",
+                            *[os.path.join(units, d + ".service") for d in DAEMONS]],
+                           text=True, capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotIn("hoard", r.stdout + r.stderr)
+        with open(os.path.join(units, "hoard-fuse.service")) as f:
+            unit = f.read()
+        self.assertIn("After=network-online.target hoard-node.service", unit)
+        self.assertIn("ExecStop=/usr/bin/fusermount3 -u " + os.path.join(self.prefix, "mnt", "hoard"), unit)
+        if self.keys:
+            keys = os.path.join(self.prefix, "etc", "hoard", "keys")
+            self.assertEqual(sorted(os.listdir(keys)), ["admin.key", "admin.pub", "cluster.key", "cluster.pub"])
+            self.assertEqual(os.stat(os.path.join(keys, "cluster.key")).st_mode & 0o777, 0o600)
+
+    def check_metrics(self):
+        if not self.metrics:
+            return
+        for table, port in self.metrics_ports.items():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                self.assertEqual(r.status, 200, table)
+                self.assertIn(b"# TYPE", r.read(), table)
+
+    def test_filters(self):
+        """The command lines the roles render: for daemons without --config, and ExecStart= quoting."""
+        sys.path.insert(0, os.path.join(ANSIBLE, "filter_plugins"))
+        import hoard as filters  # noqa: E402
+        self.assertEqual(filters.hoard_argv({"mountpoint": "/mnt/h", "allow-other": True, "fuse-debug": False,
+                                             "cache-dir": "/c", "node-name": "", "threads": 4,
+                                             "ckpt-commit-markers": [".metadata", "latest"]}, "/bin/hoard-fuse"),
+                         ["/bin/hoard-fuse", "--allow-other", "--cache-dir", "/c", "--ckpt-commit-markers",
+                          ".metadata,latest", "--threads", "4", "/mnt/h"])
+        self.assertEqual(filters.systemd_exec(["/bin/x", "--store", "/a b/c", "--rate", "50%", "$HOME", 'q"'
+                                               ]), '/bin/x --store "/a b/c" --rate 50%% $$HOME "q\\""')
+
+    def test_ansible(self):
+        # Lint while the syntax checks and the first run go on: it takes a while.
+        lint = subprocess.Popen(["ansible-lint"], cwd=ANSIBLE, env=self.env, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: lint.poll() is None and lint.kill())
+        for name in ("site.yml", "upgrade.yml", "teardown.yml"):
+            r = subprocess.run(["ansible-playbook", "--syntax-check", "-i", "inventory/example.yml", name],
+                               cwd=ANSIBLE, env=self.env, text=True, capture_output=True, timeout=120)
+            self.assertEqual(r.returncode, 0, f"{name}: {r.stdout}\n{r.stderr}")
+
+        started = time.monotonic()
+        changed, _ = self.playbook("site.yml")
+        print(f"site.yml, first run: {time.monotonic() - started:.0f} s, changed={changed}", file=sys.stderr)
+        self.assertGreater(changed, 0)
+        self.check_rendered()
+        first = self.pids()
+        self.check_node_up()
+        self.assertEqual([d["name"] for d in self.cli_json("status")["datasets"]], ["ds"])
+        self.check_reads()
+        self.check_metrics()
+
+        started = time.monotonic()
+        changed, out = self.playbook("site.yml")
+        print(f"site.yml, second run: {time.monotonic() - started:.0f} s", file=sys.stderr)
+        self.assertEqual(changed, 0, out[-6000:])
+        self.assertEqual(self.pids(), first, "a run that changed nothing restarted a daemon")
+
+        out, _ = lint.communicate(timeout=300)
+        self.assertEqual(lint.returncode, 0, f"ansible-lint:\n{out}")
+
+        # New binaries where only hoard-node changed (a byte past its end: it
+        # still runs), and a new coordinator option.
+        new_bin = os.path.join(self.tmp.path, "new-bin")
+        os.makedirs(new_bin)
+        for b in ("hoard",) + DAEMONS:
+            os.symlink(os.path.join(harness.BIN, b), os.path.join(new_bin, b))
+        os.unlink(os.path.join(new_bin, "hoard-node"))
+        shutil.copy(os.path.join(harness.BIN, "hoard-node"), os.path.join(new_bin, "hoard-node"))
+        with open(os.path.join(new_bin, "hoard-node"), "ab") as f:
+            f.write(b"\0")
+        started = time.monotonic()
+        changed, out = self.playbook("upgrade.yml", {"hoard_bin_src": new_bin,
+                                                     "hoard_coordinator_extra": {"down-after-ms": 6000}})
+        print(f"upgrade.yml: {time.monotonic() - started:.0f} s", file=sys.stderr)
+        self.assertRegex(out, r"TASK \[Drain the node[^\n]*\n(\S[^\n]*\n)*changed: \[localhost\]")
+        self.assertRegex(out, r"TASK \[Take the node back[^\n]*\n(\S[^\n]*\n)*changed: \[localhost\]")
+        upgraded = self.pids()
+        for d in DAEMONS:
+            self.assertNotEqual(upgraded[d], first[d], f"{d} was not restarted")
+        self.assertEqual(harness.digest(os.path.join(self.prefix, "usr", "local", "bin", "hoard-node")),
+                         harness.digest(os.path.join(new_bin, "hoard-node")))
+        with open(os.path.join(self.prefix, "etc", "hoard", "hoard.toml"), "rb") as f:
+            self.assertEqual(tomllib.load(f)["coordinator"]["down-after-ms"], 6000)
+        self.check_node_up()
+        self.check_reads()
+
+        changed, _ = self.playbook("teardown.yml")
+        self.assertGreater(changed, 0)
+        for d, pid in upgraded.items():
+            self.assertFalse(harness.alive(pid), f"{d} (pid {pid}) survived teardown.yml")
+            self.assertFalse(os.path.exists(self.pidfile(d)), d)
+        self.assertFalse(harness.mounted(os.path.join(self.prefix, "mnt", "hoard")))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
