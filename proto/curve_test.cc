@@ -105,13 +105,13 @@ TEST(CurveKeysTest, DaemonsRefuseToRunWithoutKeysUnlessInsecure) {
 }
 
 TEST(AccessTest, OnlyOperatorChangesNeedTheAdminKey) {
-  for (MsgType t : {MsgType::kDatasetAdd, MsgType::kDatasetRefresh, MsgType::kDatasetRemove, MsgType::kWarm,
-                    MsgType::kNodeDrain, MsgType::kNodeRemove}) {
+  for (MsgType t : {MsgType::kDatasetAdd, MsgType::kDatasetRefresh, MsgType::kDatasetRemove, MsgType::kNodeDrain,
+                    MsgType::kNodeRemove}) {
     EXPECT_TRUE(RequiresAdmin(t)) << TypeName(t);
   }
   for (MsgType t : {MsgType::kPing, MsgType::kClusterStatus, MsgType::kDatasetList, MsgType::kRegisterNode,
                     MsgType::kHeartbeat, MsgType::kGetChunk, MsgType::kGetManifest, MsgType::kCkptFlush,
-                    MsgType::kCkptCommit, MsgType::kPutCkptChunk}) {
+                    MsgType::kCkptCommit, MsgType::kPutCkptChunk, MsgType::kWarm}) {
     EXPECT_FALSE(RequiresAdmin(t)) << TypeName(t);
   }
 }

@@ -30,8 +30,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def coordinator_table(port, data_dir):
-    return f'[coordinator]\nlisten = "tcp://127.0.0.1:{port}"\ndata-dir = "{data_dir}"\n'
+def coordinator_table(port, data_dir, keys):
+    return f'[coordinator]\nlisten = "tcp://127.0.0.1:{port}"\ndata-dir = "{data_dir}"\nkeys = "{keys}"\n'
 
 
 def run(binary, *args, timeout=30):
@@ -45,6 +45,9 @@ class ConfigTest(unittest.TestCase):
         self.addCleanup(self.tmp.close)
         self.procs = []
         self.addCleanup(self.stop_all)
+        # The daemons read their keys from the file too (`keys = DIR`).
+        self.keys = os.path.join(self.tmp.path, "keys")
+        harness.hoard("keys", "gen", self.keys)
 
     def write(self, name, text):
         path = os.path.join(self.tmp.path, name)
@@ -71,8 +74,8 @@ class ConfigTest(unittest.TestCase):
                 p.wait()
 
     def status(self, endpoint, check=True):
-        return harness.hoard("--coordinator", endpoint, "--timeout-ms", "2000", "status", "--json", check=check,
-                             timeout=30)
+        return harness.hoard("--coordinator", endpoint, "--keys", self.keys, "--timeout-ms", "2000", "status",
+                             "--json", check=check, timeout=30)
 
     def wait_status(self, endpoint, until, what, timeout=20):
         deadline = time.monotonic() + timeout
@@ -99,9 +102,10 @@ class ConfigTest(unittest.TestCase):
     def test_coordinator_and_node_run_from_one_file(self):
         port, node_port = free_port(), free_port()
         data, store = os.path.join(self.tmp.path, "coord"), os.path.join(self.tmp.path, "store")
-        cfg = self.write("hoard.toml", coordinator_table(port, data) + f"""down-after-ms = 3000
+        cfg = self.write("hoard.toml", coordinator_table(port, data, self.keys) + f"""down-after-ms = 3000
 
 [node]
+keys = "{self.keys}"
 name = "cfg-node"
 listen = "tcp://127.0.0.1:{node_port}"
 coordinator = "tcp://127.0.0.1:{port}"
@@ -125,7 +129,7 @@ mountpoint = "/nonexistent"
     def test_flags_win_over_the_file(self):
         file_port, flag_port = free_port(), free_port()
         file_data, flag_data = os.path.join(self.tmp.path, "file-data"), os.path.join(self.tmp.path, "flag-data")
-        cfg = self.write("hoard.toml", coordinator_table(file_port, file_data))
+        cfg = self.write("hoard.toml", coordinator_table(file_port, file_data, self.keys))
         self.start("hoard-coordinator", "--config", cfg, "--listen", f"tcp://127.0.0.1:{flag_port}",
                    f"--data-dir={flag_data}")
         self.wait_status(f"tcp://127.0.0.1:{flag_port}", lambda s: True, "the coordinator")
