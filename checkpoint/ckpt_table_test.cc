@@ -32,6 +32,22 @@ class CkptTableTest : public ::testing::Test {
     table_ = std::move(*t);
   }
 
+  // A table whose drain shares the origin with dataset fills: a quarter,
+  // at least 1,000 B/s, at most `max` (0 = unlimited).
+  void OpenSharing(uint64_t max) {
+    table_.reset();
+    auto t = CkptTable::Open({.dir = dir_.Sub("share"),
+                              .logger = spdlog::default_logger(),
+                              .drain_deadline = std::chrono::seconds(60),
+                              .drain_max_bytes_per_s = max,
+                              .drain_share = 0.25,
+                              .drain_min_bytes_per_s = 1000,
+                              .clock = &clock_,
+                              .now_unix_ms = [this] { return now_ms_; }});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    table_ = std::move(*t);
+  }
+
   uint64_t Mk(const std::string& path, bool dir = false) {
     auto e = table_->Create({.path = path, .is_dir = dir});
     EXPECT_TRUE(e.ok()) << path << ": " << e.status().ToString();
@@ -539,17 +555,7 @@ TEST_F(CkptTableTest, StatusCountsLevelsAndOverdue) {
 }
 
 TEST_F(CkptTableTest, TheDrainLeavesDatasetFillsTheirShare) {
-  table_.reset();
-  auto t = CkptTable::Open({.dir = dir_.Sub("share"),
-                            .logger = spdlog::default_logger(),
-                            .drain_deadline = std::chrono::seconds(60),
-                            .drain_max_bytes_per_s = 0,
-                            .drain_share = 0.25,
-                            .drain_min_bytes_per_s = 1000,
-                            .clock = &clock_,
-                            .now_unix_ms = [this] { return now_ms_; }});
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
-  table_ = std::move(*t);
+  ASSERT_NO_FATAL_FAILURE(OpenSharing(/*max=*/0));
   Mk("job", true);
   ASSERT_TRUE(Commit(Mk("job/1"), 1).ok());
   EXPECT_EQ(table_->DrainBudget(0), 0u) << "no dataset is filling: unlimited";
@@ -564,17 +570,7 @@ TEST_F(CkptTableTest, TheDrainLeavesDatasetFillsTheirShare) {
 }
 
 TEST_F(CkptTableTest, AnOverdueFileIsNotHeldBackByDatasetFills) {
-  table_.reset();
-  auto t = CkptTable::Open({.dir = dir_.Sub("share"),
-                            .logger = spdlog::default_logger(),
-                            .drain_deadline = std::chrono::seconds(60),
-                            .drain_max_bytes_per_s = 50'000,
-                            .drain_share = 0.25,
-                            .drain_min_bytes_per_s = 1000,
-                            .clock = &clock_,
-                            .now_unix_ms = [this] { return now_ms_; }});
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
-  table_ = std::move(*t);
+  ASSERT_NO_FATAL_FAILURE(OpenSharing(/*max=*/50'000));
   Mk("job", true);
   ASSERT_TRUE(Commit(Mk("job/1"), 1).ok());
   EXPECT_EQ(table_->DrainBudget(90'000), 30'000u);

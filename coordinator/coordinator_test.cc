@@ -82,6 +82,25 @@ class CoordinatorTest : public ::testing::Test {
     return r;
   }
 
+  // Two nodes and a dataset "imagenet" of replicas 1 with enough chunks
+  // that each node surely owns several (the uid, and so the placement, is
+  // random).
+  struct Spread {
+    proto::DatasetMeta meta;
+    Manifest manifest;
+    proto::ClusterMap map;
+    Placement placement;
+  };
+  Spread AddSpreadDataset() {
+    for (int i = 0; i < 40; ++i) EXPECT_TRUE(origin_->AddFile("more/" + std::to_string(i), "x").ok());
+    Register("node1");
+    Register("node2");
+    proto::DatasetMeta meta = Add("imagenet", 65536, 1);
+    std::string bytes;
+    EXPECT_TRUE(coord_->GetManifest({.name = "imagenet", .version = 1}, &bytes).ok());
+    return Spread{meta, *Manifest::Parse(bytes), coord_->GetClusterMap(), Placement({{"node1", 1}, {"node2", 1}})};
+  }
+
   void Register(const std::string& name) {
     ASSERT_TRUE(coord_->RegisterNode({.name = name, .endpoint = "tcp://127.0.0.1:1" + name.substr(4)}).ok());
   }
@@ -275,17 +294,11 @@ TEST_F(CoordinatorTest, HeartbeatFromAnUnknownNodeAsksItToRegister) {
 // Nodes report the ordinals of the owned chunks they hold; the coordinator
 // turns them into bytes, files and completeness.
 TEST_F(CoordinatorTest, StatusCountsWholeFilesFromNodeReports) {
-  // Enough chunks that each node surely owns several (the uid, and so the
-  // placement, is random).
-  for (int i = 0; i < 40; ++i) ASSERT_TRUE(origin_->AddFile("more/" + std::to_string(i), "x").ok());
-  Register("node1");
-  Register("node2");
-  proto::DatasetMeta meta = Add("imagenet", 65536, 1);
-  std::string bytes;
-  ASSERT_TRUE(coord_->GetManifest({.name = "imagenet", .version = 1}, &bytes).ok());
-  Manifest m = *Manifest::Parse(bytes);
-  proto::ClusterMap map = coord_->GetClusterMap();
-  Placement placement({{"node1", 1}, {"node2", 1}});
+  Spread spread = AddSpreadDataset();
+  const proto::DatasetMeta& meta = spread.meta;
+  const Manifest& m = spread.manifest;
+  const proto::ClusterMap& map = spread.map;
+  const Placement& placement = spread.placement;
 
   auto report = [&](uint32_t member, bool all) { return Report(meta, m, map, placement, member, all); };
   auto status = [&] { return coord_->GetStatus("imagenet")->datasets.at(0); };
@@ -704,15 +717,11 @@ TEST_F(CoordinatorTest, CheckpointDrainYieldsToDatasetFills) {
                               .ckpt = {.drain_share = 0.5, .drain_min_bytes_per_s = 1}});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   coord_ = std::move(*c);
-  for (int i = 0; i < 40; ++i) ASSERT_TRUE(origin_->AddFile("more/" + std::to_string(i), "x").ok());
-  Register("node1");
-  Register("node2");
-  proto::DatasetMeta meta = Add("imagenet", 65536, 1);
-  std::string bytes;
-  ASSERT_TRUE(coord_->GetManifest({.name = "imagenet", .version = 1}, &bytes).ok());
-  Manifest m = *Manifest::Parse(bytes);
-  proto::ClusterMap map = coord_->GetClusterMap();
-  Placement placement({{"node1", 1}, {"node2", 1}});
+  Spread spread = AddSpreadDataset();
+  const proto::DatasetMeta& meta = spread.meta;
+  const Manifest& m = spread.manifest;
+  const proto::ClusterMap& map = spread.map;
+  const Placement& placement = spread.placement;
   auto budget = [&] {
     auto w = coord_->CkptWork("node1");
     EXPECT_TRUE(w.ok()) << w.status().ToString();

@@ -55,10 +55,8 @@ int main(int argc, char** argv) {
   app.add_option("--ckpt-commit-markers", ckpt.commit_markers,
                  "File names published only after the rest of their directory (comma-separated)")
       ->delimiter(',')->capture_default_str();
-  std::string keys_dir;
-  bool insecure = false;
-  app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
-  app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
+  hoard::proto::SecurityFlags security_flags;
+  hoard::proto::AddSecurityFlags(app, &security_flags);
   std::string metrics_addr;
   app.add_option("--metrics-addr", metrics_addr,
                  "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port, written to "
@@ -89,7 +87,7 @@ int main(int argc, char** argv) {
   hoard::BlockTerminationSignals();
   auto log = hoard::MakeLogger("coordinator", log_level);
   zmq::context_t context;
-  auto security = hoard::proto::DaemonSecurity(context, keys_dir, insecure, log);
+  auto security = hoard::proto::DaemonSecurity(context, security_flags.keys_dir, security_flags.insecure, log);
   if (!security.ok()) {
     log->critical("cannot start: {}", security.status().message());
     return 2;

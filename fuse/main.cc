@@ -49,10 +49,8 @@ int main(int argc, char** argv) {
                  "What fsync/close of a checkpoint file wait for: R (replicated on K nodes) or L (this disk only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"R", "L"}));
-  std::string keys_dir;
-  bool insecure = false;
-  app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
-  app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
+  hoard::proto::SecurityFlags security_flags;
+  hoard::proto::AddSecurityFlags(app, &security_flags);
   std::string metrics_addr;
   app.add_option("--metrics-addr", metrics_addr,
                  "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port, written to "
@@ -71,7 +69,7 @@ int main(int argc, char** argv) {
   mountpoint = resolved;
   const uint64_t files = hoard::RaiseFileLimit();
   zmq::context_t context;
-  auto security = hoard::proto::DaemonSecurity(context, keys_dir, insecure, log);
+  auto security = hoard::proto::DaemonSecurity(context, security_flags.keys_dir, security_flags.insecure, log);
   if (!security.ok()) {
     log->critical("cannot start: {}", security.status().message());
     return 2;

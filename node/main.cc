@@ -35,10 +35,8 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval")->capture_default_str();
   app.add_option("--ckpt-origin", ckpt_origin,
                  "Checkpoint origin this node drains checkpoints to: nfs://host/export/path or a local directory");
-  std::string keys_dir;
-  bool insecure = false;
-  app.add_option("--keys", keys_dir, hoard::proto::kKeysHelp);
-  app.add_flag("--insecure", insecure, hoard::proto::kInsecureHelp);
+  hoard::proto::SecurityFlags security_flags;
+  hoard::proto::AddSecurityFlags(app, &security_flags);
   std::string metrics_addr;
   app.add_option("--metrics-addr", metrics_addr,
                  "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port, written to "
@@ -55,7 +53,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   zmq::context_t context;
-  auto security = hoard::proto::DaemonSecurity(context, keys_dir, insecure, log);
+  auto security = hoard::proto::DaemonSecurity(context, security_flags.keys_dir, security_flags.insecure, log);
   if (!security.ok()) {
     log->critical("cannot start: {}", security.status().message());
     return 2;

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include <CLI/CLI.hpp>
 #include <zmq_addon.hpp>
 
 #include "common/file_util.h"
@@ -263,6 +264,13 @@ Result<std::unique_ptr<CurveSecurity>> DaemonSecurity(zmq::context_t& context, c
   HOARD_ASSIGN_OR_RETURN(std::unique_ptr<CurveSecurity> s, CurveSecurity::Enable(context, std::move(keys), logger));
   logger->info("CURVE keys from {}", keys_dir);
   return s;
+}
+
+void AddSecurityFlags(CLI::App& app, SecurityFlags* flags) {
+  app.add_option("--keys", flags->keys_dir,
+                 "Directory with the cluster's CURVE keys (cluster.key, admin.pub; made by hoard keys gen)");
+  app.add_flag("--insecure", flags->insecure,
+               "Run without --keys: no authentication, no encryption (a trusted network only)");
 }
 
 }  // namespace hoard::proto

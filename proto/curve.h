@@ -44,6 +44,10 @@
 
 #include "common/result.h"
 
+namespace CLI {
+class App;
+}
+
 namespace hoard::proto {
 
 inline constexpr const char* kClusterKeyFile = "cluster.key";
@@ -121,11 +125,12 @@ std::shared_ptr<const CurveKeys> KeysFor(const zmq::context_t& context);
 Status ApplyServerKeys(zmq::context_t& context, zmq::socket_t& socket);
 void ApplyClientKeys(zmq::context_t& context, zmq::socket_t& socket);
 
-// The daemons' help for the two options.
-inline constexpr const char* kKeysHelp =
-    "Directory with the cluster's CURVE keys (cluster.key, admin.pub; made by hoard keys gen)";
-inline constexpr const char* kInsecureHelp =
-    "Run without --keys: no authentication, no encryption (a trusted network only)";
+// The two options every daemon takes, --keys DIR and --insecure.
+struct SecurityFlags {
+  std::string keys_dir;
+  bool insecure = false;
+};
+void AddSecurityFlags(CLI::App& app, SecurityFlags* flags);
 
 // What a daemon's main() does with --keys DIR and --insecure: loads the keys
 // and enables them on `context`; with neither, refuses (kInvalidArgument with
