@@ -38,7 +38,11 @@ Status NodeAgent::Init() {
   gate_ = std::make_unique<OriginGate>(OriginGate::Limits{.connections = origin.max_connections});
   // A chunk this node newly owns is copied from the peers that hold it
   // before the origin is read (a join or a takeover moves data node to node).
-  peers_ = std::make_unique<proto::ClientPool>(*options_.context, 4, std::chrono::milliseconds(150));
+  // The connect timeout covers the CURVE handshake (key exchange and the
+  // peer's ZAP check, on its one I/O thread): with 16 fetch threads opening
+  // connections at once on a busy node, 150 ms was too short and chunks
+  // came from the origin instead of from a live peer.
+  peers_ = std::make_unique<proto::ClientPool>(*options_.context, 4, std::chrono::milliseconds(1000));
   peer_source_ = std::make_unique<PeerSource>(peers_.get(), options_.name, std::chrono::seconds(5), log);
   HOARD_ASSIGN_OR_RETURN(replicas_, ReplicaStore::Open({.dir = JoinPath(store_->dir(), "ckpt"), .logger = log}));
   filler_ = std::make_unique<ChunkFiller>(store_.get(), origins_.get(), log, peer_source_.get(), gate_.get());
