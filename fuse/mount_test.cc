@@ -216,8 +216,11 @@ TEST_F(MountTest, DeadOwnerFallsBackToTheOriginQuickly) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(*got == files_["big.bin"]);
   // Each dead owner costs one connect timeout (300 ms), once: after that it is
-  // skipped until the map marks it down.
-  EXPECT_LT(took, 2s);
+  // skipped until the map marks it down. Readers on several FUSE threads may
+  // each meet a dead owner before it is marked, but paid per chunk the 14 or
+  // so chunks of the dead owners would fail 14 times and take over 4 s.
+  EXPECT_LT(took, 4s);
+  EXPECT_LT(fs_->reader().counters().peer_failures.load(), 10u) << "dead owners were tried for each chunk";
   EXPECT_GT(fs_->reader().counters().origin_bytes.load(), 0u);
 }
 
