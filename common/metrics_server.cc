@@ -1,5 +1,7 @@
 #include "common/metrics_server.h"
 
+#include <CLI/CLI.hpp>
+
 #include <atomic>
 #include <charconv>
 #include <thread>
@@ -204,6 +206,12 @@ Result<std::unique_ptr<MetricsServer>> ServeMetrics(const std::string& address, 
     HOARD_RETURN_IF_ERROR(WriteFileAtomic(addr_file, server->address() + "\n"));
   }
   return server;
+}
+
+void AddMetricsAddrFlag(CLI::App& app, std::string* address, const std::string& dir) {
+  app.add_option("--metrics-addr", *address,
+                 "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port, written to " + dir +
+                     "/metrics.addr); empty = off");
 }
 
 }  // namespace hoard::metrics

@@ -29,6 +29,10 @@
 
 #include "common/result.h"
 
+namespace CLI {
+class App;
+}
+
 namespace hoard::metrics {
 
 class MetricsServer {
@@ -72,5 +76,9 @@ Result<std::unique_ptr<MetricsServer>> ServeMetrics(const std::string& address, 
 // Splits "HOST:PORT" / "[V6]:PORT" into its parts; kInvalidArgument if it
 // does not parse or the port is not 0..65535.
 Status SplitHostPort(const std::string& address, std::string* host, uint16_t* port);
+
+// --metrics-addr, as every daemon takes it; `dir` names where a port-0
+// address is written (e.g. "DATA_DIR"), for the help text.
+void AddMetricsAddrFlag(CLI::App& app, std::string* address, const std::string& dir);
 
 }  // namespace hoard::metrics

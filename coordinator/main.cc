@@ -58,9 +58,7 @@ int main(int argc, char** argv) {
   hoard::proto::SecurityFlags security_flags;
   hoard::proto::AddSecurityFlags(app, &security_flags);
   std::string metrics_addr;
-  app.add_option("--metrics-addr", metrics_addr,
-                 "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port, written to "
-                 "DATA_DIR/metrics.addr); empty = off");
+  hoard::metrics::AddMetricsAddrFlag(app, &metrics_addr, "DATA_DIR");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "coordinator", argc, argv)) return *exit_code;
   hoard::Result<uint64_t> rate = hoard::ParseBytes(origin_rate);

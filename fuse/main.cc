@@ -52,9 +52,7 @@ int main(int argc, char** argv) {
   hoard::proto::SecurityFlags security_flags;
   hoard::proto::AddSecurityFlags(app, &security_flags);
   std::string metrics_addr;
-  app.add_option("--metrics-addr", metrics_addr,
-                 "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port, written to "
-                 "CACHE_DIR/metrics.addr); empty = off");
+  hoard::metrics::AddMetricsAddrFlag(app, &metrics_addr, "CACHE_DIR");
   app.add_flag("--fuse-debug", debug, "Print every FUSE request");
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "mount", argc, argv)) return *exit_code;
