@@ -31,6 +31,21 @@ ChunkReader::ChunkReader(Options options, std::function<std::shared_ptr<const Cl
       streams_(kStreamSlots) {
   // Read-ahead must leave room in the memory cache for what readers use.
   options_.readahead_max_bytes = std::min(options_.readahead_max_bytes, options_.memory_cache_bytes / 2);
+  if (!options_.read_tier_dir.empty() && options_.read_tier_bytes > 0) {
+    Result<std::unique_ptr<ReadTier>> tier =
+        ReadTier::Open(ReadTier::Options{.dir = options_.read_tier_dir,
+                                         .capacity_bytes = options_.read_tier_bytes,
+                                         .min_free_bytes = options_.read_tier_min_free,
+                                         .logger = options_.logger,
+                                         .on_stored = [this](const ChunkKey& key) {
+                                           verified_.Insert(VerifiedSet::Fingerprint(key));
+                                         }});
+    if (tier.ok()) {
+      tier_ = std::move(*tier);
+    } else {
+      options_.logger->warn("no read tier: {}", tier.status().ToString());
+    }
+  }
   if (options_.readahead_chunks != 0) {
     for (int i = 0; i < options_.readahead_threads; ++i) ahead_threads_.emplace_back([this] { AheadLoop(); });
   }
@@ -43,6 +58,7 @@ ChunkReader::~ChunkReader() {
   }
   queue_cv_.notify_all();
   for (std::thread& t : ahead_threads_) t.join();
+  tier_.reset();  // its writer may call back into verified_
   if (int fd = chunks_dir_.load(); fd >= 0) ::close(fd);
 }
 
@@ -70,7 +86,7 @@ int ChunkReader::ChunksDir() {
 
 int ChunkReader::LocalFd(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset,
                          LocalFds::Deferred* deferred) {
-  if (options_.local_store.empty()) return -1;
+  if (options_.local_store.empty() && tier_ == nullptr) return -1;
   const ChunkKey key = ds.manifest().chunk_key(entry, index);
   LocalFds& fds = LocalFds::ForThisThread();
   const uint64_t generation = generation_.load(std::memory_order_relaxed);
@@ -82,11 +98,12 @@ int ChunkReader::LocalFd(const MountedDataset& ds, uint32_t entry, uint32_t inde
 
 int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset,
                            const ChunkKey& key) {
-  const int dir = ChunksDir();
-  if (dir < 0) return -1;
   char rel[ChunkStore::kRelativePathSize];
   ChunkStore::RelativeChunkPath(key, rel);
-  UniqueFd fd(::openat(dir, rel, O_RDONLY | O_CLOEXEC));
+  // The node agent's own chunk first, then a copy in the read tier.
+  UniqueFd fd;
+  if (const int dir = ChunksDir(); dir >= 0) fd = UniqueFd(::openat(dir, rel, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid() && tier_ != nullptr) fd = UniqueFd(::openat(tier_->chunks_dir(), rel, O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return -1;
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return -1;
@@ -159,7 +176,10 @@ Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, ui
       if (Bytes b = LookupLocked(key)) return b;
     }
     Result<Bytes> f = FetchUncached(ds, entry, index, /*ahead=*/false);
-    if (f.ok()) Remember(key, *f, /*ahead=*/false);
+    if (f.ok()) {
+      Remember(key, *f, /*ahead=*/false);
+      KeepCopy(ds, key, *f);
+    }
     return f;
   };
   bool leader = false;
@@ -361,12 +381,20 @@ void ChunkReader::ExpireAheadLocked(std::chrono::steady_clock::time_point now) {
   }
 }
 
-bool ChunkReader::HeldLocally(const ChunkKey& key) {
-  const int dir = ChunksDir();
+bool ChunkReader::HeldIn(int dir, const ChunkKey& key) {
   if (dir < 0) return false;
   char rel[ChunkStore::kRelativePathSize];
   ChunkStore::RelativeChunkPath(key, rel);
   return ::faccessat(dir, rel, F_OK, 0) == 0;
+}
+
+bool ChunkReader::HeldLocally(const ChunkKey& key) {
+  return HeldIn(ChunksDir(), key) || (tier_ != nullptr && HeldIn(tier_->chunks_dir(), key));
+}
+
+void ChunkReader::KeepCopy(const MountedDataset& ds, const ChunkKey& key, const Bytes& bytes) {
+  if (tier_ == nullptr || HeldIn(ChunksDir(), key)) return;
+  tier_->Offer(key, ds.view->meta.uid, bytes);
 }
 
 // ---------------------------------------------------------------------------
@@ -516,7 +544,10 @@ void ChunkReader::FetchAhead(const AheadTask& task) {
         Result<Bytes> f = FetchUncached(*task.ds, task.entry, task.index, /*ahead=*/true);
         // This node's own agent may have stored it while serving us (it owns
         // it): the demand read will open the file, so keep no second copy.
-        if (f.ok() && !HeldLocally(task.key)) Remember(task.key, *f, /*ahead=*/true);
+        if (f.ok() && !HeldLocally(task.key)) {
+          Remember(task.key, *f, /*ahead=*/true);
+          KeepCopy(*task.ds, task.key, *f);
+        }
         return f;
       },
       &leader);

@@ -5,6 +5,8 @@
 //      checksum verified the first time this mount uses it (VerifiedSet), and
 //      the caller splices from the fd, which the calling thread keeps open for
 //      its next requests (LocalFds);
+//   1b. the mount's read tier (fuse/read_tier.h): copies of chunks it fetched
+//      over the network before, on this node's disk, opened the same way;
 //   2. the chunk's owners over ZeroMQ, up ones first in placement rank order;
 //      an owner that misses reads through from the origin and caches;
 //   3. the origin itself, when no owner answers within the peer timeout.
@@ -12,7 +14,8 @@
 // soon as its connection drops (proto/rpc_client.h), and the next source is
 // tried. Requests carry the view's placement epoch; a reply from a node with
 // a newer one makes the mount refresh its map (on_newer_placement).
-// Chunks fetched over the network are kept in a small in-memory LRU, since
+// Chunks fetched over the network are offered to the read tier (unless this
+// node's agent stored them itself: it owns them) and kept in a small in-memory LRU, since
 // the kernel asks for a chunk in many reads (128 KiB to 1 MiB each), and a
 // fetch is single-flight: concurrent readers of a chunk share one transfer.
 //
@@ -76,6 +79,7 @@
 #include "coordinator/cluster_view.h"
 #include "fuse/local_fds.h"
 #include "fuse/namespace.h"
+#include "fuse/read_tier.h"
 #include "fuse/verified_set.h"
 #include "node/chunk_file.h"
 #include "origin/origin_pool.h"
@@ -88,6 +92,11 @@ class ChunkReader {
  public:
   struct Options {
     std::string local_store;  // the local node's chunk store directory; empty = none
+    // The read tier (fuse/read_tier.h): its directory ("" = none), the most it
+    // may hold, and the disk space it leaves free.
+    std::string read_tier_dir;
+    uint64_t read_tier_bytes = 0;
+    uint64_t read_tier_min_free = 0;
     std::chrono::milliseconds peer_timeout{10000};  // a peer may be reading through
     std::chrono::milliseconds peer_connect_timeout{500};
     std::chrono::milliseconds suspect_for{5000};
@@ -169,6 +178,10 @@ class ChunkReader {
   // The read-ahead depth in chunks for `chunk_size` (0 = none).
   uint32_t ReadaheadChunks(uint64_t chunk_size) const;
 
+  // The read tier, or null when there is none.
+  ReadTier* read_tier() { return tier_.get(); }
+  const ReadTier* read_tier() const { return tier_.get(); }
+
   Counters& counters() { return counters_; }
   const Counters& counters() const { return counters_; }
   // Seconds per GetChunk asked of an owner (with its busy retries).
@@ -189,8 +202,13 @@ class ChunkReader {
   Result<Bytes> FetchAheadFromOwners(const MountedDataset& ds, const ClusterView& view,
                                      const std::vector<uint32_t>& owners, uint32_t entry, uint32_t index,
                                      uint64_t chunk_len);
-  // Whether the local store holds the chunk file (not checked further).
+  // Whether the local store (or the read tier) holds the chunk file (not
+  // checked further).
   bool HeldLocally(const ChunkKey& key);
+  static bool HeldIn(int dir, const ChunkKey& key);
+  // Offers a chunk fetched over the network to the read tier, unless this
+  // node's agent holds it (it filled a chunk it owns while serving us).
+  void KeepCopy(const MountedDataset& ds, const ChunkKey& key, const Bytes& bytes);
 
   // ---- read-ahead ----
   struct AheadTask {
@@ -245,6 +263,7 @@ class ChunkReader {
   std::atomic<uint64_t> generation_{1};  // LocalFds entries of older ones are dropped
   std::atomic<int> chunks_dir_{-1};
   VerifiedSet verified_;
+  std::unique_ptr<ReadTier> tier_;  // null = none; set in the constructor
   SingleFlight<ChunkKey, Result<ChunkTrailer>, ChunkKeyHash> verify_flights_;
 
   SingleFlight<ChunkKey, Result<Bytes>, ChunkKeyHash> flights_;

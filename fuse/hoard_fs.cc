@@ -60,6 +60,9 @@ HoardFs::HoardFs(Options options)
           .context = options_.context,
           .on_change = [this](const std::shared_ptr<const ClusterView>& v) { OnViewChange(v); }}),
       reader_(ChunkReader::Options{.local_store = options_.local_store,
+                                   .read_tier_dir = options_.read_tier_dir,
+                                   .read_tier_bytes = options_.read_tier_bytes,
+                                   .read_tier_min_free = options_.read_tier_min_free,
                                    .peer_timeout = options_.peer_timeout,
                                    .peer_connect_timeout = options_.peer_connect_timeout,
                                    .logger = options_.logger,
@@ -152,6 +155,17 @@ void HoardFs::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
   if (changed.empty()) return;
   for (const std::string& name : changed) {
     options_.logger->info("dataset {} {}", name, ns_.Find(name) ? "mounted" : "unmounted");
+  }
+  // Copies in the read tier of a dataset that is gone (not a new version of
+  // it: unchanged files keep their chunks) are of no use any more.
+  if (ReadTier* tier = reader_.read_tier()) {
+    std::lock_guard lock(mu_);
+    std::set<uint64_t> now;
+    for (const auto& [name, ds] : view->datasets()) now.insert(ds->meta.uid);
+    for (uint64_t uid : mounted_uids_) {
+      if (!now.count(uid)) tier->RemoveDataset(uid);
+    }
+    mounted_uids_ = std::move(now);
   }
   {
     std::lock_guard lock(mu_);

@@ -40,6 +40,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,6 +77,11 @@ class HoardFs {
     // 16 MiB worth, at least 4; 0 = none) and threads fetching them.
     int readahead_chunks = ChunkReader::kAutoReadahead;
     int readahead_threads = 8;
+    // The read tier (fuse/read_tier.h): copies of chunks read from peers, on
+    // this node's disk. "" or 0 bytes = none.
+    std::string read_tier_dir;
+    uint64_t read_tier_bytes = 0;
+    uint64_t read_tier_min_free = 0;
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;
     OriginPool::Opener open_origin;  // tests substitute an in-memory origin
@@ -163,6 +169,7 @@ class HoardFs {
   // a notification sent from inside a request handler (a lookup that caused
   // a refresh) deadlocks on the directory lock the kernel holds for it.
   std::vector<std::string> pending_inval_;  // guarded by mu_
+  std::set<uint64_t> mounted_uids_;         // guarded by mu_: the datasets of the last view
   // A peer's reply showed a newer placement than our map: poll now rather
   // than at the next interval.
   bool poll_now_ = false;  // guarded by mu_

@@ -11,6 +11,7 @@
 #include "common/daemon_flags.h"
 #include "common/file_util.h"
 #include "common/metrics_server.h"
+#include "common/units.h"
 #include "fuse/hoard_fs.h"
 #include "proto/curve.h"
 
@@ -40,6 +41,16 @@ int main(int argc, char** argv) {
   app.add_option("--readahead-threads", readahead_threads, "Threads fetching chunks ahead (all readers together)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  std::string read_tier_dir, read_tier_size = "auto";
+  app.add_option("--read-tier-dir", read_tier_dir,
+                 "Where to keep copies of chunks read from peers (default: NODE_STORE/read-tier; needs --node-store)");
+  app.add_option("--read-tier-size", read_tier_size,
+                 "The most the read tier may hold (auto: half the disk's free space at start, leaving a tenth of "
+                 "the disk or 1 GiB free; 0: no read tier)")
+      ->capture_default_str()
+      ->check([](const std::string& v) -> std::string {
+        return v == "auto" || hoard::ParseBytes(v).ok() ? "" : "a size (e.g. 200G), auto, or 0";
+      });
   std::string node_name, ckpt_sync_level = "R", ckpt_origin;
   app.add_option("--ckpt-origin", ckpt_origin,
                  "The checkpoint origin (nfs://HOST/EXPORT/PATH or a directory), for checkpoints only there");
@@ -72,6 +83,16 @@ int main(int argc, char** argv) {
     log->critical("cannot start: {}", security.status().message());
     return 2;
   }
+  uint64_t tier_bytes = 0, tier_min_free = 0;
+  if (read_tier_dir.empty() && !node_store.empty()) read_tier_dir = hoard::JoinPath(node_store, "read-tier");
+  if (!read_tier_dir.empty()) {
+    if (read_tier_size == "auto") {
+      if (hoard::Status s = hoard::MakeDirs(read_tier_dir); !s.ok()) log->warn("read tier: {}", s.ToString());
+      hoard::fuse::ReadTier::AutoSize(read_tier_dir, &tier_bytes, &tier_min_free);
+    } else {
+      tier_bytes = *hoard::ParseBytes(read_tier_size);
+    }
+  }
   hoard::fuse::HoardFs fs({.coordinator = coordinator,
                            .local_store = node_store,
                            .cache_dir = cache_dir,
@@ -79,6 +100,9 @@ int main(int argc, char** argv) {
                            .read_ahead_kb = read_ahead_kb,
                            .readahead_chunks = readahead_chunks,
                            .readahead_threads = readahead_threads,
+                           .read_tier_dir = read_tier_dir,
+                           .read_tier_bytes = tier_bytes,
+                           .read_tier_min_free = tier_min_free,
                            .logger = log,
                            .context = &context,
                            .node_name = node_name,

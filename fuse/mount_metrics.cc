@@ -30,6 +30,29 @@ void HoardFs::RegisterMetrics(metrics::Registry* registry) {
   registry->AddCounter("hoard_mount_peer_failures_total",
                        "Chunk requests to an owner that failed (the next owner or the origin was tried)", {},
                        load(c.peer_failures));
+  // The read tier's figures (0 without one).
+  auto tier = [this](std::atomic<uint64_t> ReadTier::Counters::*field) {
+    return [this, field] {
+      const ReadTier* t = reader_.read_tier();
+      return t == nullptr ? 0.0 : double((t->counters().*field).load(std::memory_order_relaxed));
+    };
+  };
+  registry->AddGauge("hoard_mount_read_tier_bytes",
+                     "Bytes of chunk copies the read tier holds on this node's disk (chunks read from peers)", {},
+                     tier(&ReadTier::Counters::used_bytes));
+  registry->AddGauge("hoard_mount_read_tier_capacity_bytes", "The most the read tier may hold (0: no tier)", {},
+                     [this] {
+                       const ReadTier* t = reader_.read_tier();
+                       return t == nullptr ? 0.0 : double(t->capacity_bytes());
+                     });
+  registry->AddCounter("hoard_mount_read_tier_stored_bytes_total", "Bytes of chunk copies written to the read tier",
+                       {}, tier(&ReadTier::Counters::stored_bytes));
+  registry->AddCounter("hoard_mount_read_tier_evicted_bytes_total",
+                       "Bytes of chunk copies evicted from the read tier (capacity, or the disk low on space)", {},
+                       tier(&ReadTier::Counters::evicted_bytes));
+  registry->AddCounter("hoard_mount_read_tier_dropped_total",
+                       "Chunk copies not kept: the write queue was full, no space, or a write error", {},
+                       tier(&ReadTier::Counters::dropped_chunks));
   for (const char* op : OpLatency::kOps) {
     registry->AddHistogram("hoard_fuse_op_seconds", "Time the mount took to answer a FUSE operation, by operation",
                            {{"op", op}}, stats_.op_latency.Find(op));

@@ -224,6 +224,57 @@ TEST_F(MountTest, DeadOwnerFallsBackToTheOriginQuickly) {
   EXPECT_GT(fs_->reader().counters().origin_bytes.load(), 0u);
 }
 
+// The read tier: a mount keeps copies of what it read from peers, and the
+// next epoch, in a new mount process (no kernel or memory cache), reads them
+// from this node's disk: with the peers gone, nothing comes from the origin.
+TEST_F(MountTest, TheNextEpochReadsPeersChunksFromTheReadTier) {
+  WarmAll();
+  const std::string tier_dir = JoinPath(dir_, "node1/store/read-tier");
+  auto options = [&](const std::string& cache) {
+    HoardFs::Options o = TestMountOptions(*cluster_, cache);
+    o.read_tier_dir = tier_dir;
+    o.read_tier_bytes = 64u << 20;
+    return o;
+  };
+  auto read_all = [&](const std::string& mnt) {
+    for (const auto& [path, bytes] : files_) {
+      Result<std::string> got = ReadAll(JoinPath(mnt, "datasets/ds/" + path));
+      ASSERT_TRUE(got.ok()) << path << ": " << got.status().ToString();
+      EXPECT_TRUE(*got == bytes) << path;
+    }
+  };
+  {
+    auto fs = std::make_unique<HoardFs>(options("tier-cache-1"));
+    auto mount = TestMount::Start(fs.get(), JoinPath(dir_, "mnt-tier-1"));
+    ASSERT_NE(mount, nullptr);
+    ASSERT_TRUE(Eventually([&] { return ::access(JoinPath(dir_, "mnt-tier-1/datasets/ds").c_str(), F_OK) == 0; }));
+    read_all(JoinPath(dir_, "mnt-tier-1"));
+    ASSERT_NE(fs->reader().read_tier(), nullptr);
+    fs->reader().read_tier()->Flush();
+    const uint64_t peer = fs->reader().counters().peer_bytes.load();
+    EXPECT_GT(peer, 0u) << "two thirds of the chunks are the other nodes'";
+    EXPECT_EQ(fs->reader().read_tier()->counters().stored_bytes.load(), peer)
+        << "every chunk fetched from a peer is kept, and nothing node1 holds itself";
+  }
+  cluster_->StopAgent("node2");
+  cluster_->StopAgent("node3");
+  const uint64_t origin_before = origin().TotalBytesRead();
+  auto fs = std::make_unique<HoardFs>(options("tier-cache-2"));
+  auto mount = TestMount::Start(fs.get(), JoinPath(dir_, "mnt-tier-2"));
+  ASSERT_NE(mount, nullptr);
+  ASSERT_TRUE(Eventually([&] { return ::access(JoinPath(dir_, "mnt-tier-2/datasets/ds").c_str(), F_OK) == 0; }));
+  read_all(JoinPath(dir_, "mnt-tier-2"));
+  EXPECT_EQ(fs->reader().counters().peer_bytes.load(), 0u);
+  EXPECT_EQ(fs->reader().counters().origin_bytes.load(), 0u);
+  EXPECT_EQ(origin().TotalBytesRead(), origin_before);
+  EXPECT_GT(fs->reader().counters().local_bytes.load(), 0u);
+
+  // A removed dataset's copies are deleted.
+  ASSERT_TRUE(Eventually([&] { return fs->reader().read_tier()->counters().used_bytes.load() > 0; }));
+  ASSERT_TRUE(coord().RemoveDataset("ds").ok());
+  EXPECT_TRUE(Eventually([&] { return fs->reader().read_tier()->counters().used_bytes.load() == 0; }));
+}
+
 TEST_F(MountTest, WritesAreRefusedReadOnly) {
   // Datasets are read-only versions of their origin: every change fails
   // with EROFS, even for root.

@@ -41,7 +41,9 @@ NODE_METRICS = ["hoard_node_served_bytes_total", "hoard_node_fill_bytes_total", 
                 "hoard_store_evicted_chunks_total", "hoard_store_evicted_bytes_total", "hoard_origin_read_seconds",
                 "hoard_peer_request_seconds", "hoard_node_ckpt_drained_bytes_total"]
 MOUNT_METRICS = ["hoard_mount_read_bytes_total", "hoard_mount_hit_ratio", "hoard_fuse_op_seconds",
-                 "hoard_origin_read_seconds", "hoard_peer_request_seconds"]
+                 "hoard_origin_read_seconds", "hoard_peer_request_seconds", "hoard_mount_read_tier_bytes",
+                 "hoard_mount_read_tier_capacity_bytes", "hoard_mount_read_tier_stored_bytes_total",
+                 "hoard_mount_read_tier_evicted_bytes_total", "hoard_mount_read_tier_dropped_total"]
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -179,6 +181,22 @@ class MetricsTest(unittest.TestCase):
         self.assertAlmostEqual(n2.get("hoard_node_hit_ratio"),
                                n2.get("hoard_node_chunk_hits_total") / n2.get("hoard_node_chunk_requests_total"))
         self.assertGreater(n2.get("hoard_node_hit_ratio"), n2_before.get("hoard_node_hit_ratio"))
+
+        # --- the next epoch: with the page cache dropped, node2's chunks come from the mount's read tier
+        self.assertGreater(m.get("hoard_mount_read_tier_capacity_bytes"), 0)
+        self.wait_for(lambda: scrape(self.mount).get("hoard_mount_read_tier_stored_bytes_total") == peer,
+                      "the read tier to keep a copy of each chunk read from node2")
+        self.assertGreaterEqual(scrape(self.mount).get("hoard_mount_read_tier_bytes"), peer)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        for i in range(24):
+            with open(os.path.join(c.mnt, "datasets", "d1", f"f{i:02d}.bin"), "rb") as f:
+                self.assertEqual(len(f.read()), FILE_BYTES)
+        m2 = scrape(self.mount)
+        self.assertEqual(m2.get("hoard_mount_read_bytes_total", source="peer"), peer, "a peer was asked again")
+        self.assertEqual(m2.get("hoard_mount_read_bytes_total", source="local"), local + 24 * FILE_BYTES,
+                         "the second pass did not read every chunk from this node's disk")
+        self.assertEqual(m2.get("hoard_mount_read_tier_dropped_total"), 0)
 
         # --- an eviction, and a read from the origin by the mount itself
         c.cli("dataset", "add", "d2", os.path.join(self.tmp.path, "d2"))

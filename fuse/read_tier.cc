@@ -1,0 +1,186 @@
+#include "fuse/read_tier.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+
+#include <algorithm>
+
+namespace hoard::fuse {
+namespace {
+
+// Drops of copies are logged once per this many, not each.
+constexpr uint64_t kDropLogEvery = 1000;
+
+}  // namespace
+
+void ReadTier::AutoSize(const std::string& dir, uint64_t* capacity_bytes, uint64_t* min_free_bytes) {
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) {
+    *capacity_bytes = 0;
+    *min_free_bytes = 0;
+    return;
+  }
+  const uint64_t size = uint64_t(st.f_blocks) * st.f_frsize;
+  const uint64_t avail = uint64_t(st.f_bavail) * st.f_frsize;
+  *capacity_bytes = avail / 2;
+  *min_free_bytes = std::min<uint64_t>(size / 10, 1ull << 30);
+}
+
+ReadTier::ReadTier(Options options) : options_(std::move(options)) {}
+
+Result<std::unique_ptr<ReadTier>> ReadTier::Open(Options options) {
+  const std::string chunks = JoinPath(options.dir, "chunks");
+  HOARD_RETURN_IF_ERROR(MakeDirs(chunks));
+  std::unique_ptr<ReadTier> tier(new ReadTier(std::move(options)));
+  tier->chunks_dir_ = UniqueFd(::open(chunks.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!tier->chunks_dir_.valid()) return Status::FromErrno(errno, "read tier " + chunks);
+  tier->writer_ = std::thread([t = tier.get()] { t->WriterLoop(); });
+  return tier;
+}
+
+ReadTier::~ReadTier() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+void ReadTier::Offer(const ChunkKey& key, uint64_t dataset_uid, std::shared_ptr<const std::string> bytes) {
+  const size_t size = bytes->size();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    if (pending_bytes_ + size > options_.max_pending_bytes) {
+      counters_.dropped_chunks.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    pending_bytes_ += size;
+    ++queued_;
+    queue_.push_back(Copy{key, dataset_uid, std::move(bytes)});
+  }
+  cv_.notify_all();
+}
+
+void ReadTier::RemoveDataset(uint64_t dataset_uid) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    ++queued_;
+    queue_.push_back(Removal{dataset_uid});
+  }
+  cv_.notify_all();
+}
+
+void ReadTier::Flush() {
+  std::unique_lock lock(mu_);
+  const uint64_t target = queued_;
+  cv_.wait(lock, [&] { return stopping_ || done_ >= target; });
+}
+
+void ReadTier::WriterLoop() {
+  // Index the copies a previous run left (reading each trailer) here, not in
+  // Open: the mount must not wait for it. Until then nothing is written, and
+  // reads of copies already work (the mount verifies a copy at first use).
+  Result<std::unique_ptr<ChunkStore>> opened = ChunkStore::Open(ChunkStore::Options{
+      .dir = options_.dir, .capacity_bytes = options_.capacity_bytes, .logger = options_.logger});
+  if (opened.ok()) {
+    store_ = std::move(*opened);
+    store_->ForEach([this](const ChunkKey& key, uint64_t, uint64_t) { order_.push_back(key); });
+    UpdateUsage();
+    options_.logger->info("read tier {}: {} copies, {} bytes, up to {} bytes", options_.dir, order_.size(),
+                          counters_.used_bytes.load(), options_.capacity_bytes);
+  } else {
+    options_.logger->warn("read tier {} not written: {}", options_.dir, opened.status().ToString());
+  }
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) break;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (auto* copy = std::get_if<Copy>(&task)) {
+      Store(*copy);
+    } else if (store_ != nullptr) {
+      const size_t n = store_->RemoveDataset(std::get<Removal>(task).dataset_uid);
+      if (n > 0) options_.logger->info("read tier: removed {} copies of a removed dataset", n);
+      UpdateUsage();
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (auto* copy = std::get_if<Copy>(&task)) pending_bytes_ -= copy->bytes->size();
+      ++done_;
+    }
+    cv_.notify_all();
+  }
+  std::lock_guard lock(mu_);
+  counters_.dropped_chunks.fetch_add(queue_.size(), std::memory_order_relaxed);
+  queue_.clear();
+}
+
+void ReadTier::Store(const Copy& copy) {
+  auto drop = [&](const Status& why) {
+    const uint64_t n = counters_.dropped_chunks.fetch_add(1, std::memory_order_relaxed);
+    if (n % kDropLogEvery == 0) {
+      options_.logger->warn("read tier: copy of {} not kept ({}); {} dropped so far", copy.key.Name(),
+                            why.ToString(), n + 1);
+    }
+  };
+  if (store_ == nullptr) return drop(Status::Unavailable("the tier could not be opened"));
+  if (store_->Contains(copy.key)) return;
+  if (copy.bytes->size() + kChunkTrailerSize > options_.capacity_bytes) {
+    return drop(Status::NoSpace("larger than the whole tier"));
+  }
+  // The node agent's chunks come first: make room on the disk before writing.
+  while (DiskLow()) {
+    if (!EvictOldest()) return drop(Status::NoSpace("the disk is low on free space"));
+  }
+  for (;;) {
+    Status s = store_->Put(copy.key, copy.dataset_uid, *copy.bytes);
+    if (s.ok()) break;
+    if (s.code() != Code::kNoSpace || !EvictOldest()) {
+      UpdateUsage();
+      return drop(s);
+    }
+  }
+  order_.push_back(copy.key);
+  counters_.stored_chunks.fetch_add(1, std::memory_order_relaxed);
+  counters_.stored_bytes.fetch_add(copy.bytes->size(), std::memory_order_relaxed);
+  UpdateUsage();
+  if (options_.on_stored) options_.on_stored(copy.key);
+}
+
+bool ReadTier::EvictOldest() {
+  while (!order_.empty()) {
+    const ChunkKey key = order_.front();
+    order_.pop_front();
+    Result<uint64_t> len = store_->Length(key);
+    if (!len.ok()) continue;  // removed with its dataset
+    if (Status s = store_->Remove(key); !s.ok()) {
+      options_.logger->warn("read tier: evicting {}: {}", key.Name(), s.ToString());
+      continue;
+    }
+    counters_.evicted_bytes.fetch_add(*len, std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
+bool ReadTier::DiskLow() const {
+  if (options_.min_free_bytes == 0) return false;
+  struct statvfs st;
+  if (::statvfs(options_.dir.c_str(), &st) != 0) return false;
+  return uint64_t(st.f_bavail) * st.f_frsize < options_.min_free_bytes;
+}
+
+void ReadTier::UpdateUsage() {
+  const ChunkStore::Usage u = store_->usage();
+  counters_.used_bytes.store(u.used_bytes, std::memory_order_relaxed);
+  counters_.chunks.store(u.chunks, std::memory_order_relaxed);
+}
+
+}  // namespace hoard::fuse
