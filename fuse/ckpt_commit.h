@@ -9,7 +9,9 @@
 // mount share one LocalFile, so they see each other's writes.
 //
 // Commit (fsync, or the flush of close(2), of a file with uncommitted bytes):
-//   1. fdatasync the local file: the bytes are on this node's disk (L);
+//   1. fdatasync the local file: the bytes are on this node's disk (L); this
+//      runs beside steps 2 and 3 (which read the page cache), and the commit
+//      waits for all of them;
 //   2. checksum each chunk (XXH3, chunk size from the cluster map);
 //   3. unless the sync level is L, send each chunk to K-1 other up nodes,
 //      chosen by rendezvous hashing of (id, index) so a file's chunks spread
