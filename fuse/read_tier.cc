@@ -1,7 +1,9 @@
 #include "fuse/read_tier.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -10,6 +12,8 @@ namespace {
 
 // Drops of copies are logged once per this many, not each.
 constexpr uint64_t kDropLogEvery = 1000;
+// The writer thread's nice value (see WriterLoop).
+constexpr int kWriterNice = 10;
 
 }  // namespace
 
@@ -83,8 +87,16 @@ void ReadTier::WriterLoop() {
   // Index the copies a previous run left (reading each trailer) here, not in
   // Open: the mount must not wait for it. Until then nothing is written, and
   // reads of copies already work (the mount verifies a copy at first use).
+  // Copies are background work: the readers of this node come first for the
+  // CPU (a first pass is often CPU-bound on peers' transfers), so the writer
+  // runs niced; a writer that falls behind drops copies, it never slows a read.
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kWriterNice);
+  // Not read back after each write (what it would read is the page cache
+  // just written): the mount verifies a copy at its first use instead, see
+  // on_stored.
   Result<std::unique_ptr<ChunkStore>> opened = ChunkStore::Open(ChunkStore::Options{
-      .dir = options_.dir, .capacity_bytes = options_.capacity_bytes, .logger = options_.logger});
+      .dir = options_.dir, .capacity_bytes = options_.capacity_bytes, .verify_puts = false,
+      .logger = options_.logger});
   if (opened.ok()) {
     store_ = std::move(*opened);
     store_->ForEach([this](const ChunkKey& key, uint64_t, uint64_t) { order_.push_back(key); });

@@ -55,9 +55,11 @@ class ReadTier {
     // Copies waiting to be written; past this, new ones are dropped.
     size_t max_pending_bytes = 64u << 20;
     std::shared_ptr<spdlog::logger> logger;  // required
-    // Called on the writer thread after a copy is in place and was read back
-    // equal to `bytes` (ChunkStore::Put verifies), so the mount can treat it
-    // as verified.
+    // Called on the writer thread once a copy is in place, written from the
+    // bytes the mount served and with their checksum in its trailer: the
+    // mount counts it as verified for as long as it runs (reading it back
+    // here would only read the page cache just written); a later mount
+    // verifies it at first use, like any chunk file.
     std::function<void(const ChunkKey&)> on_stored;
   };
 

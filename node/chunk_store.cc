@@ -284,7 +284,9 @@ Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trail
     // Read the bytes back before the chunk can be counted as cached: a chunk
     // is reported (and a warm-up called complete) only once the store has
     // checked what it holds against the checksum of what it was given.
-    if (Status v = VerifyChunkFile(fd.get(), trailer); !v.ok()) return v.Annotate("read back " + tmp);
+    if (options_.verify_puts) {
+      if (Status v = VerifyChunkFile(fd.get(), trailer); !v.ok()) return v.Annotate("read back " + tmp);
+    }
     // Some filesystems (NFS) report a failed delayed write only at close.
     if (::close(fd.Release()) != 0) return Status::FromErrno(errno, "close " + tmp);
     if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(errno, "rename " + tmp);

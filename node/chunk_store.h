@@ -70,6 +70,11 @@ class ChunkStore {
   struct Options {
     std::string dir;                 // created if missing
     uint64_t capacity_bytes = 0;     // 0 = unlimited (only the disk limits)
+    // Read each Put's file back against its checksum before it is indexed
+    // (see Integrity). A store whose chunks are only ever read through a
+    // reader that verifies them at first use (the mount's read tier) may
+    // skip this second pass over the bytes.
+    bool verify_puts = true;
     std::shared_ptr<spdlog::logger> logger;  // required
   };
 
