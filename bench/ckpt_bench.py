@@ -167,14 +167,16 @@ def main():
     ap.add_argument("--file-mib", type=int, default=256)
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--out")
+    ap.add_argument("--node-arg", action="append", default=[], help="extra hoard-node argument (repeatable)")
+    ap.add_argument("--mount-arg", action="append", default=[], help="extra hoard-fuse argument (repeatable)")
     a = ap.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     export = os.path.join(a.work, "export")
     os.makedirs(os.path.join(export, "ckpt"))
     ckpt = ["--ckpt-origin", "{nfs:ckpt}"]
     c = hosts.HostCluster(os.path.join(a.work, "cluster"), nodes=3, export_dir=export, nfs_access="RW",
-                          nfs_port=20490 + 2 * (os.getpid() % 1000), coordinator_args=ckpt, node_args=ckpt,
-                          mount_args=ckpt)
+                          nfs_port=20490 + 2 * (os.getpid() % 1000), coordinator_args=ckpt, node_args=ckpt + a.node_arg,
+                          mount_args=ckpt + a.mount_arg)
     runs = []
     try:
         c.throttle_storage(a.rate)

@@ -13,8 +13,10 @@
 //                                    this node (the writer's L copy). Plain
 //                                    bytes, written in place by the mount.
 //
-// Durability: Put writes a .tmp file, fsyncs it, renames it into place and
-// fsyncs the directory before it returns OK; only then may the PutCkptChunk
+// Durability: Put writes a .tmp file (with O_DIRECT where the filesystem has
+// it: nothing is gained by a page-cache copy of bytes that are fsynced at
+// once), fsyncs it, renames it into place and fsyncs the directory before it
+// returns OK; only then may the PutCkptChunk
 // reply go out, since the writer counts this copy towards level R. A file torn
 // by a crash (renamed before its data reached the disk, or cut short) fails
 // its trailer or checksum on Read, is removed, and is reported absent.
@@ -112,6 +114,13 @@ class ReplicaStore {
   Result<std::string> Read(uint64_t id, uint64_t gen, uint32_t index, uint64_t checksum, uint64_t chunk_size,
                            uint64_t chunk_length);
 
+  // Read without a store: the same bytes from the replica store in
+  // `ckpt_dir` (STORE/ckpt), for the mount reading its own node's copies
+  // with no RPC. A damaged replica is only skipped here (the node agent
+  // removes it when it next reads it).
+  static Result<std::string> ReadCopy(std::string_view ckpt_dir, uint64_t id, uint64_t gen, uint32_t index,
+                                      uint64_t checksum, uint64_t chunk_size, uint64_t chunk_length);
+
   // Whether a replica file of the chunk exists (not verified; Read verifies).
   bool HasReplica(uint64_t id, uint64_t gen, uint32_t index) const;
 
@@ -138,14 +147,20 @@ class ReplicaStore {
   explicit ReplicaStore(Options options);
   // Reads and checks a replica file; kNotFound if absent, kCorruption if
   // torn or not the bytes of `checksum` (the caller removes it).
-  Result<std::string> ReadReplica(const std::string& path, uint64_t checksum, uint64_t chunk_length);
-  Result<std::string> ReadFromWholeFile(uint64_t id, uint64_t offset, uint64_t chunk_length, uint64_t checksum);
-  Status WriteTmp(int fd, const std::string& trailer, std::string_view bytes);
+  static Result<std::string> ReadReplica(const std::string& path, uint64_t checksum, uint64_t chunk_length);
+  // Bytes [index * chunk_size, + chunk_length) of the whole-file copy at
+  // `path`, if they hash to `checksum`; kNotFound otherwise.
+  static Result<std::string> ReadFromWholeFile(const std::string& path, uint64_t index, uint64_t chunk_size,
+                                               uint64_t chunk_length, uint64_t checksum);
+  // Writes bytes and trailer to the .tmp file and fsyncs it; `direct`: fd
+  // was opened with O_DIRECT.
+  Status WriteTmp(int fd, bool direct, const std::string& trailer, std::string_view bytes);
   std::string chunks_dir() const;
   std::string files_dir() const;
 
   Options options_;
   std::atomic<uint64_t> tmp_counter_{0};
+  std::atomic<bool> direct_io_{true};  // false once the filesystem refused O_DIRECT
 };
 
 }  // namespace hoard

@@ -72,6 +72,23 @@ TEST_F(ReplicaStoreTest, PutThenReadReturnsTheBytes) {
   EXPECT_EQ(store_->Read(7, 2, 3, Sum(bytes) + 1, 8192, 5000).status().code(), Code::kNotFound);
 }
 
+// Replicas are written with direct I/O, in whole blocks, then cut to their
+// length: every length reads back exactly, trailer included.
+TEST_F(ReplicaStoreTest, EveryLengthReadsBackExactly) {
+  uint32_t index = 0;
+  for (size_t len : {1, 100, 4071, 4072, 4073, 4096, 4097, 8191, 1 << 20, (1 << 20) + 3}) {
+    const std::string bytes = PseudoRandomBytes(len, len);
+    ASSERT_TRUE(store_->Put(4, 1, index, Sum(bytes), bytes).ok()) << len;
+    struct stat st;
+    ASSERT_EQ(::stat(store_->ChunkPath(4, 1, index).c_str(), &st), 0);
+    EXPECT_EQ(uint64_t(st.st_size), len + 24) << len;
+    Result<std::string> r = store_->Read(4, 1, index, Sum(bytes), 2 << 20, len);
+    ASSERT_TRUE(r.ok()) << len << ": " << r.status().ToString();
+    EXPECT_TRUE(*r == bytes) << len;
+    ++index;
+  }
+}
+
 TEST_F(ReplicaStoreTest, PutRejectsBytesThatDoNotMatchTheirChecksum) {
   const std::string bytes = PseudoRandomBytes(100, 2);
   EXPECT_EQ(store_->Put(1, 1, 0, Sum(bytes) ^ 1, bytes).code(), Code::kCorruption);
@@ -114,6 +131,37 @@ TEST_F(ReplicaStoreTest, WholeFileCopyServedOnlyWhileItHoldsTheCommittedBytes) {
   // A replica of the chunk still serves it.
   ASSERT_TRUE(store_->Put(9, 5, 1, Sum(c1), c1).ok());
   EXPECT_EQ(*store_->Read(9, 5, 1, Sum(c1), cs, 1000), c1);
+}
+
+// The mount reads its own node's copies with ReadCopy, without the store
+// object: the same answers as Read, and a damaged replica is skipped (to the
+// whole-file copy) but left for the node agent to remove.
+TEST_F(ReplicaStoreTest, ReadCopyReadsReplicasAndWholeFilesWithoutTheStore) {
+  const std::string ckpt = store_->dir();
+  const std::string a = PseudoRandomBytes(4096, 11);
+  ASSERT_TRUE(store_->Put(3, 2, 0, Sum(a), a).ok());
+  Result<std::string> r = ReplicaStore::ReadCopy(ckpt, 3, 2, 0, Sum(a), 4096, 4096);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, a);
+  EXPECT_EQ(ReplicaStore::ReadCopy(ckpt, 3, 1, 0, Sum(a), 4096, 4096).status().code(), Code::kNotFound)
+      << "another generation";
+  EXPECT_EQ(ReplicaStore::ReadCopy(ckpt, 3, 2, 0, Sum(a) + 1, 4096, 4096).status().code(), Code::kNotFound);
+
+  // Chunk 1 from the whole-file copy, only while it holds those bytes.
+  const std::string file = PseudoRandomBytes(6000, 12);
+  WriteWholeFile(3, file);
+  const std::string c1 = file.substr(4096);
+  r = ReplicaStore::ReadCopy(ckpt, 3, 2, 1, Sum(c1), 4096, c1.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, c1);
+  WriteWholeFile(3, file.substr(0, 5000));
+  EXPECT_EQ(ReplicaStore::ReadCopy(ckpt, 3, 2, 1, Sum(c1), 4096, c1.size()).status().code(), Code::kNotFound);
+
+  // A flipped byte in the replica of chunk 0: not served, not removed here.
+  UniqueFd fd(::open(store_->ChunkPath(3, 2, 0).c_str(), O_WRONLY));
+  ASSERT_TRUE(PwriteAll(fd.get(), "x", 1, 10).ok());
+  EXPECT_EQ(ReplicaStore::ReadCopy(ckpt, 3, 2, 0, Sum(a), 4096, 4096).status().code(), Code::kNotFound);
+  EXPECT_TRUE(store_->HasReplica(3, 2, 0));
 }
 
 TEST_F(ReplicaStoreTest, EvictionKeepsListedFilesAndFilesTheMountHoldsLocked) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "checkpoint/replica_store.h"
 #include "common/hash.h"
 
 namespace hoard::fuse {
@@ -102,6 +103,18 @@ Result<CkptChunks::Bytes> CkptChunks::Fetch(const proto::CkptEntry& e, uint32_t 
   proto::GetCkptChunk req{.id = e.id, .gen = e.gen, .index = index, .checksum = e.checksums[index],
                           .chunk_size = e.chunk_size, .chunk_length = len};
   for (const std::string& name : holders) {
+    if (name == options_.node_name && !options_.local_ckpt_dir.empty()) {
+      // Verified against the entry's checksum by ReadCopy. Not found here
+      // (evicted, rewritten) means our agent has nothing either.
+      Result<std::string> local =
+          ReplicaStore::ReadCopy(options_.local_ckpt_dir, e.id, e.gen, index, e.checksums[index], e.chunk_size, len);
+      if (local.ok()) {
+        local_bytes_ += len;
+        return Bytes(std::make_shared<const std::string>(std::move(*local)));
+      }
+      last = local.status();
+      continue;
+    }
     const proto::NodeInfo* node = nullptr;
     if (view != nullptr) {
       for (const proto::NodeInfo& n : view->map().nodes) {

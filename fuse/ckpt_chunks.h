@@ -2,8 +2,8 @@
 //
 // CkptChunks reads the committed bytes of checkpoint files for the mount:
 // each chunk from its holders (the writer, then the replicas, this node
-// first, then the others rotated by chunk index so that a restore pulls from
-// every holder at once), verified by the node that serves it against the
+// first, read from its disk directly, then the others rotated by chunk index
+// so that a restore pulls from every holder at once), verified by the node that serves it against the
 // checksum in the entry; when no holder has it and the file is at P, from the
 // checkpoint origin at the file's path.
 //
@@ -42,6 +42,10 @@ class CkptChunks {
  public:
   struct Options {
     std::string node_name;
+    // This node's replica store (STORE/ckpt): its copies are read from the
+    // disk directly, not asked of its own node agent over ZeroMQ (which
+    // would encrypt and decrypt them on the same machine). "" = none.
+    std::string local_ckpt_dir;
     std::chrono::milliseconds peer_timeout{10000};
     size_t cache_bytes = 128u << 20;
     int ahead = 8;    // chunks fetched ahead of a reader
@@ -58,6 +62,7 @@ class CkptChunks {
   // `out` (fewer at the end of the file).
   Result<size_t> Read(const proto::CkptEntry& e, uint64_t off, size_t len, char* out);
 
+  uint64_t local_bytes() const { return local_bytes_.load(); }
   uint64_t peer_bytes() const { return peer_bytes_.load(); }
   uint64_t origin_bytes() const { return origin_bytes_.load(); }
 
@@ -81,7 +86,7 @@ class CkptChunks {
   proto::ClientPool* pool_;
   std::function<std::shared_ptr<const ClusterView>()> view_;
   SingleFlight<Key, Result<Bytes>, KeyHash> flights_;
-  std::atomic<uint64_t> peer_bytes_{0}, origin_bytes_{0};
+  std::atomic<uint64_t> local_bytes_{0}, peer_bytes_{0}, origin_bytes_{0};
 
   std::mutex mu_;
   std::list<std::pair<Key, Bytes>> lru_;  // newest first; guarded by mu_

@@ -32,6 +32,7 @@ CkptFs::CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>
       current_view_(std::move(current_view)),
       pool_(*options_.context, 16, std::chrono::milliseconds(500)),
       chunks_(CkptChunks::Options{.node_name = options_.node_name,
+                                  .local_ckpt_dir = options_.local_store.empty() ? "" : options_.local_store + "/ckpt",
                                   .peer_timeout = options_.peer_timeout,
                                   .logger = options_.logger,
                                   .open_origin = options_.open_origin},

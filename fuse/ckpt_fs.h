@@ -105,6 +105,9 @@ class CkptFs {
   void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size);
   void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 
+  // Where reads of committed checkpoint files came from (for metrics).
+  const CkptChunks& chunks() const { return chunks_; }
+
   // The attributes of kCheckpointsIno (for the root's listing).
   void StatRoot(struct stat* st) const;
 

@@ -41,6 +41,12 @@ int main(int argc, char** argv) {
   app.add_option("--readahead-threads", readahead_threads, "Threads fetching chunks ahead (all readers together)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  int io_threads = 2;
+  app.add_option("--io-threads", io_threads,
+                 "ZeroMQ I/O threads: CURVE encrypts and decrypts on them, so a node that reads peers' chunks and "
+                 "replicates checkpoints at once needs more than one")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   std::string read_tier_dir, read_tier_size = "auto";
   app.add_option("--read-tier-dir", read_tier_dir,
                  "Where to keep copies of chunks read from peers (default: NODE_STORE/read-tier; needs --node-store)");
@@ -77,7 +83,7 @@ int main(int argc, char** argv) {
   }
   mountpoint = resolved;
   const uint64_t files = hoard::RaiseFileLimit();
-  zmq::context_t context;
+  zmq::context_t context(io_threads);
   auto security = hoard::proto::DaemonSecurity(context, security_flags.keys_dir, security_flags.insecure, log);
   if (!security.ok()) {
     log->critical("cannot start: {}", security.status().message());

@@ -30,6 +30,16 @@ void HoardFs::RegisterMetrics(metrics::Registry* registry) {
   registry->AddCounter("hoard_mount_peer_failures_total",
                        "Chunk requests to an owner that failed (the next owner or the origin was tried)", {},
                        load(c.peer_failures));
+  const char* ckpt_help =
+      "Bytes of committed checkpoint files read through the mount, by source: this node's own copies (read from "
+      "its disk), another holder (GetCkptChunk), or the checkpoint origin";
+  const CkptChunks& ck = ckpt_->chunks();
+  registry->AddCounter("hoard_mount_ckpt_read_bytes_total", ckpt_help, {{"source", "local"}},
+                       [&ck] { return double(ck.local_bytes()); });
+  registry->AddCounter("hoard_mount_ckpt_read_bytes_total", ckpt_help, {{"source", "peer"}},
+                       [&ck] { return double(ck.peer_bytes()); });
+  registry->AddCounter("hoard_mount_ckpt_read_bytes_total", ckpt_help, {{"source", "origin"}},
+                       [&ck] { return double(ck.origin_bytes()); });
   // The read tier's figures (0 without one).
   auto tier = [this](std::atomic<uint64_t> ReadTier::Counters::*field) {
     return [this, field] {

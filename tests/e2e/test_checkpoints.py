@@ -34,12 +34,14 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -261,6 +263,26 @@ class CheckpointTest(unittest.TestCase):
         hosts.drop_caches()
         for s in (1, 2, 3):
             self.assertEqual(file_sha(self.m(3, "keep", f"iter_{s}", "model.bin")), want[s], s)
+        # On the writer, a kept checkpoint is read from its own copy on its disk,
+        # not asked of its node agent over the network.
+        before = self.ckpt_read_bytes(1)
+        hosts.drop_caches()
+        self.assertEqual(file_sha(self.m(1, "keep", "iter_3", "model.bin")), want[3])
+        after = self.ckpt_read_bytes(1)
+        self.assertEqual(after["local"] - before["local"], 5 << 20, (before, after))
+        self.assertEqual(after["peer"], before["peer"], (before, after))
+        self.assertEqual(after["origin"], before["origin"], (before, after))
+
+    def ckpt_read_bytes(self, i):
+        """Mount i's hoard_mount_ckpt_read_bytes_total by source."""
+        addr = self.cluster.metrics_addr(f"mount{i}")
+        text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
+        out = {}
+        for source in ("local", "peer", "origin"):
+            m = re.search(r'^hoard_mount_ckpt_read_bytes_total\{source="%s"\} (\S+)$' % source, text, re.M)
+            self.assertIsNotNone(m, f"{source} missing from mount{i}'s /metrics")
+            out[source] = float(m.group(1))
+        return out
 
     def test_d_kill_nodes_while_writing(self):
         c = self.cluster
