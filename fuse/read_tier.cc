@@ -14,6 +14,8 @@ namespace {
 constexpr uint64_t kDropLogEvery = 1000;
 // The writer thread's nice value (see WriterLoop).
 constexpr int kWriterNice = 10;
+// Bytes written between two looks at the disk's free space.
+constexpr uint64_t kDiskCheckBytes = 64u << 20;
 
 }  // namespace
 
@@ -148,8 +150,18 @@ void ReadTier::Store(const Copy& copy) {
     return drop(Status::NoSpace("larger than the whole tier"));
   }
   // The node agent's chunks come first: make room on the disk before writing.
-  while (DiskLow()) {
-    if (!EvictOldest()) return drop(Status::NoSpace("the disk is low on free space"));
+  // Free space is looked at every kDiskCheckBytes written, not per copy (a
+  // small-file epoch stores thousands a second).
+  if (written_since_check_ >= kDiskCheckBytes) {
+    written_since_check_ = 0;
+    disk_low_ = DiskLow();
+  }
+  while (disk_low_) {
+    if (!EvictOldest()) {
+      written_since_check_ = kDiskCheckBytes;  // look again at the next copy
+      return drop(Status::NoSpace("the disk is low on free space"));
+    }
+    disk_low_ = DiskLow();
   }
   for (;;) {
     Status s = store_->Put(copy.key, copy.dataset_uid, *copy.bytes);
@@ -160,6 +172,7 @@ void ReadTier::Store(const Copy& copy) {
     }
   }
   order_.push_back(copy.key);
+  written_since_check_ += copy.bytes->size();
   counters_.stored_chunks.fetch_add(1, std::memory_order_relaxed);
   counters_.stored_bytes.fetch_add(copy.bytes->size(), std::memory_order_relaxed);
   UpdateUsage();

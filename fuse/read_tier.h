@@ -121,6 +121,8 @@ class ReadTier {
   // opened) and the copies oldest first (some may be gone: removed datasets).
   std::unique_ptr<ChunkStore> store_;
   std::deque<ChunkKey> order_;
+  uint64_t written_since_check_ = UINT64_MAX;  // first copy: look at once
+  bool disk_low_ = false;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -34,6 +34,8 @@ constexpr int kMaxReadAttempts = 8;
 std::atomic<uint64_t> g_tmp_counter{0};
 
 constexpr std::string_view kTmpSuffix = ".tmp";
+// Chunks from this size on claim their blocks before they are written.
+constexpr uint64_t kFallocateMin = 1 << 20;
 
 bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
@@ -270,10 +272,11 @@ Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trail
     // Claiming the blocks first makes a full disk fail here, before a large
     // chunk is copied in only to be thrown away. Filesystems without
     // fallocate fall through to the writes, which report ENOSPC themselves.
-    int rc;
-    do {
-      rc = ::fallocate(fd.get(), 0, 0, static_cast<off_t>(total));
-    } while (rc != 0 && errno == EINTR);
+    // A small chunk is not worth the extra call: its write fails as fast.
+    int rc = 0;
+    while (total >= kFallocateMin && (rc = ::fallocate(fd.get(), 0, 0, static_cast<off_t>(total))) != 0 &&
+           errno == EINTR) {
+    }
     if (rc != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
       return Status::FromErrno(errno, "allocate " + std::to_string(total) + " bytes for " + tmp);
     }
