@@ -91,13 +91,12 @@ int main(int argc, char** argv) {
   }
   uint64_t tier_bytes = 0, tier_min_free = 0;
   if (read_tier_dir.empty() && !node_store.empty()) read_tier_dir = hoard::JoinPath(node_store, "read-tier");
-  if (!read_tier_dir.empty()) {
-    if (read_tier_size == "auto") {
-      if (hoard::Status s = hoard::MakeDirs(read_tier_dir); !s.ok()) log->warn("read tier: {}", s.ToString());
-      hoard::fuse::ReadTier::AutoSize(read_tier_dir, &tier_bytes, &tier_min_free);
-    } else {
-      tier_bytes = *hoard::ParseBytes(read_tier_size);
-    }
+  if (!read_tier_dir.empty() && read_tier_size != "0") {
+    // The free-space floor applies to a given size too: the node agent's
+    // chunks share the disk.
+    if (hoard::Status s = hoard::MakeDirs(read_tier_dir); !s.ok()) log->warn("read tier: {}", s.ToString());
+    hoard::fuse::ReadTier::AutoSize(read_tier_dir, &tier_bytes, &tier_min_free);
+    if (read_tier_size != "auto") tier_bytes = *hoard::ParseBytes(read_tier_size);
   }
   hoard::fuse::HoardFs fs({.coordinator = coordinator,
                            .local_store = node_store,
