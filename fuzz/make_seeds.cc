@@ -101,6 +101,8 @@ void MessageSeeds() {
   Msg(MsgType::kError, ErrorBody{}, Status::InvalidArgument("bad"));
   Msg(MsgType::kPing, Ping{});
   Msg(MsgType::kPong, Pong{.role = "node", .name = "n1", .epoch = 5});
+  Msg(MsgType::kOpenDataChannel, OpenDataChannel{});
+  Msg(MsgType::kDataChannel, DataChannel{.session = 7, .key = std::string(32, '\x5a'), .port = 7102});
   Msg(MsgType::kRegisterNode, RegisterNode{.name = "n1", .endpoint = "tcp://h:1", .capacity_bytes = 1 << 30});
   Msg(MsgType::kRegisterNodeReply, RegisterNodeReply{.epoch = 3});
   Msg(MsgType::kHeartbeat, Heartbeat{.name = "n1", .epoch = 3, .chunks = 9, .datasets = {Report()},

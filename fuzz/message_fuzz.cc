@@ -67,6 +67,8 @@ void DecodeBody(const Envelope& env) {
     HOARD_FUZZ_BODY(kError, ErrorBody)
     HOARD_FUZZ_BODY(kPing, Ping)
     HOARD_FUZZ_BODY(kPong, Pong)
+    HOARD_FUZZ_BODY(kOpenDataChannel, OpenDataChannel)
+    HOARD_FUZZ_BODY(kDataChannel, DataChannel)
     HOARD_FUZZ_BODY(kRegisterNode, RegisterNode)
     HOARD_FUZZ_BODY(kRegisterNodeReply, RegisterNodeReply)
     HOARD_FUZZ_BODY(kHeartbeat, Heartbeat)

@@ -14,10 +14,15 @@ int main(int argc, char** argv) {
   CLI::App app{"hoard-node: caches its share of every dataset on this node's disk and serves it to peers"};
   std::string name, listen = "tcp://127.0.0.1:7101", advertise, coordinator = "tcp://127.0.0.1:7100", store_dir,
               capacity = "0", log_level = "info", ckpt_origin;
+  int data_port = 0;
   int fetch_threads = 16, origin_connections = 16, origin_timeout_ms = 10000, serve_threads = 8, heartbeat_ms = 1000;
   app.add_option("--name", name, "Unique node name")->required();
   app.add_option("--listen", listen, "ZeroMQ endpoint for mounts and peers")->capture_default_str();
   app.add_option("--advertise", advertise, "Endpoint peers dial, if not the listen one");
+  app.add_option("--data-port", data_port,
+                 "Port of the data channel (chunks sealed with AES-GCM beside CURVE) on --listen's address: "
+                 "0 any free port, -1 none (chunks then go over CURVE)")
+      ->capture_default_str();
   app.add_option("--coordinator", coordinator, "Coordinator endpoint")->capture_default_str();
   app.add_option("--store", store_dir, "Chunk store directory (the node's cache disk)")->required();
   app.add_option("--capacity", capacity, "Cache size limit, e.g. 500G; 0 = the disk's size")
@@ -59,6 +64,7 @@ int main(int argc, char** argv) {
   auto agent = hoard::NodeAgent::Start({.name = name,
                                         .listen = listen,
                                         .advertise = advertise,
+                                        .data_port = data_port,
                                         .coordinator = coordinator,
                                         .store_dir = store_dir,
                                         .capacity_bytes = *cap,

@@ -71,11 +71,16 @@ Status NodeAgent::Init() {
       store_.get(), filler_.get(), [this] { return watcher_->Current(); },
       [this] { return watcher_->RefreshForRequest(); }, log);
 
+  std::string data_endpoint;
+  if (options_.data_port >= 0 && options_.listen.starts_with("tcp://")) {
+    data_endpoint = options_.listen.substr(0, options_.listen.rfind(':') + 1) + std::to_string(options_.data_port);
+  }
   server_ = std::make_unique<proto::RpcServer>(proto::RpcServer::Options{.endpoint = options_.listen,
                                                                        .name = "node " + options_.name,
                                                                        .workers = options_.serve_threads,
                                                                        .logger = log,
-                                                                       .context = options_.context});
+                                                                       .context = options_.context,
+                                                                       .data_endpoint = data_endpoint});
   ChunkService* service = service_.get();
   server_->Handle<proto::GetChunk>([service](const proto::GetChunk& r, const proto::Envelope&, std::string* payload) {
     return service->GetChunk(r, payload);
@@ -123,6 +128,7 @@ Status NodeAgent::Init() {
   log->info("node {} serving on {} (store {}: {} chunks, {} bytes used of {})", options_.name, Advertised(),
             store_->dir(), u.chunks, u.used_bytes, u.capacity_bytes == 0 ? std::string("unlimited")
                                                                         : std::to_string(u.capacity_bytes));
+  if (!server_->data_endpoint().empty()) log->info("data channel on {}", server_->data_endpoint());
   return Status::Ok();
 }
 

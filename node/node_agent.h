@@ -66,6 +66,10 @@ class NodeAgent {
     std::string name;         // unique node name
     std::string listen;       // peer service endpoint, e.g. tcp://127.0.0.1:7101
     std::string advertise;    // endpoint peers should dial; default: the bound one
+    // The data channel's port (proto/data_channel.h: sealed chunk traffic
+    // beside CURVE) on --listen's address: 0 any free port, -1 none. Only
+    // with CURVE keys. Peers dial it on the host of the endpoint they dialed.
+    int data_port = 0;
     std::string coordinator;  // coordinator endpoint
     std::string store_dir;    // the chunk store (stands for the NVMe disk)
     uint64_t capacity_bytes = 0;  // 0 = unlimited (up to the disk's size)
@@ -96,6 +100,8 @@ class NodeAgent {
   void Stop();
 
   const std::string& endpoint() const { return server_->bound_endpoint(); }
+  // The data channel's bound endpoint; "" without one.
+  const std::string& data_endpoint() const { return server_->data_endpoint(); }
   ChunkStore* store() { return store_.get(); }
   ReplicaStore* replicas() { return replicas_.get(); }
   const Drainer::Counters& drain_counters() const { return drainer_->counters(); }

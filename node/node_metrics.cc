@@ -88,6 +88,13 @@ void NodeAgent::RegisterMetrics(metrics::Registry* registry) {
   registry->AddHistogram("hoard_origin_read_seconds",
                          "Latency of one origin (NFS) read call: a chunk, or a paced piece of one", {},
                          &filler_->origin_read_latency());
+  registry->AddGauge("hoard_node_data_channel_sessions",
+                     "Data channel sessions open on this node (proto/data_channel.h): about one per client connection", {},
+                     [this] { return double(server_->data_sessions()); });
+  registry->AddCounter("hoard_node_rejected_requests_total",
+                       "Requests refused as malformed, forged or replayed (on either socket); each is logged, "
+                       "at most 10 lines a second",
+                       {}, [this] { return double(server_->rejected()); });
   registry->AddHistogram("hoard_peer_request_seconds",
                          "Latency of one GetChunk asked of a peer, with its busy retries", {},
                          &peer_source_->latency());

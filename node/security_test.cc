@@ -60,15 +60,20 @@ std::optional<std::string> RawRequest(const std::string& endpoint, const std::st
   return frames[0].to_string();
 }
 
-// A TCP relay that keeps every byte it passes on, both ways: what an
-// eavesdropper on the link would see.
+// A TCP relay to 127.0.0.1:target_port that keeps every byte it passes on,
+// both ways: what an eavesdropper on the link would see. It listens on
+// 127.0.0.2 (still loopback), on `listen_port` if given: a client that dialed
+// the node's port on 127.0.0.2 finds the data channel's port there too.
 class TapProxy {
  public:
-  explicit TapProxy(int target_port) : target_port_(target_port) {
+  explicit TapProxy(int target_port, int listen_port = 0) : target_port_(target_port) {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1);
+    a.sin_port = htons(listen_port);
     EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
     EXPECT_EQ(::listen(listen_fd_, 8), 0);
     socklen_t len = sizeof a;
@@ -85,7 +90,7 @@ class TapProxy {
     }
     ::close(listen_fd_);
   }
-  std::string endpoint() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+  std::string endpoint() const { return "tcp://127.0.0.2:" + std::to_string(port_); }
   std::string captured() {
     std::lock_guard lock(mu_);
     return captured_;
@@ -291,9 +296,15 @@ TEST_F(SecurityTest, MembersReadAndOnlyTheAdminChangesTheCluster) {
   admin->reset();
 }
 
-// Fetches the first chunk of secret.bin from the node through a TapProxy and
-// returns what crossed the wire.
-std::string CaptureChunkTransfer(testing::TestCluster& cluster, NodeAgent* node, const std::string& file) {
+// What crossed the wire for one chunk: on the node's port, on its data
+// channel's (if it has one), and whether the client used the data channel.
+struct Wire {
+  std::string control, data;
+  bool on_data_channel = false;
+};
+
+// Fetches the first chunk of secret.bin from the node through TapProxies.
+Wire CaptureChunkTransfer(testing::TestCluster& cluster, NodeAgent* node, const std::string& file) {
   auto meta = cluster.coordinator().AddDataset({.name = "ds", .source = cluster.source(), .chunk_size = 65536});
   EXPECT_TRUE(meta.ok());
   EXPECT_TRUE(Eventually([&] { return node->view()->dataset("ds") != nullptr; }));
@@ -302,6 +313,10 @@ std::string CaptureChunkTransfer(testing::TestCluster& cluster, NodeAgent* node,
   const uint32_t entry = *ds->manifest.Resolve("secret.bin");
   const ChunkKey key = ds->manifest.chunk_key(entry, 0);
   TapProxy tap(PortOf(node->endpoint()));
+  std::unique_ptr<TapProxy> data_tap;
+  if (!node->data_endpoint().empty()) {
+    data_tap = std::make_unique<TapProxy>(PortOf(node->data_endpoint()), PortOf(node->data_endpoint()));
+  }
   proto::RpcClient c(cluster.zmq(), tap.endpoint());
   zmq::message_t payload;
   auto r = c.Call(proto::GetChunk{.dataset = "ds", .uid = meta->meta.uid, .version = meta->meta.version,
@@ -310,7 +325,7 @@ std::string CaptureChunkTransfer(testing::TestCluster& cluster, NodeAgent* node,
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(std::string(static_cast<const char*>(payload.data()), payload.size()), file.substr(0, 65536))
       << "the proxy passes the bytes on unchanged";
-  return tap.captured();
+  return {tap.captured(), data_tap ? data_tap->captured() : "", c.on_data_channel()};
 }
 
 // How many 32-byte slices of the chunk (one every 2 KiB) appear in `wire`.
@@ -322,19 +337,26 @@ int SlicesInClear(const std::string& wire, const std::string& file) {
 
 TEST_F(SecurityTest, AChunkCrossesTheWireEncrypted) {
   StartCluster();
-  const std::string wire = CaptureChunkTransfer(*cluster_, node_, file_);
-  ASSERT_GT(wire.size(), 65536u) << "the chunk went through the proxy";
-  EXPECT_NE(wire.find("CURVE"), std::string::npos) << "the ZMTP greeting names the mechanism";
-  EXPECT_EQ(SlicesInClear(wire, file_), 0);
-  EXPECT_EQ(wire.find("secret.bin"), std::string::npos);
+  const Wire wire = CaptureChunkTransfer(*cluster_, node_, file_);
+  ASSERT_FALSE(node_->data_endpoint().empty());
+  EXPECT_TRUE(wire.on_data_channel);
+  ASSERT_GT(wire.data.size(), 65536u) << "the chunk went through the data channel's proxy";
+  EXPECT_NE(wire.control.find("CURVE"), std::string::npos) << "the ZMTP greeting names the mechanism";
+  EXPECT_EQ(wire.data.find("CURVE"), std::string::npos) << "the data channel is sealed, not CURVE";
+  for (const std::string& w : {wire.control, wire.data}) {
+    EXPECT_EQ(SlicesInClear(w, file_), 0);
+    EXPECT_EQ(w.find("secret.bin"), std::string::npos);
+  }
 }
 
 TEST_F(SecurityTest, WithoutKeysTheSameTransferIsInClear) {
   // The control for the test above: its check can fail.
   StartCluster(/*secure=*/false);
-  const std::string wire = CaptureChunkTransfer(*cluster_, node_, file_);
-  EXPECT_EQ(wire.find("CURVE"), std::string::npos);
-  EXPECT_EQ(SlicesInClear(wire, file_), 32);
+  const Wire wire = CaptureChunkTransfer(*cluster_, node_, file_);
+  EXPECT_TRUE(node_->data_endpoint().empty()) << "plain sockets need no data channel";
+  EXPECT_FALSE(wire.on_data_channel);
+  EXPECT_EQ(wire.control.find("CURVE"), std::string::npos);
+  EXPECT_EQ(SlicesInClear(wire.control, file_), 32);
 }
 
 }  // namespace

@@ -18,6 +18,8 @@ bool IsKnownType(uint16_t t) {
     case MsgType::kError:
     case MsgType::kPing:
     case MsgType::kPong:
+    case MsgType::kOpenDataChannel:
+    case MsgType::kDataChannel:
     case MsgType::kRegisterNode:
     case MsgType::kRegisterNodeReply:
     case MsgType::kHeartbeat:
@@ -79,6 +81,8 @@ const char* TypeName(MsgType t) {
     case MsgType::kError: return "Error";
     case MsgType::kPing: return "Ping";
     case MsgType::kPong: return "Pong";
+    case MsgType::kOpenDataChannel: return "OpenDataChannel";
+    case MsgType::kDataChannel: return "DataChannel";
     case MsgType::kRegisterNode: return "RegisterNode";
     case MsgType::kRegisterNodeReply: return "RegisterNodeReply";
     case MsgType::kHeartbeat: return "Heartbeat";

@@ -52,6 +52,9 @@ enum class MsgType : uint16_t {
   kError = 1,
   kPing = 2,
   kPong = 3,
+  // Member -> any server with a data channel (proto/data_channel.h), over CURVE.
+  kOpenDataChannel = 4,
+  kDataChannel = 5,
   // Node agent -> coordinator.
   kRegisterNode = 10,
   kRegisterNodeReply = 11,
@@ -214,6 +217,22 @@ struct Pong {
 struct Ping {
   static constexpr MsgType kType = MsgType::kPing;
   using Reply = Pong;
+  HOARD_EMPTY_BODY
+};
+
+// The key of a data channel (proto/data_channel.h): asked over the CURVE
+// connection, whose encryption is what keeps `key` secret. A server without a
+// data channel answers InvalidArgument ("not served"): the client then stays
+// on CURVE.
+struct DataChannel {
+  uint64_t session = 0;
+  std::string key;    // 32 raw bytes, AES-256-GCM
+  uint32_t port = 0;  // the data socket's TCP port, on the host the client dialed
+  MSGPACK_DEFINE_MAP(session, key, port);
+};
+struct OpenDataChannel {
+  static constexpr MsgType kType = MsgType::kOpenDataChannel;
+  using Reply = DataChannel;
   HOARD_EMPTY_BODY
 };
 
@@ -517,6 +536,7 @@ template <typename Body> struct ReplyType;
   template <> struct ReplyType<Body> { static constexpr MsgType kType = MsgType::T; }
 HOARD_REPLY_TYPE(ErrorBody, kError);
 HOARD_REPLY_TYPE(Pong, kPong);
+HOARD_REPLY_TYPE(DataChannel, kDataChannel);
 HOARD_REPLY_TYPE(RegisterNodeReply, kRegisterNodeReply);
 HOARD_REPLY_TYPE(HeartbeatReply, kHeartbeatReply);
 HOARD_REPLY_TYPE(ClusterMap, kClusterMap);

@@ -9,32 +9,43 @@
 
 namespace hoard::proto {
 
-using Clock = std::chrono::steady_clock;
-
 // How often a waiting call checks that its connection is still up.
 constexpr std::chrono::milliseconds kConnectionCheck{25};
+// How long an established data channel may take to (re)connect.
+constexpr std::chrono::milliseconds kDataReconnectWait{300};
 
 RpcClient::RpcClient(zmq::context_t& context, std::string endpoint)
     : context_(context), endpoint_(std::move(endpoint)) {
   Reconnect();
 }
 
+namespace {
+
+// A DEALER with hoard's options; CURVE keys only for the control socket.
+std::unique_ptr<zmq::socket_t> MakeSocket(zmq::context_t& context, const std::string& endpoint, bool curve) {
+  auto s = std::make_unique<zmq::socket_t>(context, zmq::socket_type::dealer);
+  ConfigureSocket(*s);
+  if (curve) ApplyClientKeys(context, *s);
+  // Queue only to connected peers: a send to a dead peer waits (up to the
+  // call's deadline) instead of buffering for a peer that may never return.
+  s->set(zmq::sockopt::immediate, 1);
+  s->set(zmq::sockopt::tcp_maxrt, kUnackedTimeoutMs);  // TCP_USER_TIMEOUT on Linux
+  s->set(zmq::sockopt::tcp_keepalive, 1);
+  s->set(zmq::sockopt::tcp_keepalive_idle, kKeepaliveIdleS);
+  s->set(zmq::sockopt::tcp_keepalive_intvl, 1);
+  s->set(zmq::sockopt::tcp_keepalive_cnt, 1);
+  s->connect(endpoint);
+  return s;
+}
+
+std::span<uint8_t> Bytes(zmq::message_t& m) { return {static_cast<uint8_t*>(m.data()), m.size()}; }
+
+}  // namespace
+
 void RpcClient::Reconnect() {
   socket_.reset();
   try {
-    auto s = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-    ConfigureSocket(*s);
-    ApplyClientKeys(context_, *s);
-    // Queue only to connected peers: a send to a dead peer waits (up to the
-    // call's deadline) instead of buffering for a peer that may never return.
-    s->set(zmq::sockopt::immediate, 1);
-    s->set(zmq::sockopt::tcp_maxrt, kUnackedTimeoutMs);  // TCP_USER_TIMEOUT on Linux
-    s->set(zmq::sockopt::tcp_keepalive, 1);
-    s->set(zmq::sockopt::tcp_keepalive_idle, kKeepaliveIdleS);
-    s->set(zmq::sockopt::tcp_keepalive_intvl, 1);
-    s->set(zmq::sockopt::tcp_keepalive_cnt, 1);
-    s->connect(endpoint_);
-    socket_ = std::move(s);
+    socket_ = MakeSocket(context_, endpoint_, /*curve=*/true);
     connect_error_.clear();
   } catch (const zmq::error_t& e) {
     // A malformed endpoint (from a peer's registration) or no file
@@ -43,47 +54,162 @@ void RpcClient::Reconnect() {
   }
 }
 
-Result<Envelope> RpcClient::Exchange(std::string header, uint64_t id, std::chrono::milliseconds timeout,
-                                     const std::string_view* payload) {
+void RpcClient::ConnectData() {
+  data_socket_.reset();
+  try {
+    data_socket_ = MakeSocket(context_, data_endpoint_, /*curve=*/false);
+  } catch (const zmq::error_t& e) {
+    connect_error_ = e.what();
+  }
+}
+
+Result<Envelope> RpcClient::Exchange(const std::string& header, uint64_t id, std::chrono::milliseconds timeout,
+                                     const std::string_view* payload, bool data) {
+  const auto deadline = Clock::now() + timeout;
+  if (data && data_state_ != DataState::kNone && KeysFor(context_) != nullptr) {
+    // Twice at most: the second time with a new session, when the first
+    // answer came unsealed (the server forgot our session) or the data port
+    // did not answer while the server's CURVE port does (it restarted, on
+    // another data port).
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const bool fresh = data_state_ == DataState::kUnknown;
+      if (fresh) {
+        if (Status s = OpenDataChannel(deadline); !s.ok()) return s;
+        if (data_state_ == DataState::kNone) break;
+      }
+      bool unsealed = false;
+      Result<Envelope> env = SealedExchange(header, id, deadline, payload, fresh, &unsealed);
+      if (unsealed) {
+        data_state_ = DataState::kUnknown;
+        if (attempt == 1) return env;
+        continue;
+      }
+      // Sent and then lost (the server died, or its host vanished): that is
+      // the call's answer; a retry would only add to the wait.
+      if (env.ok() || answered_ || sent_) return env;
+      const bool server_up = socket_ && (socket_->get(zmq::sockopt::events) & ZMQ_POLLOUT);
+      if (!server_up) return env;  // the server is gone, not just its data port
+      data_state_ = DataState::kUnknown;
+      // A data port that a new session cannot reach either (a firewall): this
+      // client stays on CURVE, slower but working.
+      if (fresh) {
+        data_state_ = DataState::kNone;
+        break;
+      }
+    }
+  }
   std::vector<zmq::message_t> frames;
   frames.emplace_back(header.data(), header.size());
   if (payload != nullptr) frames.emplace_back(payload->data(), payload->size());
-  return CallRaw(std::move(frames), id, timeout);
+  bool unsealed = false;
+  return SendAndReceive(false, std::move(frames), id, deadline, &unsealed, connect_timeout_);
+}
+
+Status RpcClient::OpenDataChannel(Clock::time_point deadline) {
+  const size_t colon = endpoint_.rfind(':');
+  if (!endpoint_.starts_with("tcp://") || colon == std::string::npos) {
+    data_state_ = DataState::kNone;  // ipc:// or inproc://: nothing to gain
+    return Status::Ok();
+  }
+  const uint64_t id = ++next_id_;
+  const std::string header = EncodeHeader(MsgType::kOpenDataChannel, id, Status::Ok(), proto::OpenDataChannel{});
+  std::vector<zmq::message_t> frames;
+  frames.emplace_back(header.data(), header.size());
+  bool unsealed = false;
+  Result<Envelope> env = SendAndReceive(false, std::move(frames), id, deadline, &unsealed, connect_timeout_);
+  if (!env.ok()) {
+    if (!answered_) return env.status();
+    // The server answered but has no data channel (or could not open one).
+    data_state_ = DataState::kNone;
+    return Status::Ok();
+  }
+  Result<DataChannel> channel =
+      env->type == MsgType::kDataChannel ? BodyAs<DataChannel>(*env) : Status::InvalidArgument("not a DataChannel");
+  if (!channel.ok() || channel->key.size() != kDataKeyBytes || channel->port == 0 || channel->port > 65535) {
+    data_state_ = DataState::kNone;
+    return Status::Ok();
+  }
+  data_key_.session = channel->session;
+  std::copy(channel->key.begin(), channel->key.end(), data_key_.key.begin());
+  const std::string endpoint = endpoint_.substr(0, colon + 1) + std::to_string(channel->port);
+  if (endpoint != data_endpoint_ || !data_socket_) {
+    data_endpoint_ = endpoint;
+    ConnectData();
+  }
+  data_state_ = DataState::kOpen;
+  return Status::Ok();
+}
+
+Result<Envelope> RpcClient::SealedExchange(const std::string& header, uint64_t id, Clock::time_point deadline,
+                                           const std::string_view* payload, bool fresh, bool* unsealed) {
+  // Sealed straight into the frames ZeroMQ sends: the one pass over the bytes
+  // that replaces the copy a plain send makes.
+  std::vector<zmq::message_t> frames;
+  frames.emplace_back();  // the seal, below
+  frames.emplace_back(header.size());
+  std::vector<SealIo> io = {{reinterpret_cast<const uint8_t*>(header.data()),
+                             static_cast<uint8_t*>(frames.back().data()), header.size()}};
+  if (payload != nullptr) {
+    frames.emplace_back(payload->size());
+    io.push_back({reinterpret_cast<const uint8_t*>(payload->data()), static_cast<uint8_t*>(frames.back().data()),
+                  payload->size()});
+  }
+  Result<std::string> seal = Seal(data_key_, SealDirection::kRequest, id, io);
+  if (!seal.ok()) return seal.status();
+  frames[0].rebuild(seal->data(), seal->size());
+  // A data socket that was connected before and is not now may point at a
+  // port the server no longer has (it restarted): a short wait, then a new
+  // session (Exchange) tells.
+  return SendAndReceive(true, std::move(frames), id, deadline, unsealed,
+                        fresh ? connect_timeout_ : std::min(connect_timeout_, kDataReconnectWait));
 }
 
 Result<Envelope> RpcClient::CallRaw(std::vector<zmq::message_t> frames, uint64_t id,
                                     std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  answered_ = false;
-  if (!socket_) Reconnect();
-  if (!socket_) return Status::Unavailable("cannot connect to '" + endpoint_ + "': " + connect_error_);
-  try {
-    const auto connect = std::min(timeout, connect_timeout_);
-    zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLOUT, 0};
-    zmq::poll(&item, 1, connect);
-    if (!(item.revents & ZMQ_POLLOUT)) {
-      return Status::Unavailable("cannot reach " + endpoint_ + " within " + std::to_string(connect.count()) +
-                                 " ms");
-    }
-    if (!zmq::send_multipart(*socket_, frames, zmq::send_flags::dontwait)) {
-      return Status::Unavailable("cannot send to " + endpoint_);
-    }
-  } catch (const zmq::error_t& e) {
-    Reconnect();
-    return Status::Unavailable("send to " + endpoint_ + ": " + e.what());
-  }
-  return Receive(id, deadline);
+  bool unsealed = false;
+  return SendAndReceive(false, std::move(frames), id, Clock::now() + timeout, &unsealed, connect_timeout_);
 }
 
-Result<Envelope> RpcClient::Receive(uint64_t id, Clock::time_point deadline) {
+Result<Envelope> RpcClient::SendAndReceive(bool data, std::vector<zmq::message_t> frames, uint64_t id,
+                                           Clock::time_point deadline, bool* unsealed,
+                                           std::chrono::milliseconds connect_timeout) {
+  answered_ = false;
+  sent_ = false;
+  std::unique_ptr<zmq::socket_t>& socket = data ? data_socket_ : socket_;
+  const std::string& endpoint = data ? data_endpoint_ : endpoint_;
+  if (!socket) data ? ConnectData() : Reconnect();
+  if (!socket) return Status::Unavailable("cannot connect to '" + endpoint + "': " + connect_error_);
+  try {
+    const auto left = std::max(std::chrono::milliseconds(0),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    const auto connect = std::min(left, connect_timeout);
+    zmq::pollitem_t item{socket->handle(), 0, ZMQ_POLLOUT, 0};
+    zmq::poll(&item, 1, connect);
+    if (!(item.revents & ZMQ_POLLOUT)) {
+      return Status::Unavailable("cannot reach " + endpoint + " within " + std::to_string(connect.count()) + " ms");
+    }
+    if (!zmq::send_multipart(*socket, frames, zmq::send_flags::dontwait)) {
+      return Status::Unavailable("cannot send to " + endpoint);
+    }
+    sent_ = true;
+  } catch (const zmq::error_t& e) {
+    data ? ConnectData() : Reconnect();
+    return Status::Unavailable("send to " + endpoint + ": " + e.what());
+  }
+  return Receive(data, id, deadline, unsealed);
+}
+
+Result<Envelope> RpcClient::Receive(bool data, uint64_t id, Clock::time_point deadline, bool* unsealed) {
+  std::unique_ptr<zmq::socket_t>& socket = data ? data_socket_ : socket_;
+  const std::string& endpoint = data ? data_endpoint_ : endpoint_;
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
-      return Status::Unavailable("no reply from " + endpoint_ + " in time");
+      return Status::Unavailable("no reply from " + endpoint + " in time");
     }
     std::vector<zmq::message_t> frames;
     try {
-      zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
+      zmq::pollitem_t item{socket->handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, std::min(left, kConnectionCheck));
       if (!(item.revents & ZMQ_POLLIN)) {
         // With ZMQ_IMMEDIATE the socket is writable only while a connection
@@ -92,27 +218,49 @@ Result<Envelope> RpcClient::Receive(uint64_t id, Clock::time_point deadline) {
         // it came in on, so waiting out the deadline would only stall the
         // caller. A reconnect takes reconnect_ivl (100 ms), longer than one
         // check, so a drop is seen before a new connection hides it.
-        if (!(socket_->get(zmq::sockopt::events) & ZMQ_POLLOUT)) {
-          Reconnect();  // a fresh socket: no stale reply can reach the next call
-          return Status::Unavailable("connection to " + endpoint_ + " lost while waiting for the reply");
+        if (!(socket->get(zmq::sockopt::events) & ZMQ_POLLOUT)) {
+          data ? ConnectData() : Reconnect();  // a fresh socket: no stale reply can reach the next call
+          return Status::Unavailable("connection to " + endpoint + " lost while waiting for the reply");
         }
         continue;
       }
-      if (!zmq::recv_multipart(*socket_, std::back_inserter(frames), zmq::recv_flags::dontwait)) continue;
+      if (!zmq::recv_multipart(*socket, std::back_inserter(frames), zmq::recv_flags::dontwait)) continue;
     } catch (const zmq::error_t& e) {
-      Reconnect();
-      return Status::Unavailable("receive from " + endpoint_ + ": " + e.what());
+      data ? ConnectData() : Reconnect();
+      return Status::Unavailable("receive from " + endpoint + ": " + e.what());
     }
     if (!frames.empty() && frames[0].size() == 0) frames.erase(frames.begin());  // delimiter
+    const bool sealed = data && !frames.empty() && LooksSealed(frames[0].to_string_view());
+    if (sealed) {
+      Result<SealInfo> seal = ParseSeal(frames[0].to_string_view());
+      if (seal.ok() && seal->seq != id) continue;  // answers an earlier call that timed out
+      std::vector<std::span<uint8_t>> sealed;
+      for (size_t i = 1; i < frames.size(); ++i) sealed.push_back(Bytes(frames[i]));
+      Status opened = seal.ok() ? Open(data_key_, SealDirection::kReply, frames[0].to_string_view(), sealed)
+                                : seal.status();
+      answered_ = true;
+      if (!opened.ok()) {
+        *unsealed = true;  // not from our server as we know it: start over with a new session
+        return opened.Annotate("reply from " + endpoint);
+      }
+      frames.erase(frames.begin());
+    }
     uint64_t got_id = 0;
     Result<Envelope> env = DecodeMessage(frames, &got_id);
     // A reply with another id answers an earlier call that timed out. Id 0 is
     // a server that could not read our id (busy, or our header was bad).
     if (got_id != id && got_id != 0) continue;
     answered_ = true;
-    if (!env.ok()) return env.status().Annotate("bad reply from " + endpoint_);
+    // Only errors come unsealed on the data channel (the server could not
+    // open our request, or was busy).
+    *unsealed = data && !sealed;
+    if (!env.ok()) return env.status().Annotate("bad reply from " + endpoint);
+    if (*unsealed && env->type != MsgType::kError) {
+      return Status::PermissionDenied("unsealed " + std::string(TypeName(env->type)) + " on the data channel of " +
+                                      endpoint);
+    }
     if (env->type == MsgType::kError || !env->status.ok()) {
-      if (env->status.ok()) return Status::Internal("error reply without a status from " + endpoint_);
+      if (env->status.ok()) return Status::Internal("error reply without a status from " + endpoint);
       return env->status;
     }
     return env;

@@ -21,6 +21,13 @@
 // client with them; a server that refuses its key never answers, so that
 // looks like a peer that is not there (kUnavailable).
 //
+// Data channel: on such a context, the requests UsesDataChannel names go
+// sealed over the server's data channel (proto/data_channel.h), opened at the
+// first one and kept while the client lives. A server without one answers
+// OpenDataChannel with an error, and this client then stays on CURVE. An
+// unsealed answer on the data channel (the server restarted and forgot the
+// session) makes the client open a new session and send once more.
+//
 // Thread-safety: an RpcClient belongs to one thread at a time (a ZeroMQ socket
 // is not thread-safe). ClientPool hands clients out to concurrent callers.
 #pragma once
@@ -37,6 +44,7 @@
 #include <zmq.hpp>
 
 #include "common/result.h"
+#include "proto/data_channel.h"
 #include "proto/envelope.h"
 
 namespace hoard::proto {
@@ -81,8 +89,8 @@ class RpcClient {
                                    zmq::message_t* payload = nullptr,
                                    const std::string_view* request_payload = nullptr) {
     uint64_t id = ++next_id_;
-    Result<Envelope> env =
-        Exchange(EncodeHeader(Req::kType, id, Status::Ok(), req), id, timeout, request_payload);
+    Result<Envelope> env = Exchange(EncodeHeader(Req::kType, id, Status::Ok(), req), id, timeout, request_payload,
+                                    UsesDataChannel(Req::kType));
     if (!env.ok()) return env.status();
     if (env->type != ReplyType<typename Req::Reply>::kType) {
       return Status::InvalidArgument(std::string("expected ") +
@@ -96,13 +104,30 @@ class RpcClient {
   // Sends raw frames and returns the decoded reply (tests use this to send garbage).
   Result<Envelope> CallRaw(std::vector<zmq::message_t> frames, uint64_t id, std::chrono::milliseconds timeout);
 
+  // Whether calls that move chunks go over a data channel: true once one is
+  // open (after the first such call to a server that has one).
+  bool on_data_channel() const { return data_state_ == DataState::kOpen; }
+
  private:
+  using Clock = std::chrono::steady_clock;
+  enum class DataState { kUnknown, kOpen, kNone };
+
   // Sends the header frame (and the payload frame, if any) and receives the
-  // reply with the same id. A kError reply becomes its Status.
-  Result<Envelope> Exchange(std::string header, uint64_t id, std::chrono::milliseconds timeout,
-                            const std::string_view* payload);
-  Result<Envelope> Receive(uint64_t id, std::chrono::steady_clock::time_point deadline);
+  // reply with the same id, over the data channel when `data` and there is
+  // one. A kError reply becomes its Status.
+  Result<Envelope> Exchange(const std::string& header, uint64_t id, std::chrono::milliseconds timeout,
+                            const std::string_view* payload, bool data);
+  // One sealed exchange; *unsealed is set when the answer came unsealed.
+  // `fresh`: the session was opened for this call.
+  Result<Envelope> SealedExchange(const std::string& header, uint64_t id, Clock::time_point deadline,
+                                  const std::string_view* payload, bool fresh, bool* unsealed);
+  // Asks for a session over CURVE; OK with data_state_ kNone if the server has no data channel.
+  Status OpenDataChannel(Clock::time_point deadline);
+  Result<Envelope> SendAndReceive(bool data, std::vector<zmq::message_t> frames, uint64_t id,
+                                  Clock::time_point deadline, bool* unsealed, std::chrono::milliseconds connect_timeout);
+  Result<Envelope> Receive(bool data, uint64_t id, Clock::time_point deadline, bool* unsealed);
   void Reconnect();
+  void ConnectData();
 
   zmq::context_t& context_;
   std::string endpoint_;
@@ -110,7 +135,13 @@ class RpcClient {
   std::string connect_error_;
   uint64_t next_id_ = 0;
   bool answered_ = false;
+  bool sent_ = false;  // the last exchange's request went out
   std::chrono::milliseconds connect_timeout_{std::chrono::milliseconds::max()};
+
+  DataState data_state_ = DataState::kUnknown;
+  DataKey data_key_;                            // when kOpen
+  std::string data_endpoint_;                   // when kOpen
+  std::unique_ptr<zmq::socket_t> data_socket_;  // null until needed, and after a lost connection
 };
 
 // Keeps idle RpcClients per endpoint for concurrent callers.

@@ -39,6 +39,15 @@ Status RpcServer::Start() {
     secure_ = KeysFor(*options_.context) != nullptr;
     router_->bind(options_.endpoint);
     bound_endpoint_ = router_->get(zmq::sockopt::last_endpoint);
+    if (secure_ && !options_.data_endpoint.empty()) {
+      // No CURVE on this socket: its messages are sealed (proto/data_channel.h).
+      data_ = std::make_unique<zmq::socket_t>(*options_.context, zmq::socket_type::router);
+      ConfigureSocket(*data_);
+      data_->bind(options_.data_endpoint);
+      data_endpoint_ = data_->get(zmq::sockopt::last_endpoint);
+      data_port_ = static_cast<uint32_t>(std::stoul(data_endpoint_.substr(data_endpoint_.rfind(':') + 1)));
+      sessions_ = std::make_unique<DataSessions>();
+    }
     // A fresh name per server: ZeroMQ releases an inproc name asynchronously,
     // so a name derived from `this` could still be taken by a server that
     // lived at the same address a moment ago.
@@ -49,8 +58,11 @@ Status RpcServer::Start() {
     replies_->bind(reply_endpoint_);
   } catch (const zmq::error_t& e) {
     router_.reset();
+    data_.reset();
     replies_.reset();
-    return Status::Unavailable(options_.name + ": cannot listen on " + options_.endpoint + ": " + e.what());
+    return Status::Unavailable(options_.name + ": cannot listen on " + options_.endpoint +
+                               (options_.data_endpoint.empty() ? "" : " and " + options_.data_endpoint) + ": " +
+                               e.what());
   }
   for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
   io_thread_ = std::thread([this] { IoLoop(); });
@@ -70,28 +82,36 @@ void RpcServer::Stop() {
   }
   if (io_thread_.joinable()) io_thread_.join();
   router_.reset();
+  data_.reset();
   replies_.reset();
 }
 
 void RpcServer::IoLoop() {
   std::vector<zmq::pollitem_t> items = {{router_->handle(), 0, ZMQ_POLLIN, 0},
                                         {replies_->handle(), 0, ZMQ_POLLIN, 0}};
+  if (data_) items.push_back({data_->handle(), 0, ZMQ_POLLIN, 0});
   while (!stopping_.load()) {
     try {
       zmq::poll(items, std::chrono::milliseconds(100));
       if (items[1].revents & ZMQ_POLLIN) {
         // Drain replies first, so callers get answers before new work starts.
+        // A worker's first frame names the socket the request came from.
         while (true) {
           std::vector<zmq::message_t> frames;
           if (!zmq::recv_multipart(*replies_, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
-          zmq::send_multipart(*router_, frames, zmq::send_flags::dontwait);
+          zmq::socket_t& to = frames[0].to_string_view() == "D" ? *data_ : *router_;
+          zmq::send_multipart(to, std::span(frames).subspan(1), zmq::send_flags::dontwait);
         }
       }
-      if (items[0].revents & ZMQ_POLLIN) {
+      for (size_t socket : {size_t{0}, size_t{2}}) {
+        if (socket >= items.size() || !(items[socket].revents & ZMQ_POLLIN)) continue;
+        const bool sealed = socket == 2;
+        zmq::socket_t& in = sealed ? *data_ : *router_;
         while (true) {
           std::vector<zmq::message_t> frames;
-          if (!zmq::recv_multipart(*router_, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
+          if (!zmq::recv_multipart(in, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
           Job job;
+          job.from_data = sealed;
           job.route.push_back(std::move(frames[0]));
           size_t first = 1;
           if (frames.size() > 1 && frames[1].size() == 0) {  // REQ-style delimiter
@@ -100,11 +120,12 @@ void RpcServer::IoLoop() {
           }
           // The User-Id the ZAP handler gave the connection rides on every
           // frame it delivers (not on the identity ROUTER made up).
-          if (frames.size() > first) {
+          if (frames.size() > first && !sealed) {
             const char* user = zmq_msg_gets(frames[first].handle(), "User-Id");
             job.admin = !secure_ || (user != nullptr && std::string_view(user) == kUserAdmin);
           }
           for (size_t i = first; i < frames.size(); ++i) job.frames.push_back(std::move(frames[i]));
+          if (sealed && !AdmitSealed(job)) continue;
           size_t bytes = 0;
           for (const auto& f : job.frames) bytes += f.size();
           std::unique_lock lock(mu_);
@@ -115,7 +136,7 @@ void RpcServer::IoLoop() {
             std::vector<zmq::message_t> reply;
             for (auto& r : job.route) reply.push_back(std::move(r));
             reply.emplace_back(EncodeError(0, Status::Unavailable(options_.name + " is busy; retry")));
-            zmq::send_multipart(*router_, reply, zmq::send_flags::dontwait);
+            zmq::send_multipart(in, reply, zmq::send_flags::dontwait);
             continue;
           }
           queued_bytes_ += bytes;
@@ -130,6 +151,34 @@ void RpcServer::IoLoop() {
       options_.logger->error("{}: socket error: {}", options_.name, e.what());
     }
   }
+}
+
+bool RpcServer::AdmitSealed(Job& job) {
+  Status status;
+  if (job.frames.empty()) {
+    status = Status::InvalidArgument("empty message on the data channel");
+  } else if (Result<SealInfo> seal = ParseSeal(job.frames[0].to_string_view()); !seal.ok()) {
+    status = seal.status().Annotate("data channel");
+  } else if (seal->frames == 0 || seal->frames + 1 != job.frames.size()) {
+    status = Status::InvalidArgument("data channel: the seal covers " + std::to_string(seal->frames) +
+                                     " frames, the message has " + std::to_string(job.frames.size() - 1));
+  } else if (!(job.session = sessions_->Find(seal->session))) {
+    // Not bad input: the session was evicted, or this server restarted. The
+    // client opens a new one when it sees an unsealed answer.
+    status = Status::Unavailable("data channel: no such session on " + options_.name);
+  } else {
+    job.seal = *seal;
+    return true;
+  }
+  if (status.code() != Code::kUnavailable) {
+    rejected_.fetch_add(1);
+    LogRejected(status.ToString());
+  }
+  std::vector<zmq::message_t> reply;
+  for (auto& r : job.route) reply.push_back(std::move(r));
+  reply.emplace_back(EncodeError(0, status));
+  zmq::send_multipart(*data_, reply, zmq::send_flags::dontwait);
+  return false;
 }
 
 void RpcServer::WorkerLoop(int index) {
@@ -148,7 +197,7 @@ void RpcServer::WorkerLoop(int index) {
     }
     std::string header, payload;
     try {
-      Process(job, &header, &payload);
+      if (!job.session || Unseal(job, &header)) Process(job, &header, &payload);
     } catch (const std::exception& e) {
       // A handler must never take the daemon down (bad_alloc on a huge
       // request, a library throwing): answer, log, keep serving.
@@ -156,15 +205,7 @@ void RpcServer::WorkerLoop(int index) {
       payload.clear();
       header = EncodeError(0, Status::Internal(std::string("server error: ") + e.what()));
     }
-    std::vector<zmq::message_t> reply;
-    for (auto& r : job.route) reply.push_back(std::move(r));
-    reply.emplace_back(header.data(), header.size());
-    if (!payload.empty()) {
-      // Hand the payload's buffer to ZeroMQ instead of copying it (chunks are MiBs).
-      auto* owned = new std::string(std::move(payload));
-      reply.emplace_back(owned->data(), owned->size(),
-                         [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
-    }
+    std::vector<zmq::message_t> reply = ReplyFrames(job, std::move(header), std::move(payload));
     try {
       zmq::send_multipart(out, reply);
     } catch (const zmq::error_t& e) {
@@ -174,6 +215,71 @@ void RpcServer::WorkerLoop(int index) {
   }
 }
 
+bool RpcServer::Unseal(Job& job, std::string* header) {
+  std::vector<std::span<uint8_t>> frames;
+  for (size_t i = 1; i < job.frames.size(); ++i) {
+    frames.emplace_back(static_cast<uint8_t*>(job.frames[i].data()), job.frames[i].size());
+  }
+  Status status = Open(job.session->key, SealDirection::kRequest, job.frames[0].to_string_view(), frames);
+  if (status.ok() && !DataSessions::Accept(*job.session, job.seal.seq)) {
+    status = Status::PermissionDenied("data channel: request id " + std::to_string(job.seal.seq) + " replayed");
+  }
+  if (!status.ok()) {
+    rejected_.fetch_add(1);
+    LogRejected(status.ToString());
+    *header = EncodeError(0, status);
+    job.session.reset();  // answer unsealed: the client cannot trust this session any more
+    return false;
+  }
+  job.frames.erase(job.frames.begin());
+  job.admin = job.session->admin;
+  return true;
+}
+
+std::vector<zmq::message_t> RpcServer::ReplyFrames(Job& job, std::string header, std::string payload) {
+  std::vector<zmq::message_t> reply;
+  reply.emplace_back(job.from_data ? "D" : "C", 1);
+  for (auto& r : job.route) reply.push_back(std::move(r));
+  if (job.session) {
+    std::vector<SealIo> io;
+    io.push_back({reinterpret_cast<const uint8_t*>(header.data()), reinterpret_cast<uint8_t*>(header.data()),
+                  header.size()});
+    if (!payload.empty()) {
+      io.push_back({reinterpret_cast<const uint8_t*>(payload.data()), reinterpret_cast<uint8_t*>(payload.data()),
+                    payload.size()});
+    }
+    Result<std::string> seal = Seal(job.session->key, SealDirection::kReply, job.seal.seq, io);
+    if (seal.ok()) {
+      reply.emplace_back(seal->data(), seal->size());
+    } else {
+      header = EncodeError(0, seal.status());
+      payload.clear();
+    }
+  }
+  reply.emplace_back(header.data(), header.size());
+  if (!payload.empty()) {
+    // Hand the payload's buffer to ZeroMQ instead of copying it (chunks are MiBs).
+    auto* owned = new std::string(std::move(payload));
+    reply.emplace_back(owned->data(), owned->size(),
+                       [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
+  }
+  return reply;
+}
+
+DataChannel RpcServer::OpenChannel(bool admin, Status* status) {
+  if (!sessions_) {
+    *status = Status::InvalidArgument(options_.name + " has no data channel");
+    return {};
+  }
+  Result<std::shared_ptr<DataSessions::Session>> session = sessions_->Create(admin);
+  if (!session.ok()) {
+    *status = session.status();
+    return {};
+  }
+  const auto& key = (*session)->key;
+  return DataChannel{.session = key.session, .key = std::string(key.key.begin(), key.key.end()), .port = data_port_};
+}
+
 void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
   uint64_t id = 0;
   Result<Envelope> env = DecodeMessage(job.frames, &id);
@@ -181,6 +287,14 @@ void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
   if (!env.ok()) {
     status = env.status();
   } else {
+    if (env->type == MsgType::kOpenDataChannel && !job.from_data) {
+      // Answered here, not by a handler: the key is this server's. Never over
+      // the data channel itself: its key must come over CURVE.
+      Status open;
+      DataChannel channel = OpenChannel(job.admin, &open);
+      *header = open.ok() ? EncodeHeader(MsgType::kDataChannel, id, Status::Ok(), channel) : EncodeError(id, open);
+      return;
+    }
     auto it = handlers_.find(static_cast<uint16_t>(env->type));
     if (RequiresAdmin(env->type) && !job.admin) {
       // An answer, not bad input: no warning (the ZAP handler already

@@ -23,6 +23,13 @@
 // server, and a request proto/access.h reserves for the admin key gets
 // kPermissionDenied unless its connection authenticated with that key.
 //
+// Data channel: with Options::data_endpoint on a context with keys, the server
+// also binds a data socket for sealed chunk traffic (proto/data_channel.h) and
+// answers OpenDataChannel; the handlers cannot tell which socket a request
+// came in on. Workers open requests and seal replies, so that work runs in
+// parallel. Without one, OpenDataChannel gets an error and clients stay on
+// CURVE.
+//
 // Thread-safety: register handlers before Start(); Start and Stop from one
 // thread. Handlers run concurrently on worker threads and must be thread-safe.
 #pragma once
@@ -42,6 +49,7 @@
 #include <zmq.hpp>
 
 #include "common/result.h"
+#include "proto/data_channel.h"
 #include "proto/envelope.h"
 
 namespace hoard::proto {
@@ -56,6 +64,9 @@ class RpcServer {
     size_t max_queue_bytes = 256u << 20;  // queued request bytes before answering "busy"
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;  // required; outlives the server
+    // e.g. "tcp://10.0.0.5:7102" or port 0; "" for none. Used only on a
+    // context with CURVE keys (plain sockets need no second channel).
+    std::string data_endpoint;
   };
 
   explicit RpcServer(Options options);
@@ -90,6 +101,10 @@ class RpcServer {
 
   // The endpoint actually bound (with the real port when 0 was asked for).
   const std::string& bound_endpoint() const { return bound_endpoint_; }
+  // The data socket's bound endpoint; "" without a data channel.
+  const std::string& data_endpoint() const { return data_endpoint_; }
+  // Data channel sessions open now.
+  size_t data_sessions() const { return sessions_ ? sessions_->size() : 0; }
 
   // Requests answered with an error because they were malformed.
   uint64_t rejected() const { return rejected_.load(); }
@@ -102,12 +117,26 @@ class RpcServer {
     std::vector<zmq::message_t> frames;  // header, payload
     size_t bytes = 0;                    // of frames
     bool admin = false;                  // may make admin requests (proto/access.h)
+    bool from_data = false;              // came in on the data socket: answered there
+    // Set for a sealed request from the data socket: its session (reset if
+    // it fails to open: the answer then goes unsealed) and seal.
+    std::shared_ptr<DataSessions::Session> session;
+    SealInfo seal;
   };
 
   void IoLoop();
   void WorkerLoop(int index);
   // Builds the reply frames for one job (runs on a worker).
   void Process(Job& job, std::string* header, std::string* payload);
+  // Opens a sealed job's frames in place; false (with the error reply in
+  // *header) if they fail authentication or replay an id.
+  bool Unseal(Job& job, std::string* header);
+  // Takes a data socket's message apart; false (after answering it, unsealed)
+  // if it names no open session.
+  bool AdmitSealed(Job& job);
+  // The reply frames of a job, sealed for a job that came sealed.
+  std::vector<zmq::message_t> ReplyFrames(Job& job, std::string header, std::string payload);
+  DataChannel OpenChannel(bool admin, Status* status);
   void LogRejected(const std::string& why);
 
   Options options_;
@@ -117,6 +146,10 @@ class RpcServer {
   bool secure_ = false;         // CURVE keys on the context; fixed after Start
 
   std::unique_ptr<zmq::socket_t> router_;
+  std::unique_ptr<zmq::socket_t> data_;  // the data socket; null without a data channel
+  std::unique_ptr<DataSessions> sessions_;
+  std::string data_endpoint_;
+  uint32_t data_port_ = 0;
   std::unique_ptr<zmq::socket_t> replies_;
   std::thread io_thread_;
   std::vector<std::thread> workers_;

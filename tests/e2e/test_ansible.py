@@ -77,6 +77,7 @@ class AnsibleTest(unittest.TestCase):
             "hoard_listen_addr": "127.0.0.1",
             "hoard_coordinator_port": int(cls.coordinator.rsplit(":", 1)[1]),
             "hoard_node_port": free_port(),
+            "hoard_node_data_port": free_port(),
             "hoard_node_name": NODE,
             "hoard_node_capacity": "1G",
             "hoard_config_flag": cls.config_flag,
@@ -172,6 +173,7 @@ class AnsibleTest(unittest.TestCase):
             config = tomllib.load(f)
         self.assertEqual(config["coordinator"]["listen"], self.coordinator)
         self.assertEqual(config["node"]["name"], NODE)
+        self.assertEqual(int(config["node"]["data-port"]), self.vars["hoard_node_data_port"])
         self.assertEqual(config["node"]["store"], os.path.join(self.prefix, "var", "cache", "hoard"))
         self.assertEqual(config["mount"]["mountpoint"], os.path.join(self.prefix, "mnt", "hoard"))
         self.assertEqual(config["mount"]["node-store"], os.path.join(self.prefix, "var", "cache", "hoard", "store"))

@@ -39,7 +39,8 @@ NODE_METRICS = ["hoard_node_served_bytes_total", "hoard_node_fill_bytes_total", 
                 "hoard_node_chunk_hits_total", "hoard_node_hit_ratio", "hoard_node_warm_fetched_bytes_total",
                 "hoard_store_used_bytes", "hoard_store_capacity_bytes", "hoard_store_chunks",
                 "hoard_store_evicted_chunks_total", "hoard_store_evicted_bytes_total", "hoard_origin_read_seconds",
-                "hoard_peer_request_seconds", "hoard_node_ckpt_drained_bytes_total"]
+                "hoard_peer_request_seconds", "hoard_node_ckpt_drained_bytes_total",
+                "hoard_node_data_channel_sessions", "hoard_node_rejected_requests_total"]
 MOUNT_METRICS = ["hoard_mount_read_bytes_total", "hoard_mount_hit_ratio", "hoard_fuse_op_seconds",
                  "hoard_origin_read_seconds", "hoard_peer_request_seconds", "hoard_mount_read_tier_bytes",
                  "hoard_mount_read_tier_capacity_bytes", "hoard_mount_read_tier_stored_bytes_total",
@@ -181,6 +182,9 @@ class MetricsTest(unittest.TestCase):
         self.assertAlmostEqual(n2.get("hoard_node_hit_ratio"),
                                n2.get("hoard_node_chunk_hits_total") / n2.get("hoard_node_chunk_requests_total"))
         self.assertGreater(n2.get("hoard_node_hit_ratio"), n2_before.get("hoard_node_hit_ratio"))
+        # The chunks came over node2's data channel (sealed AES-GCM), not CURVE.
+        self.assertGreaterEqual(n2.get("hoard_node_data_channel_sessions"), 1)
+        self.assertEqual(n2.get("hoard_node_rejected_requests_total"), 0)
 
         # --- the next epoch: with the page cache dropped, node2's chunks come from the mount's read tier
         self.assertGreater(m.get("hoard_mount_read_tier_capacity_bytes"), 0)
