@@ -1,11 +1,14 @@
-// hoard-curve-bench: what CURVE costs a peer chunk transfer (issue 7).
+// hoard-curve-bench: what encryption costs a peer chunk transfer (issues 6, 7).
 //
 // One RpcServer serving GetChunk with a --chunk-size payload from memory (as a
 // node agent serves a cached chunk, minus the disk) and --clients client
-// threads, each calling it in a loop for --seconds over loopback TCP: once on
-// plain sockets (--insecure daemons), once with CURVE keys (a ZAP handler, a
-// CURVE server, member clients). Prints chunks/s, MB/s, the process's CPU
-// seconds per GB moved, and the time of one call, for both, and one JSON line.
+// threads, each calling it in a loop for --seconds over loopback TCP: on plain
+// sockets (--insecure daemons), with CURVE keys and no data channel (every
+// byte through CURVE: a ZAP handler, a CURVE server, member clients), and with
+// CURVE keys and the data channel (chunks sealed with AES-GCM,
+// proto/data_channel.h: what daemons do). Prints chunks/s, MB/s, the
+// process's CPU seconds per GB moved, and the time of one call, for each, and
+// one JSON line.
 #include <sys/resource.h>
 
 #include <atomic>
@@ -38,12 +41,15 @@ double CpuSeconds() {
 }
 
 // The server and the clients have a context each, as two processes would.
-nlohmann::json Run(bool secure, const std::string& keys_dir, uint64_t chunk, int clients, double seconds,
+enum class Mode { kPlain, kCurve, kSealed };
+
+nlohmann::json Run(Mode mode, const std::string& keys_dir, uint64_t chunk, int clients, double seconds,
                    int io_threads) {
   static int runs = 0;
   auto log = spdlog::null_logger_mt("bench-" + std::to_string(++runs));
   zmq::context_t ctx(io_threads), client_ctx(io_threads);
   std::unique_ptr<proto::CurveSecurity> security, client_security;
+  const bool secure = mode != Mode::kPlain;
   if (secure) {
     Result<proto::CurveKeys> keys = proto::LoadDaemonKeys(keys_dir);
     auto s = proto::CurveSecurity::Enable(ctx, *keys, log);
@@ -54,7 +60,8 @@ nlohmann::json Run(bool secure, const std::string& keys_dir, uint64_t chunk, int
   }
   const std::string bytes = testing::PseudoRandomBytes(chunk, 1);
   proto::RpcServer server({.endpoint = "tcp://127.0.0.1:0", .name = "bench", .workers = 8, .logger = log,
-                           .context = &ctx});
+                           .context = &ctx,
+                           .data_endpoint = mode == Mode::kSealed ? "tcp://127.0.0.1:0" : ""});
   server.Handle<proto::GetChunk>([&](const proto::GetChunk&, const proto::Envelope&, std::string* payload) {
     *payload = bytes;
     return Result<proto::ChunkData>(proto::ChunkData{.chunk_length = bytes.size(), .source = "cache"});
@@ -85,7 +92,7 @@ nlohmann::json Run(bool secure, const std::string& keys_dir, uint64_t chunk, int
   const double gb = double(calls) * chunk / 1e9;
   client_security.reset();
   security.reset();
-  return {{"mode", secure ? "curve" : "plain"},
+  return {{"mode", mode == Mode::kPlain ? "plain" : mode == Mode::kCurve ? "curve" : "sealed"},
           {"io_threads", io_threads},
           {"clients", clients},
           {"chunk_bytes", chunk},
@@ -101,7 +108,7 @@ nlohmann::json Run(bool secure, const std::string& keys_dir, uint64_t chunk, int
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"hoard-curve-bench: a loopback GetChunk loop with and without CURVE"};
+  CLI::App app{"hoard-curve-bench: a loopback GetChunk loop on plain sockets, CURVE, and the data channel"};
   std::string chunk_size = "4M";
   std::vector<int> clients = {1, 4};
   double seconds = 5;
@@ -127,8 +134,8 @@ int main(int argc, char** argv) {
   nlohmann::json all = nlohmann::json::array();
   std::printf("%-6s %7s %10s %9s %11s %13s\n", "mode", "clients", "chunks/s", "MB/s", "ms/call", "CPU s/GB");
   for (int n : clients) {
-    for (bool secure : {false, true}) {
-      nlohmann::json r = Run(secure, tmp.Sub("keys"), *chunk, n, seconds, io_threads);
+    for (Mode mode : {Mode::kPlain, Mode::kCurve, Mode::kSealed}) {
+      nlohmann::json r = Run(mode, tmp.Sub("keys"), *chunk, n, seconds, io_threads);
       std::printf("%-6s %7d %10.1f %9.1f %11.2f %13.2f\n", r["mode"].get<std::string>().c_str(), n,
                   r["chunks_per_s"].get<double>(), r["mb_per_s"].get<double>(), r["ms_per_call"].get<double>(),
                   r["cpu_s_per_gb"].get<double>());
