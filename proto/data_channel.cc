@@ -121,6 +121,17 @@ Status Open(const DataKey& key, SealDirection direction, std::string_view seal, 
   return Status::Ok();
 }
 
+Status OpenMessage(const DataKey& key, SealDirection direction, std::vector<zmq::message_t>& message) {
+  if (message.empty()) return Status::InvalidArgument("empty sealed message");
+  std::vector<std::span<uint8_t>> frames;
+  for (size_t i = 1; i < message.size(); ++i) {
+    frames.emplace_back(static_cast<uint8_t*>(message[i].data()), message[i].size());
+  }
+  HOARD_RETURN_IF_ERROR(Open(key, direction, message[0].to_string_view(), frames));
+  message.erase(message.begin());
+  return Status::Ok();
+}
+
 Result<std::shared_ptr<DataSessions::Session>> DataSessions::Create(bool admin) {
   auto session = std::make_shared<Session>();
   session->admin = admin;

@@ -48,6 +48,9 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
+
+#include <zmq.hpp>
 
 #include "common/result.h"
 #include "proto/messages.h"
@@ -79,6 +82,10 @@ struct SealIo {
   size_t size;
 };
 
+inline SealIo SealInPlace(std::string& bytes) {
+  return {reinterpret_cast<const uint8_t*>(bytes.data()), reinterpret_cast<uint8_t*>(bytes.data()), bytes.size()};
+}
+
 // Encrypts `frames` and returns the seal frame that goes before them.
 // kInvalidArgument for more than kMaxSealedFrames; kInternal if the cipher fails.
 Result<std::string> Seal(const DataKey& key, SealDirection direction, uint64_t seq, std::span<const SealIo> frames);
@@ -99,6 +106,9 @@ Result<SealInfo> ParseSeal(std::string_view frame);
 // frame was not sealed with `key` in `direction` (forged, altered, reordered,
 // or another session's); the frames' contents are then unspecified.
 Status Open(const DataKey& key, SealDirection direction, std::string_view seal, std::span<std::span<uint8_t>> frames);
+// Open for a received message, [seal, frame...]: on success the frames are
+// opened in place and the seal frame is removed.
+Status OpenMessage(const DataKey& key, SealDirection direction, std::vector<zmq::message_t>& message);
 
 // A server's open sessions. Bounded: past `max_sessions` the oldest is
 // forgotten, and its client opens a new one on its next call.

@@ -38,8 +38,6 @@ std::unique_ptr<zmq::socket_t> MakeSocket(zmq::context_t& context, const std::st
   return s;
 }
 
-std::span<uint8_t> Bytes(zmq::message_t& m) { return {static_cast<uint8_t*>(m.data()), m.size()}; }
-
 }  // namespace
 
 void RpcClient::Reconnect() {
@@ -234,16 +232,12 @@ Result<Envelope> RpcClient::Receive(bool data, uint64_t id, Clock::time_point de
     if (sealed) {
       Result<SealInfo> seal = ParseSeal(frames[0].to_string_view());
       if (seal.ok() && seal->seq != id) continue;  // answers an earlier call that timed out
-      std::vector<std::span<uint8_t>> sealed;
-      for (size_t i = 1; i < frames.size(); ++i) sealed.push_back(Bytes(frames[i]));
-      Status opened = seal.ok() ? Open(data_key_, SealDirection::kReply, frames[0].to_string_view(), sealed)
-                                : seal.status();
+      Status opened = seal.ok() ? OpenMessage(data_key_, SealDirection::kReply, frames) : seal.status();
       answered_ = true;
       if (!opened.ok()) {
         *unsealed = true;  // not from our server as we know it: start over with a new session
         return opened.Annotate("reply from " + endpoint);
       }
-      frames.erase(frames.begin());
     }
     uint64_t got_id = 0;
     Result<Envelope> env = DecodeMessage(frames, &got_id);

@@ -216,11 +216,7 @@ void RpcServer::WorkerLoop(int index) {
 }
 
 bool RpcServer::Unseal(Job& job, std::string* header) {
-  std::vector<std::span<uint8_t>> frames;
-  for (size_t i = 1; i < job.frames.size(); ++i) {
-    frames.emplace_back(static_cast<uint8_t*>(job.frames[i].data()), job.frames[i].size());
-  }
-  Status status = Open(job.session->key, SealDirection::kRequest, job.frames[0].to_string_view(), frames);
+  Status status = OpenMessage(job.session->key, SealDirection::kRequest, job.frames);
   if (status.ok() && !DataSessions::Accept(*job.session, job.seal.seq)) {
     status = Status::PermissionDenied("data channel: request id " + std::to_string(job.seal.seq) + " replayed");
   }
@@ -231,7 +227,6 @@ bool RpcServer::Unseal(Job& job, std::string* header) {
     job.session.reset();  // answer unsealed: the client cannot trust this session any more
     return false;
   }
-  job.frames.erase(job.frames.begin());
   job.admin = job.session->admin;
   return true;
 }
@@ -241,13 +236,8 @@ std::vector<zmq::message_t> RpcServer::ReplyFrames(Job& job, std::string header,
   reply.emplace_back(job.from_data ? "D" : "C", 1);
   for (auto& r : job.route) reply.push_back(std::move(r));
   if (job.session) {
-    std::vector<SealIo> io;
-    io.push_back({reinterpret_cast<const uint8_t*>(header.data()), reinterpret_cast<uint8_t*>(header.data()),
-                  header.size()});
-    if (!payload.empty()) {
-      io.push_back({reinterpret_cast<const uint8_t*>(payload.data()), reinterpret_cast<uint8_t*>(payload.data()),
-                    payload.size()});
-    }
+    std::vector<SealIo> io = {SealInPlace(header)};
+    if (!payload.empty()) io.push_back(SealInPlace(payload));
     Result<std::string> seal = Seal(job.session->key, SealDirection::kReply, job.seal.seq, io);
     if (seal.ok()) {
       reply.emplace_back(seal->data(), seal->size());
@@ -266,16 +256,10 @@ std::vector<zmq::message_t> RpcServer::ReplyFrames(Job& job, std::string header,
   return reply;
 }
 
-DataChannel RpcServer::OpenChannel(bool admin, Status* status) {
-  if (!sessions_) {
-    *status = Status::InvalidArgument(options_.name + " has no data channel");
-    return {};
-  }
+Result<DataChannel> RpcServer::OpenChannel(bool admin) {
+  if (!sessions_) return Status::InvalidArgument(options_.name + " has no data channel");
   Result<std::shared_ptr<DataSessions::Session>> session = sessions_->Create(admin);
-  if (!session.ok()) {
-    *status = session.status();
-    return {};
-  }
+  if (!session.ok()) return session.status();
   const auto& key = (*session)->key;
   return DataChannel{.session = key.session, .key = std::string(key.key.begin(), key.key.end()), .port = data_port_};
 }
@@ -290,9 +274,9 @@ void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
     if (env->type == MsgType::kOpenDataChannel && !job.from_data) {
       // Answered here, not by a handler: the key is this server's. Never over
       // the data channel itself: its key must come over CURVE.
-      Status open;
-      DataChannel channel = OpenChannel(job.admin, &open);
-      *header = open.ok() ? EncodeHeader(MsgType::kDataChannel, id, Status::Ok(), channel) : EncodeError(id, open);
+      Result<DataChannel> channel = OpenChannel(job.admin);
+      *header = channel.ok() ? EncodeHeader(MsgType::kDataChannel, id, Status::Ok(), *channel)
+                             : EncodeError(id, channel.status());
       return;
     }
     auto it = handlers_.find(static_cast<uint16_t>(env->type));

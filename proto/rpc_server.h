@@ -136,7 +136,8 @@ class RpcServer {
   bool AdmitSealed(Job& job);
   // The reply frames of a job, sealed for a job that came sealed.
   std::vector<zmq::message_t> ReplyFrames(Job& job, std::string header, std::string payload);
-  DataChannel OpenChannel(bool admin, Status* status);
+  // A new session's reply to OpenDataChannel.
+  Result<DataChannel> OpenChannel(bool admin);
   void LogRejected(const std::string& why);
 
   Options options_;
