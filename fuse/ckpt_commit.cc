@@ -81,6 +81,14 @@ std::vector<std::string> Committer::Replicate(const ClusterView& view, const std
   return holders;
 }
 
+std::vector<std::string> Committer::SendChunk(const ClusterView& view, uint64_t id, uint64_t gen, uint32_t index,
+                                             uint64_t checksum, const std::string& bytes) {
+  const size_t want = copies_wanted();
+  if (want == 0) return {};
+  proto::PutCkptChunk put{.id = id, .gen = gen, .index = index, .checksum = checksum};
+  return Replicate(view, ReplicaCandidates(view, id, index, options_.node_name), want, put, bytes);
+}
+
 Result<Committer::Done> Committer::Commit(LocalFile& f) {
   const int fd = f.fd.get();
   // The local fdatasync (L) runs while the chunks are read back and sent:
@@ -102,9 +110,7 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
   std::shared_ptr<const ClusterView> view = current_view_();
   const uint64_t cs = options_.chunk_size;
   const uint64_t chunks = (size + cs - 1) / cs;
-  const bool replicate = options_.sync_level != proto::CkptLevel::kL && options_.replicas > 1;
-  const size_t want = replicate ? options_.replicas - 1 : 0;
-
+  const size_t want = copies_wanted();
   proto::CkptCommit commit{.id = f.id,
                            .gen = f.gen + 1,
                            .size = size,
@@ -114,6 +120,29 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
                            .replicas_wanted = options_.replicas};
   commit.checksums.resize(chunks);
   commit.replicas.resize(chunks);
+  // Chunks sent while the file was written: usable if every holder is
+  // still up (no write touched them since: SentChunks). Sends resume after
+  // the commit, for the generation after it when it succeeded.
+  std::unordered_map<uint32_t, SentChunks::Sent> ahead = f.sent.BeginCommit(commit.gen);
+  bool committed = false;
+  struct EndCommit {
+    SentChunks& sent;
+    uint64_t gen;
+    bool& ok;
+    ~EndCommit() { sent.EndCommit(ok ? gen + 1 : gen); }
+  } end_commit{f.sent, commit.gen, committed};
+  auto usable = [&](uint64_t i, uint64_t len) -> const SentChunks::Sent* {
+    auto it = ahead.find(static_cast<uint32_t>(i));
+    if (it == ahead.end() || it->second.length != len || it->second.holders.size() < want) return nullptr;
+    if (want > 0 && view == nullptr) return nullptr;
+    for (const std::string& h : it->second.holders) {
+      const auto& nodes = view->map().nodes;
+      if (std::none_of(nodes.begin(), nodes.end(), [&](const proto::NodeInfo& n) { return n.name == h && n.up; })) {
+        return nullptr;
+      }
+    }
+    return &it->second;
+  };
 
   // Chunks are read back (from the page cache, just written), checksummed
   // and sent by `parallel_puts` threads, each taking the next chunk.
@@ -126,6 +155,13 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
     std::string buf;
     for (uint64_t i = next++; i < chunks && !failed.load(); i = next++) {
       const uint64_t len = std::min(cs, size - i * cs);
+      if (const SentChunks::Sent* sent = usable(i, len)) {
+        commit.checksums[i] = sent->checksum;
+        commit.replicas[i] = sent->holders;
+        sent_ahead_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      sent_at_commit_.fetch_add(1, std::memory_order_relaxed);
       buf.resize(len);
       if (Status s = PreadAll(fd, buf.data(), len, static_cast<off_t>(i * cs)); !s.ok()) {
         std::lock_guard lock(err_mu);
@@ -135,11 +171,7 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
       }
       commit.checksums[i] = Checksum64(buf.data(), len);
       if (want == 0 || view == nullptr) continue;
-      proto::PutCkptChunk put{.id = f.id, .gen = commit.gen, .index = static_cast<uint32_t>(i),
-                              .checksum = commit.checksums[i]};
-      commit.replicas[i] = Replicate(*view, ReplicaCandidates(*view, f.id, static_cast<uint32_t>(i),
-                                                              options_.node_name),
-                                     want, put, buf);
+      commit.replicas[i] = SendChunk(*view, f.id, commit.gen, static_cast<uint32_t>(i), commit.checksums[i], buf);
       if (commit.replicas[i].size() < want) short_chunks.fetch_add(1);
     }
   };
@@ -161,6 +193,7 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
   auto lease = pool_->Acquire(coordinator_);
   Result<proto::CkptEntryReply> r = lease->Call(commit, options_.coordinator_timeout);
   if (!r.ok()) return r.status().Annotate("commit of checkpoint file " + std::to_string(f.id));
+  committed = true;
   return Done{commit.gen, static_cast<proto::CkptLevel>(r->entry.level)};
 }
 

@@ -18,6 +18,9 @@
 //      over the cluster (restores then read from many nodes at once); they
 //      fsync before answering. A node that fails is replaced by the next in
 //      rank. Several chunks are in flight at once;
+//      Chunks the write-behind (fuse/ckpt_write_behind.h) already checksummed
+//      and sent while the file was written, and that no write changed since
+//      (fuse/ckpt_sent_chunks.h), are not read or sent again;
 //   4. CkptCommit to the coordinator with gen+1, the checksums and who holds
 //      what; it is journaled before the coordinator answers.
 // Only then does fsync/close return 0. The level achieved is R when every
@@ -33,6 +36,7 @@
 // one file; Committer is thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -46,6 +50,7 @@
 #include "common/file_util.h"
 #include "common/result.h"
 #include "coordinator/cluster_view.h"
+#include "fuse/ckpt_sent_chunks.h"
 #include "proto/messages.h"
 #include "proto/rpc_client.h"
 
@@ -60,6 +65,7 @@ struct LocalFile {
   bool dirty = false;      // bytes not committed yet; guarded by mu
   uint64_t gen = 0;        // the committed generation the bytes derive from; guarded by mu
   proto::CkptLevel level = proto::CkptLevel::kNone;  // of gen; guarded by mu
+  SentChunks sent;  // chunks of gen+1 already at their holders (write-behind)
 };
 
 // Opens (creating if needed) the local file for `id` under `dir` and flocks it
@@ -91,6 +97,22 @@ class Committer {
   // Commits `f`'s bytes (see the top). REQUIRES: f.mu held by the caller.
   Result<Done> Commit(LocalFile& f);
 
+  // Sends chunk `index` of generation `gen` of file `id` to the nodes that
+  // should hold it besides this one (up to K-1, the next in rank replacing
+  // one that fails); returns their names. None when the sync level is L.
+  std::vector<std::string> SendChunk(const ClusterView& view, uint64_t id, uint64_t gen, uint32_t index,
+                                     uint64_t checksum, const std::string& bytes);
+  // K-1 copies to send of each chunk (0 at sync level L).
+  size_t copies_wanted() const {
+    return options_.sync_level != proto::CkptLevel::kL && options_.replicas > 1 ? options_.replicas - 1 : 0;
+  }
+  uint64_t chunk_size() const { return options_.chunk_size; }
+
+  // Chunks of committed files: sent while being written (and unchanged
+  // since), or read and sent by the commit itself.
+  uint64_t chunks_sent_ahead() const { return sent_ahead_.load(); }
+  uint64_t chunks_sent_at_commit() const { return sent_at_commit_.load(); }
+
   // The K-1 nodes (member indexes of `view`) that should hold chunk `index`
   // of file `id` besides `self`, best first, among the up nodes.
   static std::vector<uint32_t> ReplicaCandidates(const ClusterView& view, uint64_t id, uint32_t index,
@@ -105,6 +127,7 @@ class Committer {
   proto::ClientPool* pool_;
   std::string coordinator_;
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
+  std::atomic<uint64_t> sent_ahead_{0}, sent_at_commit_{0};
 };
 
 }  // namespace hoard::fuse

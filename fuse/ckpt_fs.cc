@@ -43,6 +43,7 @@ CkptFs::CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>
                                     .peer_timeout = options_.peer_timeout,
                                     .logger = options_.logger},
                  &pool_, options_.coordinator, current_view_),
+      write_behind_(options_.write_behind_threads, &committer_, current_view_),
       files_dir_(options_.local_store.empty() ? "" : options_.local_store + "/ckpt/files") {}
 
 CkptFs::~CkptFs() = default;
@@ -294,6 +295,7 @@ void CkptFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_s
         fuse_reply_err(req, errno);
         return;
       }
+      (*f)->sent.Truncate(committer_.chunk_size(), std::min<uint64_t>((*f)->size, uint64_t(attr->st_size)));
       (*f)->size = static_cast<uint64_t>(attr->st_size);
       (*f)->dirty = true;
     }

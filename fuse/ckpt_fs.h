@@ -18,6 +18,8 @@
 // evicts a file so locked: checkpoint/replica_store.h). fsync, and the flush
 // of close(2), commit it (fuse/ckpt_commit.h): the bytes become generation
 // gen+1 at level R (replicated) or L, and the call returns after that.
+// Chunks a sequential writer has finished are replicated meanwhile (fuse/
+// ckpt_write_behind.h), so the commit mostly waits for the last ones.
 //
 // Reads of a file not open for writing here go through CkptChunks (fuse/
 // ckpt_chunks.h): this node's copies, then the other holders, then the
@@ -57,6 +59,7 @@
 #include "coordinator/cluster_view.h"
 #include "fuse/ckpt_chunks.h"
 #include "fuse/ckpt_commit.h"
+#include "fuse/ckpt_write_behind.h"
 #include "proto/rpc_client.h"
 
 namespace hoard::fuse {
@@ -78,6 +81,9 @@ class CkptFs {
     double attr_timeout = 1;  // seconds the kernel may cache names and attributes
     // fsync and close return once the file is at this level (R, or L for speed).
     proto::CkptLevel sync_level = proto::CkptLevel::kR;
+    // Threads replicating chunks while files are still being written
+    // (fuse/ckpt_write_behind.h); 0 = everything at the commit.
+    int write_behind_threads = 2;
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;
     // The checkpoint origin, for files only there (P); null = none.
@@ -107,6 +113,8 @@ class CkptFs {
 
   // Where reads of committed checkpoint files came from (for metrics).
   const CkptChunks& chunks() const { return chunks_; }
+  // How the chunks of committed files reached their holders (for metrics).
+  const Committer& committer() const { return committer_; }
 
   // The attributes of kCheckpointsIno (for the root's listing).
   void StatRoot(struct stat* st) const;
@@ -141,6 +149,7 @@ class CkptFs {
   proto::ClientPool pool_;
   CkptChunks chunks_;
   Committer committer_;
+  WriteBehind write_behind_;  // after committer_: its threads use it
   std::string files_dir_;  // STORE/ckpt/files
 
   std::mutex mu_;

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -39,6 +40,7 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& 
     if (truncate) {
       std::lock_guard lock(f->mu);
       if (::ftruncate(f->fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + f->path);
+      f->sent.Truncate(committer_.chunk_size(), 0);
       f->size = 0;
       f->dirty = true;
     }
@@ -48,6 +50,7 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& 
   if (!opened.ok()) return opened.status();
   std::shared_ptr<LocalFile> f = *opened;
   f->gen = e.gen;
+  f->sent.Reset(e.gen + 1);
   f->level = static_cast<proto::CkptLevel>(e.level);
   if (truncate) {
     f->dirty = e.size != 0 || e.gen == 0;
@@ -234,6 +237,7 @@ void CkptFs::Write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, of
   }
   f->size = std::max<uint64_t>(f->size, uint64_t(off) + size);
   f->dirty = true;
+  write_behind_.Wrote(f, uint64_t(off), size);
   fuse_reply_write(req, size);
 }
 
@@ -256,6 +260,7 @@ void CkptFs::Fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
 
 void CkptFs::Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   Handle h;
+  bool last = false;
   {
     std::lock_guard lock(mu_);
     auto it = handles_.find(fi->fh);
@@ -263,10 +268,14 @@ void CkptFs::Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
       h = std::move(it->second);
       handles_.erase(it);
     }
+    // Counted by handle, not by use_count(): the write-behind holds the file
+    // for a moment while it sends a chunk.
+    last = h.file != nullptr &&
+           std::none_of(handles_.begin(), handles_.end(), [&](const auto& kv) { return kv.second.file == h.file; });
   }
   // close(2) already committed through flush; this catches bytes written
   // after it by another handle's mapping, and is the last chance to.
-  if (h.file != nullptr && h.file.use_count() == 1) (void)CommitIfDirty(*h.file);
+  if (last) (void)CommitIfDirty(*h.file);
   if (req != nullptr) fuse_reply_err(req, 0);
 }
 

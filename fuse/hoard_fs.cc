@@ -85,6 +85,7 @@ HoardFs::HoardFs(Options options)
                                                      .local_store = options_.local_store,
                                                      .peer_timeout = options_.peer_timeout,
                                                      .sync_level = options_.ckpt_sync_level,
+                                                     .write_behind_threads = options_.ckpt_write_behind_threads,
                                                      .logger = options_.logger,
                                                      .context = options_.context,
                                                      .open_origin = options_.open_ckpt_origin},

@@ -90,6 +90,7 @@ class HoardFs {
     // there. Without a local_store, checkpoints are read-only here.
     std::string node_name;
     proto::CkptLevel ckpt_sync_level = proto::CkptLevel::kR;
+    int ckpt_write_behind_threads = 2;  // CkptFs::Options::write_behind_threads
     std::function<Result<std::unique_ptr<CkptOrigin>>()> open_ckpt_origin;
   };
 

@@ -66,6 +66,12 @@ int main(int argc, char** argv) {
                  "What fsync/close of a checkpoint file wait for: R (replicated on K nodes) or L (this disk only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"R", "L"}));
+  int ckpt_write_behind_threads = 2;
+  app.add_option("--ckpt-write-behind-threads", ckpt_write_behind_threads,
+                 "Threads replicating a checkpoint file's finished chunks while it is still being written "
+                 "(0: everything at fsync/close)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   hoard::proto::SecurityFlags security_flags;
   hoard::proto::AddSecurityFlags(app, &security_flags);
   std::string metrics_addr;
@@ -113,6 +119,7 @@ int main(int argc, char** argv) {
                            .node_name = node_name,
                            .ckpt_sync_level = ckpt_sync_level == "L" ? hoard::proto::CkptLevel::kL
                                                                      : hoard::proto::CkptLevel::kR,
+                           .ckpt_write_behind_threads = ckpt_write_behind_threads,
                            .open_ckpt_origin = ckpt_origin.empty()
                                                    ? std::function<hoard::Result<std::unique_ptr<hoard::CkptOrigin>>()>()
                                                    : [ckpt_origin] { return hoard::OpenCkptOrigin(ckpt_origin); }});

@@ -1,0 +1,136 @@
+// File: fuse/ckpt_sent_chunks.h
+//
+// SentChunks remembers, for one checkpoint file open for writing, which of
+// its chunks were already checksummed and sent to their replica holders while
+// the writer went on (write-behind, fuse/ckpt_write_behind.h), so that the
+// commit at fsync/close sends only the rest.
+//
+// Why it is safe: every write or truncate that touches a chunk bumps that
+// chunk's version, and a chunk sent at version v for generation g counts at
+// the commit of g only if its version is still v. The sender reads the page
+// cache without LocalFile::mu, so a write may land while it reads: that write
+// bumped the version, and Finish discards the send. A record therefore always
+// describes exactly the bytes the file holds at the commit.
+//
+// While a commit runs no new send starts, and BeginCommit waits for the sends
+// in flight, so the commit never sends a chunk twice at once.
+//
+// Thread-safety: all methods are thread-safe (one internal mutex). Touch,
+// Truncate, BeginCommit and EndCommit are called with LocalFile::mu held
+// (which orders them with writes); Claim and Finish never need it, so a
+// commit holding LocalFile::mu can wait for senders without a deadlock.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace hoard::fuse {
+
+class SentChunks {
+ public:
+  struct Sent {
+    uint64_t checksum = 0;
+    uint64_t length = 0;
+    std::vector<std::string> holders;  // the nodes that stored it (not counting this one)
+  };
+  // A send in progress: what it was claimed at.
+  struct Ticket {
+    uint32_t index = 0;
+    uint64_t version = 0;
+    uint64_t gen = 0;
+  };
+
+  // `next_gen`: the generation the next commit will create.
+  explicit SentChunks(uint64_t next_gen = 1) : next_gen_(next_gen) {}
+
+  // Bytes [off, off + len) changed; chunk size `cs`.
+  void Touch(uint64_t cs, uint64_t off, uint64_t len) {
+    if (len == 0 || cs == 0) return;
+    std::lock_guard lock(mu_);
+    for (uint64_t c = off / cs; c <= (off + len - 1) / cs; ++c) BumpLocked(c);
+  }
+  // Every byte from `off` on may have changed (a truncate, either way).
+  void Truncate(uint64_t cs, uint64_t off) {
+    if (cs == 0) return;
+    std::lock_guard lock(mu_);
+    for (uint64_t c = off / cs; c < versions_.size(); ++c) BumpLocked(c);
+    for (auto it = sent_.begin(); it != sent_.end();) it = it->first >= off / cs ? sent_.erase(it) : std::next(it);
+  }
+
+  // Starts a send of chunk `index` for generation `gen`: nothing if a commit
+  // runs, `gen` is not the next one, or the chunk was sent at its version.
+  std::optional<Ticket> Claim(uint32_t index, uint64_t gen) {
+    std::lock_guard lock(mu_);
+    if (committing_ || gen != next_gen_) return std::nullopt;
+    const uint64_t v = VersionLocked(index);
+    if (auto it = sent_.find(index); it != sent_.end() && it->second.version == v) return std::nullopt;
+    ++in_flight_;
+    return Ticket{index, v, gen};
+  }
+  // Ends a send: `sent` is kept if the chunk did not change meanwhile (and
+  // its generation is still the next); null means the send failed.
+  void Finish(const Ticket& t, std::optional<Sent> sent) {
+    {
+      std::lock_guard lock(mu_);
+      if (sent && t.gen == next_gen_ && VersionLocked(t.index) == t.version) {
+        sent_[t.index] = Record{std::move(*sent), t.version};
+      }
+      --in_flight_;
+    }
+    idle_.notify_all();
+  }
+
+  // Waits for the sends in flight, stops new ones, and returns what was sent
+  // of generation `gen` that still matches the file.
+  std::unordered_map<uint32_t, Sent> BeginCommit(uint64_t gen) {
+    std::unique_lock lock(mu_);
+    committing_ = true;
+    idle_.wait(lock, [&] { return in_flight_ == 0; });
+    std::unordered_map<uint32_t, Sent> out;
+    if (gen != next_gen_) return out;
+    for (const auto& [index, r] : sent_) {
+      if (VersionLocked(index) == r.version) out.emplace(index, r.sent);
+    }
+    return out;
+  }
+  // Sends may start again, for `next_gen` (the commit's gen + 1 after a
+  // success; unchanged after a failure, whose records stay good).
+  void EndCommit(uint64_t next_gen) {
+    std::lock_guard lock(mu_);
+    committing_ = false;
+    if (next_gen != next_gen_) sent_.clear();
+    next_gen_ = next_gen;
+  }
+  // The file's bytes now derive from generation `next_gen - 1` (opened).
+  void Reset(uint64_t next_gen) { EndCommit(next_gen); }
+  uint64_t next_gen() const {
+    std::lock_guard lock(mu_);
+    return next_gen_;
+  }
+
+ private:
+  struct Record {
+    Sent sent;
+    uint64_t version = 0;
+  };
+  uint64_t VersionLocked(uint64_t c) const { return c < versions_.size() ? versions_[c] : 0; }
+  void BumpLocked(uint64_t c) {
+    if (c >= versions_.size()) versions_.resize(c + 1, 0);
+    ++versions_[c];
+  }
+
+  mutable std::mutex mu_;
+  std::condition_variable idle_;
+  uint64_t next_gen_;                            // guarded by mu_
+  std::vector<uint64_t> versions_;               // by chunk; guarded by mu_
+  std::unordered_map<uint32_t, Record> sent_;    // guarded by mu_
+  int in_flight_ = 0;                            // guarded by mu_
+  bool committing_ = false;                      // guarded by mu_
+};
+
+}  // namespace hoard::fuse

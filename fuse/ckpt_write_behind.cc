@@ -1,0 +1,81 @@
+#include "fuse/ckpt_write_behind.h"
+
+#include <fcntl.h>
+
+#include "common/hash.h"
+
+namespace hoard::fuse {
+
+WriteBehind::WriteBehind(int threads, Committer* committer,
+                         std::function<std::shared_ptr<const ClusterView>()> current_view)
+    : committer_(committer), current_view_(std::move(current_view)) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+WriteBehind::~WriteBehind() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    queue_.clear();
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void WriteBehind::Wrote(const std::shared_ptr<LocalFile>& f, uint64_t off, uint64_t len) {
+  const uint64_t cs = committer_->chunk_size();
+  f->sent.Touch(cs, off, len);
+  if (threads_.empty() || len == 0 || cs == 0) return;
+  // The chunks whose last byte this write wrote: a sequential writer is done
+  // with them. (A random writer may come back; that chunk is sent again.)
+  const uint64_t gen = f->sent.next_gen();
+  size_t queued = 0;
+  {
+    std::lock_guard lock(mu_);
+    for (uint64_t c = off / cs; (c + 1) * cs <= off + len; ++c) {
+      if (queue_.size() >= kMaxQueued) break;
+      queue_.push_back(Item{f, static_cast<uint32_t>(c), gen});
+      ++queued;
+    }
+  }
+  for (size_t i = 0; i < queued; ++i) cv_.notify_one();
+}
+
+void WriteBehind::Loop() {
+  std::string buf;
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (std::shared_ptr<LocalFile> f = item.file.lock()) Send(*f, item, buf);
+  }
+}
+
+void WriteBehind::Send(LocalFile& f, const Item& item, std::string& buf) {
+  std::optional<SentChunks::Ticket> t = f.sent.Claim(item.index, item.gen);
+  if (!t) return;  // a commit runs, the generation moved on, or it was sent already
+  std::optional<SentChunks::Sent> sent;
+  const uint64_t cs = committer_->chunk_size();
+  const off_t off = static_cast<off_t>(uint64_t(item.index) * cs);
+  buf.resize(cs);
+  // Not under f.mu: a write that lands while we read bumps the chunk's
+  // version, and Finish then discards what we send.
+  if (PreadAll(f.fd.get(), buf.data(), cs, off).ok()) {
+    // Start the disk's writeback now rather than all at the commit's
+    // fdatasync; this does not wait for it.
+    (void)::sync_file_range(f.fd.get(), off, static_cast<off_t>(cs), SYNC_FILE_RANGE_WRITE);
+    sent = SentChunks::Sent{.checksum = Checksum64(buf.data(), cs), .length = cs};
+    if (committer_->copies_wanted() > 0) {
+      std::shared_ptr<const ClusterView> view = current_view_();
+      if (view != nullptr) sent->holders = committer_->SendChunk(*view, f.id, t->gen, t->index, sent->checksum, buf);
+    }
+  }
+  f.sent.Finish(*t, std::move(sent));
+}
+
+}  // namespace hoard::fuse

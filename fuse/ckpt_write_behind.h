@@ -1,0 +1,68 @@
+// File: fuse/ckpt_write_behind.h
+//
+// WriteBehind replicates a checkpoint file's chunks while the training job is
+// still writing it, so that fsync/close, which must return only once the file
+// is at R, finds most chunks already at their holders and waits for the tail.
+// Without it the commit reads back, checksums and sends every byte after the
+// last write: for a sequential writer, write time plus replication time,
+// instead of roughly the larger of the two.
+//
+// A write that reaches the end of a chunk queues that chunk. A pool of
+// threads takes queued chunks, reads them back from the page cache, starts
+// the local disk's writeback of them (sync_file_range, so the commit's
+// fdatasync has less left to flush), checksums them and sends them to their
+// holders for the file's next generation (Committer::SendChunk), and records
+// the result in the file's SentChunks. A chunk written again afterwards is
+// simply sent again by the commit (fuse/ckpt_sent_chunks.h says why that is
+// safe). Nothing here is needed for correctness: a chunk that is dropped
+// (queue full, a send that failed, the mount stopping) is sent by the commit.
+//
+// Thread-safety: Wrote may be called from any thread, with the file's
+// LocalFile::mu held (it orders the version bump with the write).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fuse/ckpt_commit.h"
+
+namespace hoard::fuse {
+
+class WriteBehind {
+ public:
+  // `threads` 0 turns it off: commits send everything.
+  WriteBehind(int threads, Committer* committer, std::function<std::shared_ptr<const ClusterView>()> current_view);
+  ~WriteBehind();  // drops what is queued (the commits send it)
+
+  // `f` got bytes [off, off + len): bumps the versions of the chunks they
+  // touch and queues the chunks the write completed. REQUIRES: f->mu held.
+  void Wrote(const std::shared_ptr<LocalFile>& f, uint64_t off, uint64_t len);
+
+ private:
+  struct Item {
+    std::weak_ptr<LocalFile> file;
+    uint32_t index;
+    uint64_t gen;  // the file's next generation when queued
+  };
+  // Beyond this many queued chunks, new ones are left to the commit (a
+  // writer much faster than the network must not queue without bound).
+  static constexpr size_t kMaxQueued = 4096;
+
+  void Loop();
+  void Send(LocalFile& f, const Item& item, std::string& buf);
+
+  Committer* committer_;
+  std::function<std::shared_ptr<const ClusterView>()> current_view_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;  // guarded by mu_
+  bool stopping_ = false;   // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace hoard::fuse
