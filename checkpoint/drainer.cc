@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include "common/hash.h"
 
@@ -10,7 +11,8 @@ namespace hoard {
 Drainer::Drainer(Options options, ReplicaStore* store)
     : options_(std::move(options)),
       store_(store),
-      coordinator_(std::make_unique<proto::RpcClient>(*options_.context, options_.coordinator)) {}
+      coordinator_(std::make_unique<proto::RpcClient>(*options_.context, options_.coordinator)),
+      origins_(static_cast<size_t>(std::max(1, options_.upload_streams))) {}
 
 Drainer::~Drainer() { Stop(); }
 
@@ -76,48 +78,74 @@ Status Drainer::RunOnce(int* drained) {
 
   Status result = Rebuild(work->rebuild);
   if (!result.ok()) asked_rebuild_ = false;  // ask for the list again next round
-  for (const proto::CkptDrainTask& task : work->drain) {
-    if (stopping()) break;
-    const proto::CkptEntry& e = task.entry;
-    store_->DropStaleGens(e.id, e.gen);  // a drain task is a committed generation
-    Status up = Upload(task);
-    if (up.ok()) {
-      counters_.drained_files += 1;
-      counters_.drained_bytes += e.size;
-      if (drained != nullptr) ++*drained;
-    } else {
-      counters_.failures += 1;
-      options_.logger->warn("checkpoint {} (id {} gen {}) not drained: {}", e.path, e.id, e.gen, up.ToString());
-    }
-    Result<proto::CkptDrainedReply> rep = coordinator_->Call(
-        proto::CkptDrained{.node = options_.node, .id = e.id, .gen = e.gen, .ok = up.ok(), .error = up.ToString()},
-        options_.rpc_timeout);
-    if (!rep.ok()) return rep.status().Annotate("CkptDrained");
-    // The rest would most likely fail alike (origin down or full): back off.
-    if (!up.ok()) return up;
-  }
+  if (Status d = Drain(work->drain, drained); !d.ok()) return d;
   return result;
 }
 
-Result<CkptOrigin*> Drainer::Origin() {
-  if (origin_ == nullptr) {
+Status Drainer::Drain(const std::vector<proto::CkptDrainTask>& tasks, int* drained) {
+  std::atomic<size_t> next{0};
+  std::atomic<int> done{0};
+  std::mutex mu;
+  Status first_error;  // guarded by mu
+  std::atomic<bool> failed{false};
+  auto stream = [&](size_t slot) {
+    for (size_t k = next++; k < tasks.size() && !failed.load() && !stopping(); k = next++) {
+      const proto::CkptEntry& e = tasks[k].entry;
+      store_->DropStaleGens(e.id, e.gen);  // a drain task is a committed generation
+      Status up = Upload(tasks[k], slot);
+      if (up.ok()) {
+        counters_.drained_files += 1;
+        counters_.drained_bytes += e.size;
+        ++done;
+      } else {
+        counters_.failures += 1;
+        options_.logger->warn("checkpoint {} (id {} gen {}) not drained: {}", e.path, e.id, e.gen, up.ToString());
+      }
+      Result<proto::CkptDrainedReply> rep = [&] {
+        std::lock_guard lock(coordinator_mu_);
+        return coordinator_->Call(
+            proto::CkptDrained{.node = options_.node, .id = e.id, .gen = e.gen, .ok = up.ok(), .error = up.ToString()},
+            options_.rpc_timeout);
+      }();
+      // After a failed upload the rest would most likely fail alike (origin
+      // down or full): the round ends and the next one backs off.
+      Status s = !rep.ok() ? rep.status().Annotate("CkptDrained") : up;
+      if (!s.ok()) {
+        std::lock_guard lock(mu);
+        if (!failed.exchange(true)) first_error = s;
+        return;
+      }
+    }
+  };
+  const size_t streams = std::min<size_t>(std::max(1, options_.upload_streams), tasks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < streams; ++i) threads.emplace_back(stream, i);
+  if (!tasks.empty()) stream(0);
+  for (std::thread& t : threads) t.join();
+  if (drained != nullptr) *drained = done.load();
+  return first_error;
+}
+
+Result<CkptOrigin*> Drainer::Origin(size_t stream) {
+  std::unique_ptr<CkptOrigin>& origin = origins_.at(stream);
+  if (origin == nullptr) {
     if (options_.origin_source.empty()) {
       return Status::Unavailable("this node has no checkpoint origin (hoard-node --ckpt-origin)");
     }
     if (!options_.open_origin) return Status::Internal("the node agent was given no checkpoint origin opener");
-    HOARD_ASSIGN_OR_RETURN(origin_, options_.open_origin(options_.origin_source));
+    HOARD_ASSIGN_OR_RETURN(origin, options_.open_origin(options_.origin_source));
   }
-  return origin_.get();
+  return origin.get();
 }
 
-Status Drainer::Upload(const proto::CkptDrainTask& task) {
+Status Drainer::Upload(const proto::CkptDrainTask& task, size_t stream) {
   const proto::CkptEntry& e = task.entry;
   const uint64_t chunks = e.chunk_size == 0 ? 0 : (e.size + e.chunk_size - 1) / e.chunk_size;
   if ((e.size > 0 && e.chunk_size == 0) || e.checksums.size() != chunks || e.gen == 0 ||
       !proto::IsSafeCkptPath(task.tmp_path) || task.tmp_path.empty()) {
     return Status::InvalidArgument("malformed drain task for id " + std::to_string(e.id));
   }
-  HOARD_ASSIGN_OR_RETURN(CkptOrigin * origin, Origin());
+  HOARD_ASSIGN_OR_RETURN(CkptOrigin * origin, Origin(stream));
   // Create truncates: a partial upload of an earlier attempt is overwritten.
   HOARD_ASSIGN_OR_RETURN(std::unique_ptr<CkptWriter> writer, origin->Create(task.tmp_path));
   Status s = WriteAll(e, writer.get());

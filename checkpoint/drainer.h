@@ -10,7 +10,10 @@
 //   3. rebuild: fetches the replicas the reply lists and the disk lacks from
 //      their other holders (GetCkptChunk), never from the origin;
 //   4. drain: uploads each task's generation to the checkpoint origin at
-//      task.tmp_path, chunk by chunk in order, each from the local store when
+//      task.tmp_path, `upload_streams` tasks at a time (oldest first), each
+//      on its own origin connection: one stream of synchronous (FILE_SYNC)
+//      writes idles the link while the server writes each one, and a second
+//      stream fills that gap. Chunk by chunk in order, each from the local store when
 //      there, else from its holders (the writer, then replicas[i]), each
 //      verified against its checksum; Close() (fsync), then CkptDrained{ok}.
 //      A failed upload (origin unreachable or full, a chunk nowhere) is
@@ -64,6 +67,7 @@ class Drainer {
     Resolver resolve;         // required
     proto::ClientPool* peers = nullptr;  // required; the agent's pool of peer clients
     std::chrono::milliseconds poll_interval{500};
+    int upload_streams = 2;  // uploads at once, each with its own origin connection
     std::chrono::milliseconds backoff_min{1000};
     std::chrono::milliseconds backoff_max{30000};
     std::chrono::milliseconds rpc_timeout{3000};    // coordinator calls
@@ -99,23 +103,30 @@ class Drainer {
 
  private:
   void Loop();
-  // Uploads one generation; the Status is what CkptDrained reports.
-  Status Upload(const proto::CkptDrainTask& task);
+  // Drains `tasks`, upload_streams at a time; reports each to the
+  // coordinator as it ends. Stops taking tasks after the first failure.
+  Status Drain(const std::vector<proto::CkptDrainTask>& tasks, int* drained);
+  // Uploads one generation over origin connection `stream`; the Status is
+  // what CkptDrained reports.
+  Status Upload(const proto::CkptDrainTask& task, size_t stream);
   Status WriteAll(const proto::CkptEntry& e, CkptWriter* writer);
   // Chunk i of `e`, verified: local store first, then its holders.
   Result<std::string> FetchChunk(const proto::CkptEntry& e, uint32_t i);
   // From the first of `holders` (not this node) that has it.
   Result<std::string> FetchFromPeers(const std::vector<std::string>& holders, const proto::GetCkptChunk& req);
   Status Rebuild(const std::vector<proto::CkptChunkRef>& refs);
-  Result<CkptOrigin*> Origin();
+  // Origin connection `stream`, opened on first use.
+  Result<CkptOrigin*> Origin(size_t stream);
   bool stopping() const { return stopping_.load(); }
 
   Options options_;
   ReplicaStore* store_;
   Counters counters_;
   OriginGate gate_;  // pacing only (no connection limit)
-  std::unique_ptr<proto::RpcClient> coordinator_;  // RunOnce's thread only
-  std::unique_ptr<CkptOrigin> origin_;             // RunOnce's thread only
+  std::mutex coordinator_mu_;  // the upload streams report through one client
+  std::unique_ptr<proto::RpcClient> coordinator_;  // guarded by coordinator_mu_ during Drain
+  // One per upload stream, each used by one stream at a time.
+  std::vector<std::unique_ptr<CkptOrigin>> origins_;
   std::chrono::steady_clock::time_point last_rebuild_ask_;  // RunOnce's thread only
   bool asked_rebuild_ = false;                              // RunOnce's thread only
 

@@ -106,16 +106,16 @@ class DrainerTest : public ::testing::Test {
   std::unique_ptr<Drainer> MakeDrainer(const std::string& coordinator,
                                        std::chrono::milliseconds poll_interval = 500ms,
                                        std::chrono::milliseconds backoff_min = 20ms,
-                                       std::chrono::milliseconds backoff_max = 40ms) {
+                                       std::chrono::milliseconds backoff_max = 40ms, int upload_streams = 2) {
     return std::make_unique<Drainer>(
         Drainer::Options{.node = "self",
                          .coordinator = coordinator,
                          .origin_source = "mem://ckpt",
                          .open_origin = [this](const std::string&) -> Result<std::unique_ptr<CkptOrigin>> {
                            ++opens_;
-                           if (unopened_origin_ == nullptr) {
-                             return Status::Internal("the test's checkpoint origin is opened twice");
-                           }
+                           // The first open hands the origin over; further
+                           // ones (more upload streams) get connections to it.
+                           if (unopened_origin_ == nullptr) return origin_->Connection();
                            return std::unique_ptr<CkptOrigin>(std::move(unopened_origin_));
                          },
                          .resolve = [this](const std::string& n) {
@@ -123,6 +123,7 @@ class DrainerTest : public ::testing::Test {
                          },
                          .peers = &pool_,
                          .poll_interval = poll_interval,
+                         .upload_streams = upload_streams,
                          .backoff_min = backoff_min,
                          .backoff_max = backoff_max,
                          .rpc_timeout = 1000ms,
@@ -283,6 +284,51 @@ TEST_F(DrainerTest, WrongBytesFromAHolderAreNeverUploaded) {
   EXPECT_FALSE(Uploaded(Tmp(e)).has_value());
   ASSERT_EQ(coord_.drained().size(), 1u);
   EXPECT_FALSE(coord_.drained()[0].ok);
+}
+
+// Several files drain over parallel streams, each on its own origin
+// connection, and each is reported as it ends; a second round (every file
+// P) opens nothing new.
+TEST_F(DrainerTest, FilesDrainOverParallelStreams) {
+  origin_->SetDelay(5ms);  // every origin call takes a while, as over a network
+  proto::CkptWorkReply work;
+  std::map<std::string, std::string> want;
+  for (uint64_t id = 21; id <= 24; ++id) {
+    const std::string bytes = PseudoRandomBytes(4 * 1000 + id, int(id));
+    proto::CkptEntry e = Entry(id, 1, bytes, 1000, "self");
+    ASSERT_TRUE(WriteFileAtomic(ReplicaStore::WholeFilePath(tmp_.Sub("local"), id), bytes).ok());
+    work.drain.push_back({.entry = e, .tmp_path = Tmp(e)});
+    work.keep_files.push_back(id);
+    want[Tmp(e)] = bytes;
+  }
+  coord_.Set(work);
+  int drained = 0;
+  ASSERT_TRUE(drainer_->RunOnce(&drained).ok());
+  EXPECT_EQ(drained, 4);
+  for (const auto& [path, bytes] : want) EXPECT_TRUE(Uploaded(path) == bytes) << path;
+  EXPECT_EQ(opens_.load(), 2) << "one origin connection per stream";
+  EXPECT_EQ(origin_->counters().max_concurrent_calls, 2u) << "two uploads at a time";
+  std::vector<proto::CkptDrained> d = coord_.drained();
+  ASSERT_EQ(d.size(), 4u);
+  for (const auto& r : d) EXPECT_TRUE(r.ok) << r.error;
+  ASSERT_TRUE(drainer_->RunOnce().ok());
+  EXPECT_EQ(opens_.load(), 2);
+}
+
+// A failed upload ends the round: no stream takes a new task after it.
+TEST_F(DrainerTest, AFailedUploadStopsTheOtherStreamsTakingTasks) {
+  proto::CkptWorkReply work;
+  for (uint64_t id = 31; id <= 36; ++id) {
+    proto::CkptEntry e = Entry(id, 1, PseudoRandomBytes(3000, int(id)), 1000, "peer");  // nowhere: no holder has it
+    work.drain.push_back({.entry = e, .tmp_path = Tmp(e)});
+    work.keep_files.push_back(id);
+  }
+  coord_.Set(work);
+  EXPECT_EQ(drainer_->RunOnce().code(), Code::kNotFound);
+  // Each stream ends after its first failure: at most one task each.
+  EXPECT_LE(coord_.drained().size(), 2u);
+  EXPECT_GE(coord_.drained().size(), 1u);
+  for (const auto& r : coord_.drained()) EXPECT_FALSE(r.ok);
 }
 
 TEST_F(DrainerTest, UploadIsPacedToTheCoordinatorsRate) {

@@ -88,14 +88,39 @@ MemCkptOrigin::MemCkptOrigin(std::string source) : source_(std::move(source)), r
 
 MemCkptOrigin::~MemCkptOrigin() = default;
 
+namespace {
+
+class ForwardingCkptOrigin : public CkptOrigin {
+ public:
+  explicit ForwardingCkptOrigin(CkptOrigin* to) : to_(to) {}
+  const std::string& source() const override { return to_->source(); }
+  Result<std::unique_ptr<CkptWriter>> Create(std::string_view path) override { return to_->Create(path); }
+  Status MakeDirs(std::string_view path) override { return to_->MakeDirs(path); }
+  Status Rename(std::string_view from, std::string_view to) override { return to_->Rename(from, to); }
+  Status Unlink(std::string_view path) override { return to_->Unlink(path); }
+  Status Rmdir(std::string_view path) override { return to_->Rmdir(path); }
+  Result<OriginEntry> Stat(std::string_view path) override { return to_->Stat(path); }
+  Result<std::unique_ptr<OriginFile>> Open(std::string_view path) override { return to_->Open(path); }
+  Result<uint64_t> FreeBytes() override { return to_->FreeBytes(); }
+
+ private:
+  CkptOrigin* to_;
+};
+
+}  // namespace
+
+std::unique_ptr<CkptOrigin> MemCkptOrigin::Connection() { return std::make_unique<ForwardingCkptOrigin>(this); }
+
 Status MemCkptOrigin::Enter(CkptOp op) {
   std::chrono::nanoseconds delay;
   {
     std::lock_guard<std::mutex> lock(mu_);
     delay = delay_;
+    if (delay.count() > 0) counters_.max_concurrent_calls = std::max(counters_.max_concurrent_calls, ++in_delay_);
   }
   if (delay.count() > 0) std::this_thread::sleep_for(delay);
   std::lock_guard<std::mutex> lock(mu_);
+  if (delay.count() > 0) --in_delay_;
   for (CkptOp key : {op, CkptOp::kAny}) {
     auto it = faults_.find(key);
     if (it == faults_.end()) continue;

@@ -97,8 +97,13 @@ class MemCkptOrigin : public CkptOrigin {
     uint64_t renames = 0;          // successful renames
     uint64_t partial_renames = 0;  // ... of a partial file, or of a directory holding one
     uint64_t used_bytes = 0;       // sum of all file sizes
+    uint64_t max_concurrent_calls = 0;  // the most calls sleeping their delay at once (SetDelay)
   };
   Counters counters() const;
+
+  // Another handle on this origin, which forwards every call here (and must
+  // not outlive it): what an opener hands out for a second connection.
+  std::unique_ptr<CkptOrigin> Connection();
 
  private:
   struct Node;
@@ -126,6 +131,7 @@ class MemCkptOrigin : public CkptOrigin {
   std::map<CkptOp, std::pair<Status, int>> faults_;  // GUARDED_BY(mu_); status, calls left
   uint64_t capacity_ = uint64_t{1} << 40;            // GUARDED_BY(mu_)
   std::chrono::nanoseconds delay_{0};                // GUARDED_BY(mu_)
+  uint64_t in_delay_ = 0;                            // GUARDED_BY(mu_); calls sleeping now
   Counters counters_;                                // GUARDED_BY(mu_)
   std::vector<std::string> log_;                     // GUARDED_BY(mu_); NamespaceLog()
 };
