@@ -89,6 +89,26 @@ std::vector<std::string> Committer::SendChunk(const ClusterView& view, uint64_t 
   return Replicate(view, ReplicaCandidates(view, id, index, options_.node_name), want, put, bytes);
 }
 
+namespace {
+
+// The send of chunk `i` made while the file was written, if the commit can
+// count it: the chunk's length, and enough holders, all still up.
+const SentChunks::Sent* Reusable(const std::unordered_map<uint32_t, SentChunks::Sent>& ahead, uint64_t i,
+                                 uint64_t len, size_t want, const ClusterView* view) {
+  auto it = ahead.find(static_cast<uint32_t>(i));
+  if (it == ahead.end() || it->second.length != len || it->second.holders.size() < want) return nullptr;
+  if (want > 0 && view == nullptr) return nullptr;
+  for (const std::string& h : it->second.holders) {
+    const auto& nodes = view->map().nodes;
+    if (std::none_of(nodes.begin(), nodes.end(), [&](const proto::NodeInfo& n) { return n.name == h && n.up; })) {
+      return nullptr;
+    }
+  }
+  return &it->second;
+}
+
+}  // namespace
+
 Result<Committer::Done> Committer::Commit(LocalFile& f) {
   const int fd = f.fd.get();
   // The local fdatasync (L) runs while the chunks are read back and sent:
@@ -131,18 +151,6 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
     bool& ok;
     ~EndCommit() { sent.EndCommit(ok ? gen + 1 : gen); }
   } end_commit{f.sent, commit.gen, committed};
-  auto usable = [&](uint64_t i, uint64_t len) -> const SentChunks::Sent* {
-    auto it = ahead.find(static_cast<uint32_t>(i));
-    if (it == ahead.end() || it->second.length != len || it->second.holders.size() < want) return nullptr;
-    if (want > 0 && view == nullptr) return nullptr;
-    for (const std::string& h : it->second.holders) {
-      const auto& nodes = view->map().nodes;
-      if (std::none_of(nodes.begin(), nodes.end(), [&](const proto::NodeInfo& n) { return n.name == h && n.up; })) {
-        return nullptr;
-      }
-    }
-    return &it->second;
-  };
 
   // Chunks are read back (from the page cache, just written), checksummed
   // and sent by `parallel_puts` threads, each taking the next chunk.
@@ -155,7 +163,7 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
     std::string buf;
     for (uint64_t i = next++; i < chunks && !failed.load(); i = next++) {
       const uint64_t len = std::min(cs, size - i * cs);
-      if (const SentChunks::Sent* sent = usable(i, len)) {
+      if (const SentChunks::Sent* sent = Reusable(ahead, i, len, want, view.get())) {
         commit.checksums[i] = sent->checksum;
         commit.replicas[i] = sent->holders;
         sent_ahead_.fetch_add(1, std::memory_order_relaxed);
