@@ -8,6 +8,9 @@ Measured, per run:
   local     --writers threads each write one --file-mib file with 1 MiB
             write(2)s, fsync and close, into a directory on this machine's
             disk (where the node stores live): the local disk's write speed
+  raw_disk  the same with O_DIRECT: the disk itself, without the page
+            cache (steadier than `local`, whose speed swings with the
+            state of the page cache)
   write_R   the same through node 1's mount (MOUNT/checkpoints/bench/stepN):
             close returns once the file is on 2 nodes (K=2, level R); the
             bytes over the time from the first write to the last close
@@ -28,6 +31,7 @@ build (HOARD_BUILD_DIR, default build/). Usage:
 import argparse
 import hashlib
 import json
+import mmap
 import os
 import shutil
 import statistics
@@ -54,18 +58,25 @@ def payload(i, mib):
     return [bytes([(j + i) % 251]) + block[1:] for j in range(mib)]
 
 
-def write_files(paths, blocks):
-    """One thread per file: 1 MiB writes, fsync, close. Returns (seconds
-    from the first write to the last close, the longest close+fsync)."""
+def write_files(paths, blocks, direct=False):
+    """One thread per file: 1 MiB writes, fsync, close (with `direct`,
+    O_DIRECT from a page-aligned buffer: the disk's own speed, without the
+    page cache). Returns (seconds from the first write to the last close,
+    the longest close+fsync, the last close)."""
     starts, ends, closes = [], [], []
     barrier = threading.Barrier(len(paths))
 
     def one(path, blks):
         barrier.wait()
         t0 = time.monotonic()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_DIRECT if direct else 0), 0o644)
+        buf = mmap.mmap(-1, 1 << 20) if direct else None
         for b in blks:
-            os.write(fd, b)
+            if direct:
+                buf[:] = b
+                os.write(fd, buf)
+            else:
+                os.write(fd, b)
         t1 = time.monotonic()
         os.fsync(fd)
         os.close(fd)
@@ -118,7 +129,11 @@ def one_run(c, a, run, export):
     secs, close, _ = write_files([os.path.join(local_dir, n) for n in names], blocks)
     res["local"] = {"seconds": secs, "bytes_per_s": nbytes / secs, "close_s": close}
     shutil.rmtree(local_dir)
-    log(f"run {run}: local disk write {nbytes / secs / 1e6:.0f} MB/s")
+    os.makedirs(local_dir, exist_ok=True)
+    secs_d, _, _ = write_files([os.path.join(local_dir, n) for n in names], blocks, direct=True)
+    res["raw_disk"] = {"seconds": secs_d, "bytes_per_s": nbytes / secs_d}
+    shutil.rmtree(local_dir)
+    log(f"run {run}: local disk write {nbytes / secs / 1e6:.0f} MB/s (O_DIRECT: {nbytes / secs_d / 1e6:.0f} MB/s)")
 
     step = os.path.join(c.mount_path(1), "checkpoints", "bench", f"step{run}")
     os.makedirs(step)
@@ -195,6 +210,9 @@ def main():
     lines = ["| measure | hoard | baseline | ratio | target |", "|---|---:|---:|---:|---:|",
              f"| write to R (K=2), {a.writers} writers x {a.file_mib} MiB, first write to last close | "
              f"{w / 1e6:.0f} MB/s | local disk {loc / 1e6:.0f} MB/s | **{med(lambda r: r['write_R']['bytes_per_s'] / r['local']['bytes_per_s']):.2f}** | 0.5 |",
+             f"| write to R, against the raw disk (O_DIRECT, same writers) | {w / 1e6:.0f} MB/s | "
+             f"raw disk {med(lambda r: r['raw_disk']['bytes_per_s']) / 1e6:.0f} MB/s | "
+             f"{med(lambda r: r['write_R']['bytes_per_s'] / r['raw_disk']['bytes_per_s']):.2f} | |",
              f"| last close to R (the longest close) | {med(lambda r: r['write_R']['close_s']):.2f} s | | | |",
              f"| last close to P (on NFS) | {med(lambda r: r['to_P_s']):.1f} s | | | |",
              f"| restore on another node, {a.writers} readers | {rst / 1e6:.0f} MB/s | direct NFS {nfs / 1e6:.0f} MB/s | "
