@@ -95,6 +95,9 @@ def main():
     print()
     run(HOARD, *env_dir, "local", "up", "--nodes", "3")
     print()
+    # An earlier demo left its dataset in the cluster's state (`local down`
+    # keeps it): remove it so that this run's first pass is a cold one again.
+    run(HOARD, *env_dir, "dataset", "rm", "sample", check=False, capture=True)
     run(HOARD, *env_dir, "dataset", "add", "sample", a.origin)
     mnt = os.path.join(a.dir, "mnt", "datasets", "sample")
     print("\nreading the whole dataset (4 readers, shuffled, like a training epoch):")
