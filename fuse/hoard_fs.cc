@@ -208,6 +208,7 @@ void HoardFs::WriteStats() {
                      ", \"getattrs\": " + std::to_string(v(stats_.getattrs)) +
                      ", \"readdirs\": " + std::to_string(v(stats_.readdirs)) +
                      ", \"opens\": " + std::to_string(v(stats_.opens)) +
+                     ", \"flushes\": " + std::to_string(v(stats_.flushes)) +
                      ", \"reads\": " + std::to_string(v(stats_.reads)) +
                      ", \"read_bytes\": " + std::to_string(v(stats_.read_bytes)) +
                      ", \"read_errors\": " + std::to_string(v(stats_.read_errors)) +
@@ -346,6 +347,7 @@ const fuse_lowlevel_ops& HoardFs::Ops() {
       });
     };
     o.flush = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+      Fs(req)->stats_.flushes.fetch_add(1, std::memory_order_relaxed);
       Guarded(req, "flush", [&] { IsCkptIno(ino) ? Fs(req)->ckpt().Flush(req, ino, fi) : (void)fuse_reply_err(req, 0); });
     };
     o.fsync = [](fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
