@@ -46,6 +46,9 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
     if (!n.is_dir && !n.released) reply.keep_files.push_back(id);
   }
   reply.keep_from_id = next_id_;
+  // A node given new copies (Rereplicate) gets its list now, not at its next
+  // periodic ask.
+  if (rebuild_due_.erase(node) > 0) rebuild = true;
   for (const auto& [id, n] : nodes_) {
     if (!rebuild) break;
     if (n.is_dir || n.released || n.gen == 0 || n.chunk_size == 0) continue;

@@ -61,6 +61,18 @@
 // released (tiny, and what a restore reads first). Nothing is released
 // before P.
 //
+// Lost holders (ckpt_copies.cc): a node down for longer than the
+// coordinator's loss timeout is lost. Every chunk of a committed, undrained
+// generation that is left with fewer than replicas_wanted copies on nodes not
+// lost gets new holders among the up nodes (rendezvous order, never a node
+// already listed), added to its replicas durably; the lost node stays listed,
+// since it may come back with its disk. A new holder is told at its next
+// Work, whose reply then carries its rebuild list, and it fetches the chunk
+// from the other holders (as after a lost disk). Until it has, a reader or
+// drainer that asks it misses and asks the next holder. Only while some
+// holder is up (a copy to fetch from), and never for a file already at P:
+// the origin holds it.
+//
 // Thread-safety: every public method may be called concurrently (RPC worker
 // threads and the publisher thread). One mutex, mu_, guards all state and is
 // held across the journal's fdatasync: namespace changes are serialised, which
@@ -70,6 +82,7 @@
 // listener's lock.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -159,6 +172,18 @@ class CkptTable {
   // The drain budget of all nodes together, bytes/s (0 = unlimited), given
   // the datasets' fill rate.
   uint64_t DrainBudget(double dataset_fill_bytes_per_s) const;
+
+  // New holders for the chunks whose copies are on `lost` nodes (see "Lost
+  // holders" above), chosen among `up`. Durable before it returns; an
+  // append that fails changes nothing (the next call tries again).
+  struct Rereplicated {
+    size_t files = 0;
+    size_t chunks = 0;
+    std::vector<std::string> nodes;  // the new holders, told at their next Work
+  };
+  Result<Rereplicated> Rereplicate(const std::set<std::string>& up, const std::set<std::string>& lost);
+  // Chunks given a new holder since this table was opened.
+  uint64_t rereplicated_chunks() const { return rereplicated_chunks_.load(std::memory_order_relaxed); }
   Result<proto::CkptDrainedReply> Drained(const proto::CkptDrained& req);
 
   // ---- the publisher ----
@@ -253,6 +278,8 @@ class CkptTable {
   // restart anyway, and a flush is a hint the CLI repeats with --wait.
   std::map<uint64_t, Lease> leases_;  // by id
   std::set<uint64_t> urgent_;         // ids flushed and not yet drained
+  std::set<std::string> rebuild_due_;  // nodes given new copies: their next Work lists them
+  std::atomic<uint64_t> rereplicated_chunks_{0};
   std::function<void()> listener_;    // guarded by mu_
 };
 

@@ -324,6 +324,65 @@ TEST_F(CkptTableTest, RebuildListsWhatANodeHoldsWithTheOtherHolders) {
   EXPECT_TRUE(table_->Work("n4", {"n1", "n2", "n3", "n4"}, true).rebuild.empty());
 }
 
+// A holder lost before the drain: each chunk it held gets a new holder among
+// the up nodes, durably, and that node is sent its rebuild list at once.
+TEST_F(CkptTableTest, ChunksOfALostHolderGetANewOneUntilTheFileIsP) {
+  Mk("job", /*dir=*/true);
+  const uint64_t f = Mk("job/model.pt");
+  ASSERT_TRUE(table_->Commit({.id = f, .gen = 1, .size = 9000, .mtime_ns = 5, .chunk_size = 4096,
+                              .checksums = {11, 22, 33}, .writer = "n1", .replicas = {{"n2"}, {"n3"}, {"n2"}},
+                              .replicas_wanted = 2, .level = uint8_t(CkptLevel::kR)})
+                  .ok());
+  const std::set<std::string> up = {"n1", "n3", "n4", "n5"};
+  // n2 only down, not lost: nothing moves (a reboot must not copy everything).
+  auto none = table_->Rereplicate(up, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->chunks, 0u);
+
+  auto moved = table_->Rereplicate(up, {"n2"});
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->files, 1u);
+  EXPECT_EQ(moved->chunks, 2u) << "chunks 0 and 2 were on n2";
+  auto e = table_->Lookup("job/model.pt");
+  ASSERT_TRUE(e.ok());
+  ASSERT_EQ(e->replicas.size(), 3u);
+  EXPECT_EQ(e->replicas[1], std::vector<std::string>{"n3"}) << "a chunk with its K copies is left alone";
+  std::set<std::string> fresh;
+  for (uint32_t i : {0u, 2u}) {
+    ASSERT_EQ(e->replicas[i].size(), 2u) << i;
+    EXPECT_EQ(e->replicas[i][0], "n2") << "the lost node stays listed: it may come back with its disk";
+    const std::string& n = e->replicas[i][1];
+    EXPECT_TRUE(n == "n3" || n == "n4" || n == "n5") << n;
+    fresh.insert(n);
+  }
+  EXPECT_EQ(std::set<std::string>(moved->nodes.begin(), moved->nodes.end()), fresh);
+
+  // Each new holder gets its list at its next Work, asked for or not, with
+  // the holders to fetch from; only once.
+  for (const std::string& n : fresh) {
+    auto work = table_->Work(n, up);
+    ASSERT_FALSE(work.rebuild.empty()) << n;
+    for (const auto& ref : work.rebuild) {
+      EXPECT_EQ(ref.id, f);
+      EXPECT_NE(std::find(ref.holders.begin(), ref.holders.end(), "n1"), ref.holders.end()) << "from the writer";
+    }
+    EXPECT_TRUE(table_->Work(n, up).rebuild.empty()) << n;
+  }
+  // Nothing more to do, and the change survives a restart.
+  EXPECT_EQ(table_->Rereplicate(up, {"n2"})->chunks, 0u);
+  Reopen();
+  EXPECT_EQ(table_->Lookup("job/model.pt")->replicas, e->replicas);
+
+  // No copy left to fetch from (every holder down): nothing is assigned.
+  const uint64_t g = Mk("job/optim.pt");
+  ASSERT_TRUE(Commit(g, 1, "n1", "n2").ok());
+  EXPECT_EQ(table_->Rereplicate({"n3", "n4"}, {"n2"})->chunks, 0u);
+  // At P the origin holds it: a lost holder changes nothing.
+  DrainAndPublish("job/optim.pt");
+  EXPECT_EQ(table_->Rereplicate({"n1", "n3", "n4"}, {"n2"})->chunks, 0u);
+  EXPECT_EQ(table_->Lookup("job/optim.pt")->replicas[0], std::vector<std::string>{"n2"});
+}
+
 TEST_F(CkptTableTest, DrainsOldestFirstAndFlushedJobsFirst) {
   Mk("a", true);
   Mk("b", true);

@@ -249,6 +249,10 @@ Result<proto::NodeRemoveReply> Coordinator::RemoveNode(const std::string& name, 
 }
 
 void Coordinator::CheckLiveness() {
+  if (CheckMembers()) CheckCkptCopies();
+}
+
+bool Coordinator::CheckMembers() {
   std::lock_guard lock(mu_);
   const auto now = options_.clock->Now();
   const auto since_last = now - last_liveness_check_;
@@ -257,7 +261,7 @@ void Coordinator::CheckLiveness() {
     options_.logger->warn("the liveness check ran {} ms late; giving every node a fresh timeout",
                           std::chrono::duration_cast<std::chrono::milliseconds>(since_last).count());
     for (auto& [name, n] : nodes_) n.last_heard = now;
-    return;
+    return false;
   }
   std::vector<NodeState*> silent;
   bool placement_changed = false;
@@ -281,6 +285,7 @@ void Coordinator::CheckLiveness() {
     }
   }
   UpdateSettledLocked(now);
+  return true;
 }
 
 void Coordinator::UpdateSettledLocked(std::chrono::steady_clock::time_point now) {

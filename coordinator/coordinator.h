@@ -111,6 +111,12 @@ class Coordinator {
       uint32_t keep_last = 2;  // a job's checkpoints whose local copies stay after P
       std::vector<std::string> commit_markers = {".metadata", "latest", "latest_checkpointed_iteration.txt"};
       std::chrono::milliseconds drain_lease{std::chrono::seconds(120)};
+      // A node silent this long is lost to the checkpoints: the chunks it
+      // held of files not yet at P get new holders among the up nodes
+      // (CkptTable::Rereplicate), so they are back on K nodes. Longer than
+      // down_after, so that a restart or a short outage copies nothing.
+      // 0 = never.
+      std::chrono::milliseconds lost_after{std::chrono::seconds(120)};
     } ckpt;
   };
 
@@ -163,7 +169,8 @@ class Coordinator {
   // this periodically; tests call it after advancing a FakeClock. If this
   // check itself ran late (the coordinator was stalled: swapped out, stopped,
   // a slow disk), the silence is ours, not the nodes': they get a fresh
-  // timeout instead of all being marked down at once.
+  // timeout instead of all being marked down at once. Then gives the
+  // checkpoint chunks of nodes silent past ckpt.lost_after new holders.
   void CheckLiveness();
 
   // Makes walks in progress give up (kUnavailable) so a shutdown does not
@@ -204,6 +211,12 @@ class Coordinator {
   Status Load();
   // Opens the checkpoint table and, if there is an origin, the publisher.
   Status OpenCheckpoints();
+  // The checkpoint half of CheckLiveness (coordinator_ckpt.cc); takes mu_
+  // itself, and calls the table without it.
+  void CheckCkptCopies();
+  // CheckLiveness's membership half; false when the check itself ran late
+  // (every node got a fresh timeout, so nobody is lost either).
+  bool CheckMembers();
   // Reserves `name` for a walk (kUnavailable when max_concurrent_adds walks
   // are running). REQUIRES: mu_ held and `name` not in adding_.
   Status ReserveWalkLocked(const std::string& name);

@@ -45,4 +45,22 @@ Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool
   return ckpt_table_->Work(node, up, rebuild, fill);
 }
 
+void Coordinator::CheckCkptCopies() {
+  if (options_.ckpt.lost_after.count() <= 0) return;
+  std::set<std::string> up, lost;
+  {
+    std::lock_guard lock(mu_);
+    const auto now = options_.clock->Now();
+    for (const auto& [name, n] : nodes_) {
+      if (n.info.up) up.insert(name);
+      else if (now - n.last_heard > options_.ckpt.lost_after) lost.insert(name);
+    }
+  }
+  if (lost.empty()) return;
+  if (Result<CkptTable::Rereplicated> r = ckpt_table_->Rereplicate(up, lost); !r.ok()) {
+    options_.logger->error("new holders for the checkpoint copies of lost nodes not recorded (tried again): {}",
+                           r.status().ToString());
+  }
+}
+
 }  // namespace hoard

@@ -29,6 +29,17 @@ class CoordinatorCkptTest : public ::testing::Test {
     }
   }
 
+  // job/model.pt: one chunk, written by node1, held by node2 too (K=2).
+  void CommitModel() {
+    CkptTable& t = coord_->checkpoints();
+    ASSERT_TRUE(t.Create({.path = "job", .is_dir = true}).ok());
+    auto f = t.Create({.path = "job/model.pt"});
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(t.Commit({.id = f->id, .gen = 1, .size = 10, .chunk_size = 1u << 20, .checksums = {7},
+                          .writer = "node1", .replicas = {{"node2"}}, .replicas_wanted = 2, .level = 2})
+                    .ok());
+  }
+
   testing::TempDir tmp_{"hoard-coord-ckpt"};
   FakeClock clock_;
   std::unique_ptr<Coordinator> coord_;
@@ -37,12 +48,7 @@ class CoordinatorCkptTest : public ::testing::Test {
 
 TEST_F(CoordinatorCkptTest, DrainGoesToAnUpHolderAndStatusShowsTheJob) {
   CkptTable& t = coord_->checkpoints();
-  ASSERT_TRUE(t.Create({.path = "job", .is_dir = true}).ok());
-  auto f = t.Create({.path = "job/model.pt"});
-  ASSERT_TRUE(f.ok());
-  ASSERT_TRUE(t.Commit({.id = f->id, .gen = 1, .size = 10, .chunk_size = 1u << 20, .checksums = {7},
-                        .writer = "node1", .replicas = {{"node2"}}, .replicas_wanted = 2, .level = 2})
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(CommitModel());
   auto first = coord_->CkptWork("node1");
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_EQ(first->drain.size(), 1u);
@@ -69,6 +75,38 @@ TEST_F(CoordinatorCkptTest, DrainGoesToAnUpHolderAndStatusShowsTheJob) {
   proto::ClusterMap map = coord_->GetClusterMap();
   EXPECT_EQ(map.ckpt_replicas, 3u);
   EXPECT_EQ(map.ckpt_chunk_size, 1u << 20);
+}
+
+// A replica holder that stays silent: down after down_after, and its
+// checkpoint chunks get a new holder only once it is lost (ckpt.lost_after,
+// 120 s by default), who is then sent the chunk to fetch, unasked.
+TEST_F(CoordinatorCkptTest, ALostHoldersChunksGetANewHolderAfterTheLossTimeout) {
+  ASSERT_TRUE(coord_->RegisterNode({.name = "node4", .endpoint = "tcp://127.0.0.1:14"}).ok());
+  CkptTable& t = coord_->checkpoints();
+  ASSERT_NO_FATAL_FAILURE(CommitModel());
+  auto silence_of_node2 = [&](std::chrono::milliseconds d) {
+    for (auto left = d; left > 0ms; left -= 500ms) {
+      clock_.Advance(500ms);
+      for (const char* n : {"node1", "node3", "node4"}) ASSERT_TRUE(coord_->Heartbeat({.name = n}).ok());
+      coord_->CheckLiveness();
+    }
+  };
+  silence_of_node2(60s);
+  EXPECT_FALSE(coord_->GetClusterMap().nodes[1].up) << "node2 is down";
+  EXPECT_EQ(t.Lookup("job/model.pt")->replicas[0], std::vector<std::string>{"node2"}) << "down is not lost";
+  silence_of_node2(61s);
+  const std::vector<std::string> reps = t.Lookup("job/model.pt")->replicas[0];
+  ASSERT_EQ(reps.size(), 2u);
+  EXPECT_EQ(reps[0], "node2");
+  const std::string fresh = reps[1];
+  EXPECT_TRUE(fresh == "node3" || fresh == "node4") << fresh;
+  metrics::Registry registry;
+  coord_->RegisterMetrics(&registry);
+  EXPECT_NE(registry.Render().find("hoard_ckpt_rereplicated_chunks_total 1\n"), std::string::npos);
+  auto work = coord_->CkptWork(fresh);
+  ASSERT_TRUE(work.ok());
+  ASSERT_EQ(work->rebuild.size(), 1u);
+  EXPECT_EQ(work->rebuild[0].holders, (std::vector<std::string>{"node1", "node2"}));
 }
 
 TEST_F(CoordinatorCkptTest, NamespaceIsServedOverRpc) {

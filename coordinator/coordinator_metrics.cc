@@ -101,6 +101,10 @@ void Coordinator::RegisterMetrics(metrics::Registry* registry) const {
                            for (const auto& j : cache->Get().ckpt_jobs) n += double(j.overdue_files);
                            return Samples{{{}, n}};
                          });
+  const CkptTable* table = ckpt_table_.get();
+  registry->AddCounter("hoard_ckpt_rereplicated_chunks_total",
+                       "Checkpoint chunks given a new holder because one of theirs was lost (--ckpt-lost-after-s)", {},
+                       [table] { return double(table->rereplicated_chunks()); });
 }
 
 }  // namespace hoard

@@ -49,6 +49,11 @@ int main(int argc, char** argv) {
   app.add_option("--ckpt-drain-min-rate", ckpt_min_rate,
                  "The drain's floor while it shares the origin with dataset reads, bytes/s, e.g. 16M")
       ->capture_default_str()->check(hoard::ByteSize());
+  uint64_t ckpt_lost_after_s = 120;
+  app.add_option("--ckpt-lost-after-s", ckpt_lost_after_s,
+                 "A node silent this long is lost: the checkpoint chunks it held that are not on the origin yet "
+                 "are copied to other nodes (0 = never)")
+      ->capture_default_str();
   app.add_option("--ckpt-keep-last", ckpt.keep_last,
                  "Checkpoints per job whose local copies stay after they reach the origin")
       ->capture_default_str();
@@ -80,6 +85,7 @@ int main(int argc, char** argv) {
   }
   ckpt.drain_min_bytes_per_s = *ckpt_min_bytes;
   ckpt.drain_deadline = std::chrono::seconds(ckpt_deadline_s);
+  ckpt.lost_after = std::chrono::seconds(ckpt_lost_after_s);
   ckpt.open_origin = [](const std::string& source) { return hoard::OpenCkptOrigin(source); };
 
   hoard::BlockTerminationSignals();

@@ -47,13 +47,11 @@ Committer::Committer(Options options, proto::ClientPool* pool, std::string coord
 
 std::vector<uint32_t> Committer::ReplicaCandidates(const ClusterView& view, uint64_t id, uint32_t index,
                                                    const std::string& self) {
-  // Rendezvous: each up node's score for (file, chunk); the highest first.
-  const uint64_t key = Mix64(Hash64(std::to_string(id), 0x636b7074), index);
   std::vector<std::pair<uint64_t, uint32_t>> scored;
   const auto& nodes = view.map().nodes;
   for (uint32_t i = 0; i < nodes.size(); ++i) {
     if (!nodes[i].up || nodes[i].name == self) continue;
-    scored.emplace_back(Mix64(key, Hash64(nodes[i].name)), i);
+    scored.emplace_back(proto::CkptHolderScore(id, index, nodes[i].name), i);
   }
   std::sort(scored.begin(), scored.end(), std::greater<>());
   std::vector<uint32_t> out;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,11 +42,12 @@ class TestCluster {
     service_.reset();
   }
 
-  // Starts the coordinator (its data in DIR/coord).
-  Status Start() {
-    HOARD_ASSIGN_OR_RETURN(coordinator_, Coordinator::Open({.data_dir = JoinPath(dir_, "coord"),
-                                                            .logger = log_,
-                                                            .open_origin = opener()}));
+  // Starts the coordinator (its data in DIR/coord); `tweak` may change its
+  // options first (timeouts, checkpoint settings).
+  Status Start(const std::function<void(Coordinator::Options*)>& tweak = nullptr) {
+    Coordinator::Options options{.data_dir = JoinPath(dir_, "coord"), .logger = log_, .open_origin = opener()};
+    if (tweak) tweak(&options);
+    HOARD_ASSIGN_OR_RETURN(coordinator_, Coordinator::Open(std::move(options)));
     service_ = std::make_unique<CoordinatorService>(
         coordinator_.get(),
         CoordinatorService::Options{.endpoint = "tcp://127.0.0.1:0", .logger = log_, .context = &zmq_});

@@ -1,5 +1,7 @@
 #include "proto/messages.h"
 
+#include "common/hash.h"
+
 namespace hoard::proto {
 
 const char* CkptLevelName(CkptLevel level) {
@@ -10,6 +12,10 @@ const char* CkptLevelName(CkptLevel level) {
     case CkptLevel::kP: return "P";
   }
   return "?";
+}
+
+uint64_t CkptHolderScore(uint64_t id, uint32_t index, std::string_view node) {
+  return Mix64(Mix64(Hash64(std::to_string(id), 0x636b7074), index), Hash64(node));
 }
 
 bool IsSafeCkptPath(std::string_view path) {

@@ -53,6 +53,13 @@ const char* CkptLevelName(CkptLevel level);  // "-", "L", "R", "P"
 // True when `path` is a valid checkpoint path (see the top); "" is valid.
 bool IsSafeCkptPath(std::string_view path);
 
+// How strongly `node` is asked to hold chunk `index` of checkpoint file `id`:
+// the commit (fuse/ckpt_commit.h) and a new holder after a loss
+// (CkptTable::Rereplicate) both take nodes highest score first. Rendezvous
+// hashing: the copies of a file spread over the cluster, and a node that
+// joins or leaves changes few choices.
+uint64_t CkptHolderScore(uint64_t id, uint32_t index, std::string_view node);
+
 struct CkptEntry {
   std::string path;
   uint64_t id = 0;  // unique, never reused; stable across renames
