@@ -43,12 +43,15 @@ void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // Nothing to do at close(2): no FLUSH round trip for each file a reader
   // closes (a quarter of a small file's round trips).
   fi->noflush = 1;
-  // A file is opened to be read, most often from its start: open its first
-  // chunk's file now and have the disk start on its first bytes, so that the
-  // reply and the reader's READ travel while the disk works. For a small
-  // cold file that halves what the READ waits for.
+  // A file of one chunk is opened to be read whole: if its chunk is on this
+  // node's disk, open the chunk file now and have the disk start on it, so
+  // that the reply and the reader's READ travel while the disk works. For a
+  // small cold file that halves what the READ waits for. (A larger file may
+  // be read anywhere; a sequential reader of it gets read-ahead. Starting
+  // the fetch of a remote chunk here measured slower: bench/RESULTS.md.)
   LocalFds::Deferred deferred;
-  if (ds->manifest().entry(static_cast<uint32_t>(entry)).size > 0) {
+  const uint64_t size = ds->manifest().entry(static_cast<uint32_t>(entry)).size;
+  if (size > 0 && size <= ds->manifest().chunk_size()) {
     (void)reader_.LocalFd(*ds, static_cast<uint32_t>(entry), 0, 0, &deferred);
   }
   fuse_reply_open(req, fi);
