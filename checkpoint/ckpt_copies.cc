@@ -22,7 +22,8 @@ std::vector<std::string> Candidates(uint64_t id, uint32_t index, const std::set<
 }  // namespace
 
 Result<CkptTable::Rereplicated> CkptTable::Rereplicate(const std::set<std::string>& up,
-                                                       const std::set<std::string>& lost) {
+                                                       const std::set<std::string>& lost,
+                                                       const std::set<std::string>& leaving) {
   std::lock_guard lock(mu_);
   Rereplicated out;
   if (lost.empty()) return out;
@@ -47,7 +48,7 @@ Result<CkptTable::Rereplicated> CkptTable::Rereplicate(const std::set<std::strin
       if (alive >= n.replicas_wanted || alive == holders.size() || !source) continue;
       for (const std::string& c : Candidates(id, i, up)) {
         if (alive >= n.replicas_wanted) break;
-        if (std::find(holders.begin(), holders.end(), c) != holders.end()) continue;
+        if (leaving.contains(c) || std::find(holders.begin(), holders.end(), c) != holders.end()) continue;
         if (changed == nullptr) changed = PutLocked(&r, n);
         changed->replicas.resize(std::max<size_t>(changed->replicas.size(), n.checksums.size()));
         changed->replicas[i].push_back(c);

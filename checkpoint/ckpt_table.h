@@ -174,14 +174,17 @@ class CkptTable {
   uint64_t DrainBudget(double dataset_fill_bytes_per_s) const;
 
   // New holders for the chunks whose copies are on `lost` nodes (see "Lost
-  // holders" above), chosen among `up`. Durable before it returns; an
-  // append that fails changes nothing (the next call tries again).
+  // holders" above), chosen among `up` but not `leaving` (nodes being
+  // drained out of the cluster: they still serve what they hold). Durable
+  // before it returns; an append that fails changes nothing (the next call
+  // tries again).
   struct Rereplicated {
     size_t files = 0;
     size_t chunks = 0;
     std::vector<std::string> nodes;  // the new holders, told at their next Work
   };
-  Result<Rereplicated> Rereplicate(const std::set<std::string>& up, const std::set<std::string>& lost);
+  Result<Rereplicated> Rereplicate(const std::set<std::string>& up, const std::set<std::string>& lost,
+                                   const std::set<std::string>& leaving = {});
   // Chunks given a new holder since this table was opened.
   uint64_t rereplicated_chunks() const { return rereplicated_chunks_.load(std::memory_order_relaxed); }
   Result<proto::CkptDrainedReply> Drained(const proto::CkptDrained& req);

@@ -381,6 +381,13 @@ TEST_F(CkptTableTest, ChunksOfALostHolderGetANewOneUntilTheFileIsP) {
   DrainAndPublish("job/optim.pt");
   EXPECT_EQ(table_->Rereplicate({"n1", "n3", "n4"}, {"n2"})->chunks, 0u);
   EXPECT_EQ(table_->Lookup("job/optim.pt")->replicas[0], std::vector<std::string>{"n2"});
+
+  // A node being drained out of the cluster serves what it has, but takes no
+  // new copies.
+  const uint64_t h = Mk("job/extra.pt");
+  ASSERT_TRUE(Commit(h, 1, "n1", "n2").ok());
+  EXPECT_EQ(table_->Rereplicate({"n1", "n3", "n4", "n5"}, {"n2"}, {"n3", "n5"})->chunks, 1u);
+  EXPECT_EQ(table_->Lookup("job/extra.pt")->replicas[0], (std::vector<std::string>{"n2", "n4"}));
 }
 
 TEST_F(CkptTableTest, DrainsOldestFirstAndFlushedJobsFirst) {

@@ -47,17 +47,18 @@ Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool
 
 void Coordinator::CheckCkptCopies() {
   if (options_.ckpt.lost_after.count() <= 0) return;
-  std::set<std::string> up, lost;
+  std::set<std::string> up, lost, leaving;
   {
     std::lock_guard lock(mu_);
     const auto now = options_.clock->Now();
     for (const auto& [name, n] : nodes_) {
+      if (n.info.up && n.info.draining) leaving.insert(name);
       if (n.info.up) up.insert(name);
       else if (now - n.last_heard > options_.ckpt.lost_after) lost.insert(name);
     }
   }
   if (lost.empty()) return;
-  if (Result<CkptTable::Rereplicated> r = ckpt_table_->Rereplicate(up, lost); !r.ok()) {
+  if (Result<CkptTable::Rereplicated> r = ckpt_table_->Rereplicate(up, lost, leaving); !r.ok()) {
     options_.logger->error("new holders for the checkpoint copies of lost nodes not recorded (tried again): {}",
                            r.status().ToString());
   }
