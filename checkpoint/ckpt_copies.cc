@@ -34,9 +34,7 @@ Result<CkptTable::Rereplicated> CkptTable::Rereplicate(const std::set<std::strin
     if (n.gen == 0 || n.chunk_size == 0 || n.replicas_wanted < 2) continue;
     CkptNode* changed = nullptr;
     for (uint32_t i = 0; i < n.checksums.size(); ++i) {
-      std::vector<std::string> holders;
-      if (!n.writer.empty()) holders.push_back(n.writer);
-      if (i < n.replicas.size()) holders.insert(holders.end(), n.replicas[i].begin(), n.replicas[i].end());
+      std::vector<std::string> holders = proto::CkptChunkHolders(n, i);
       // A node down for less than the loss timeout still counts: it may come
       // back with its disk, and a reboot must not copy every checkpoint.
       size_t alive = 0;

@@ -53,20 +53,15 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
     if (!rebuild) break;
     if (n.is_dir || n.released || n.gen == 0 || n.chunk_size == 0) continue;
     for (uint32_t i = 0; i < n.checksums.size(); ++i) {
-      const std::vector<std::string> none;
-      const std::vector<std::string>& reps = i < n.replicas.size() ? n.replicas[i] : none;
-      const bool mine = n.writer == node || std::find(reps.begin(), reps.end(), node) != reps.end();
-      if (!mine) continue;
+      std::vector<std::string> holders = proto::CkptChunkHolders(n, i);
+      if (std::erase(holders, node) == 0) continue;  // not one of its chunks
       proto::CkptChunkRef ref{.id = id,
                               .gen = n.gen,
                               .index = i,
                               .checksum = n.checksums[i],
                               .length = std::min<uint64_t>(n.chunk_size, n.size - uint64_t(i) * n.chunk_size),
                               .chunk_size = n.chunk_size};
-      if (n.writer != node && !n.writer.empty()) ref.holders.push_back(n.writer);
-      for (const std::string& h : reps) {
-        if (h != node) ref.holders.push_back(h);
-      }
+      ref.holders = std::move(holders);
       reply.rebuild.push_back(std::move(ref));
     }
   }

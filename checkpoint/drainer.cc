@@ -175,14 +175,12 @@ Result<std::string> Drainer::FetchChunk(const proto::CkptEntry& e, uint32_t i) {
   const uint64_t length = std::min(e.chunk_size, e.size - offset);
   Result<std::string> local = store_->Read(e.id, e.gen, i, e.checksums[i], e.chunk_size, length);
   if (local.ok()) return local;
-  std::vector<std::string> holders{e.writer};
-  if (i < e.replicas.size()) holders.insert(holders.end(), e.replicas[i].begin(), e.replicas[i].end());
-  return FetchFromPeers(holders, proto::GetCkptChunk{.id = e.id,
-                                                     .gen = e.gen,
-                                                     .index = i,
-                                                     .checksum = e.checksums[i],
-                                                     .chunk_size = e.chunk_size,
-                                                     .chunk_length = length});
+  return FetchFromPeers(proto::CkptChunkHolders(e, i), proto::GetCkptChunk{.id = e.id,
+                                                                          .gen = e.gen,
+                                                                          .index = i,
+                                                                          .checksum = e.checksums[i],
+                                                                          .chunk_size = e.chunk_size,
+                                                                          .chunk_length = length});
 }
 
 Result<std::string> Drainer::FetchFromPeers(const std::vector<std::string>& holders,

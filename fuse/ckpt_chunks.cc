@@ -88,9 +88,7 @@ Result<CkptChunks::Bytes> CkptChunks::Get(const proto::CkptEntry& e, uint32_t in
 
 Result<CkptChunks::Bytes> CkptChunks::Fetch(const proto::CkptEntry& e, uint32_t index) {
   const uint64_t len = std::min<uint64_t>(e.chunk_size, e.size - uint64_t(index) * e.chunk_size);
-  std::vector<std::string> holders;
-  if (!e.writer.empty()) holders.push_back(e.writer);
-  if (index < e.replicas.size()) holders.insert(holders.end(), e.replicas[index].begin(), e.replicas[index].end());
+  std::vector<std::string> holders = proto::CkptChunkHolders(e, index);
   // This node first (no network), then the others rotated by chunk index so
   // that a sequential restore spreads over every holder.
   if (!holders.empty()) std::rotate(holders.begin(), holders.begin() + index % holders.size(), holders.end());

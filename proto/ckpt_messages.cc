@@ -18,6 +18,13 @@ uint64_t CkptHolderScore(uint64_t id, uint32_t index, std::string_view node) {
   return Mix64(Mix64(Hash64(std::to_string(id), 0x636b7074), index), Hash64(node));
 }
 
+std::vector<std::string> CkptChunkHolders(const CkptEntry& e, uint32_t index) {
+  std::vector<std::string> holders;
+  if (!e.writer.empty()) holders.push_back(e.writer);
+  if (index < e.replicas.size()) holders.insert(holders.end(), e.replicas[index].begin(), e.replicas[index].end());
+  return holders;
+}
+
 bool IsSafeCkptPath(std::string_view path) {
   if (path.empty()) return true;
   if (path.size() > 4096) return false;

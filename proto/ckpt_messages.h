@@ -60,6 +60,11 @@ bool IsSafeCkptPath(std::string_view path);
 // joins or leaves changes few choices.
 uint64_t CkptHolderScore(uint64_t id, uint32_t index, std::string_view node);
 
+struct CkptEntry;
+// The nodes with chunk `index` of `e`'s committed generation: its writer
+// (unless evicted), then the chunk's replica holders.
+std::vector<std::string> CkptChunkHolders(const CkptEntry& e, uint32_t index);
+
 struct CkptEntry {
   std::string path;
   uint64_t id = 0;  // unique, never reused; stable across renames
