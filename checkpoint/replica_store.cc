@@ -26,9 +26,6 @@ namespace fs = std::filesystem;
 constexpr uint64_t kTrailerMagic = 0x3130'5045'524b'4348ULL;
 constexpr size_t kTrailerSize = 24;  // magic, length, checksum
 constexpr std::string_view kTmpMarker = ".tmp.";
-// Buffer and length alignment of direct I/O (the largest logical block size
-// in use; a multiple of the smaller ones).
-constexpr uint64_t kDirectAlign = 4096;
 
 std::string EncodeTrailer(uint64_t length, uint64_t checksum) {
   std::string t(kTrailerSize, '\0');
@@ -102,37 +99,15 @@ Result<std::unique_ptr<ReplicaStore>> ReplicaStore::Open(Options options) {
   return store;
 }
 
-Status ReplicaStore::WriteTmp(int fd, bool direct, const std::string& trailer, std::string_view bytes) {
-  if (direct) {
-    // O_DIRECT: the disk reads the bytes from an aligned buffer of this
-    // thread, padded to whole blocks; the file is then cut to its length.
-    const uint64_t length = bytes.size() + trailer.size();
-    const uint64_t padded = (length + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-    thread_local std::unique_ptr<char, decltype(&std::free)> buf(nullptr, &std::free);
-    thread_local uint64_t buf_size = 0;
-    if (buf_size < padded) {
-      void* p = nullptr;
-      if (::posix_memalign(&p, kDirectAlign, padded) != 0) return Status::NoSpace("out of memory for a replica");
-      buf.reset(static_cast<char*>(p));
-      buf_size = padded;
-    }
-    std::memcpy(buf.get(), bytes.data(), bytes.size());
-    std::memcpy(buf.get() + bytes.size(), trailer.data(), trailer.size());
-    std::memset(buf.get() + length, 0, padded - length);
-    if (options_.before_write) {
-      HOARD_RETURN_IF_ERROR(options_.before_write(0));
-      HOARD_RETURN_IF_ERROR(options_.before_write(bytes.size()));
-    }
-    HOARD_RETURN_IF_ERROR(PwriteAll(fd, buf.get(), padded, 0));
-    if (::ftruncate(fd, static_cast<off_t>(length)) != 0) return Status::FromErrno(errno, "truncate");
-  } else {
-    uint64_t written = 0;
-    for (std::string_view part : {bytes, std::string_view(trailer)}) {
-      if (options_.before_write) HOARD_RETURN_IF_ERROR(options_.before_write(written));
-      HOARD_RETURN_IF_ERROR(PwriteAll(fd, part.data(), part.size(), static_cast<off_t>(written)));
-      written += part.size();
-    }
+Status ReplicaStore::WriteTmp(int fd, const std::string& trailer, std::string_view bytes) {
+  if (options_.before_write) {
+    // The injected failure comes before the data (written = 0) or between
+    // the data and the trailer (written = bytes.size()), however the file is
+    // written.
+    HOARD_RETURN_IF_ERROR(options_.before_write(0));
+    HOARD_RETURN_IF_ERROR(options_.before_write(bytes.size()));
   }
+  HOARD_RETURN_IF_ERROR(direct_io_.WriteWhole(fd, {bytes, std::string_view(trailer)}));
   // With O_DIRECT too: the size change, and the disk's write cache.
   if (::fsync(fd) != 0) return Status::FromErrno(errno, "fsync");
   return Status::Ok();
@@ -151,23 +126,9 @@ Status ReplicaStore::Put(uint64_t id, uint64_t gen, uint32_t index, uint64_t che
     // anyway, so a copy into the page cache would cost CPU (the copy, and on
     // a busy holder the memory it takes from the dataset reads it serves)
     // and buy nothing.
-    const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
-    bool direct = direct_io_.load(std::memory_order_relaxed);
-    UniqueFd fd(::open(tmp.c_str(), flags | (direct ? O_DIRECT : 0), 0644));
-    if (!fd.valid() && direct && errno == EINVAL) {
-      direct_io_.store(false, std::memory_order_relaxed);  // tmpfs and others: buffered from now on
-      direct = false;
-      fd = UniqueFd(::open(tmp.c_str(), flags, 0644));
-    }
+    UniqueFd fd = direct_io_.Open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (!fd.valid()) return Status::FromErrno(errno, "create " + tmp);
-    s = WriteTmp(fd.get(), direct, EncodeTrailer(bytes.size(), checksum), bytes);
-    if (!s.ok() && direct && s.code() == Code::kInvalidArgument) {
-      // A filesystem that takes O_DIRECT at open but not these writes.
-      direct_io_.store(false, std::memory_order_relaxed);
-      UniqueFd again(::open(tmp.c_str(), flags, 0644));
-      s = again.valid() ? WriteTmp(again.get(), false, EncodeTrailer(bytes.size(), checksum), bytes)
-                        : Status::FromErrno(errno, "create " + tmp);
-    }
+    s = WriteTmp(fd.get(), EncodeTrailer(bytes.size(), checksum), bytes);
   }
   if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = Status::FromErrno(errno, "rename " + tmp);
   if (!s.ok()) {

@@ -63,6 +63,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/direct_io.h"
 #include "common/result.h"
 
 namespace hoard {
@@ -152,15 +153,15 @@ class ReplicaStore {
   // `path`, if they hash to `checksum`; kNotFound otherwise.
   static Result<std::string> ReadFromWholeFile(const std::string& path, uint64_t index, uint64_t chunk_size,
                                                uint64_t chunk_length, uint64_t checksum);
-  // Writes bytes and trailer to the .tmp file and fsyncs it; `direct`: fd
-  // was opened with O_DIRECT.
-  Status WriteTmp(int fd, bool direct, const std::string& trailer, std::string_view bytes);
+  // Writes bytes and trailer to the .tmp file (opened by direct_io_) and
+  // fsyncs it.
+  Status WriteTmp(int fd, const std::string& trailer, std::string_view bytes);
   std::string chunks_dir() const;
   std::string files_dir() const;
 
   Options options_;
   std::atomic<uint64_t> tmp_counter_{0};
-  std::atomic<bool> direct_io_{true};  // false once the filesystem refused O_DIRECT
+  DirectIo direct_io_;  // replicas are written with O_DIRECT where the filesystem takes it
 };
 
 }  // namespace hoard

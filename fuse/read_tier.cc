@@ -93,9 +93,9 @@ void ReadTier::WriterLoop() {
   // CPU (a first pass is often CPU-bound on peers' transfers), so the writer
   // runs niced; a writer that falls behind drops copies, it never slows a read.
   (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kWriterNice);
-  // Not read back after each write (what it would read is the page cache
-  // just written): the mount verifies a copy at its first use instead, see
-  // on_stored.
+  // Not read back after each write (a second disk read per copy, on the
+  // disk the readers use): the mount verifies a copy at its first use
+  // instead, see on_stored.
   Result<std::unique_ptr<ChunkStore>> opened = ChunkStore::Open(ChunkStore::Options{
       .dir = options_.dir, .capacity_bytes = options_.capacity_bytes, .verify_puts = false,
       .logger = options_.logger});

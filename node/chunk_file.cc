@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "common/direct_io.h"
 #include "common/hash.h"
 
 namespace hoard {
@@ -77,11 +78,17 @@ Result<ChunkTrailer> ReadChunkTrailer(int fd, uint64_t file_size) {
 }
 
 Status VerifyChunkFile(int fd, const ChunkTrailer& trailer) {
-  std::unique_ptr<char[]> buf(new char[kVerifyBufferSize]);
+  // Aligned buffer, offsets and read sizes: `fd` may have been opened with
+  // O_DIRECT (the store reads a fill back from the disk, not a page cache
+  // copy of it). A read may run into the trailer; only data is summed.
+  AlignedBuffer buf = AllocateAligned(kVerifyBufferSize);
+  if (buf == nullptr) return Status::NoSpace("out of memory to verify a chunk");
   StreamingChecksum sum;
   uint64_t off = 0;
   while (off < trailer.length) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(kVerifyBufferSize, trailer.length - off));
+    const uint64_t left = trailer.length - off;
+    const size_t want = static_cast<size_t>(
+        std::min<uint64_t>(kVerifyBufferSize, (left + DirectIo::kAlign - 1) / DirectIo::kAlign * DirectIo::kAlign));
     ssize_t n = ::pread(fd, buf.get(), want, static_cast<off_t>(off));
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -91,8 +98,9 @@ Status VerifyChunkFile(int fd, const ChunkTrailer& trailer) {
       return Status::Corruption("chunk file ends at " + std::to_string(off) + " bytes, trailer says " +
                                 std::to_string(trailer.length));
     }
-    sum.Update(buf.get(), static_cast<size_t>(n));
-    off += static_cast<uint64_t>(n);
+    const auto got = std::min<uint64_t>(static_cast<uint64_t>(n), left);
+    sum.Update(buf.get(), static_cast<size_t>(got));
+    off += got;
   }
   if (sum.Digest() != trailer.checksum) return Status::Corruption("chunk data does not match its checksum");
   return Status::Ok();

@@ -259,11 +259,14 @@ Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trail
                           std::to_string(g_tmp_counter.fetch_add(1, std::memory_order_relaxed)) +
                           std::string(kTmpSuffix);
   const int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;  // read back before the rename
-  UniqueFd fd(::open(tmp.c_str(), flags, 0644));
+  // Direct I/O (common/direct_io.h): a fill is read by the mount later, if at
+  // all, and a page cache copy of it would cost a CPU copy per byte and the
+  // readers' memory; the read-back then checks what the disk holds.
+  UniqueFd fd = direct_io_.Open(tmp, flags, 0644);
   if (!fd.valid() && errno == ENOENT) {
     // <hh> directories are made on first use rather than all 256 at Open.
     HOARD_RETURN_IF_ERROR(StoreError(MakeDirs(DirName(path))));
-    fd = UniqueFd(::open(tmp.c_str(), flags, 0644));
+    fd = direct_io_.Open(tmp, flags, 0644);
   }
   if (!fd.valid()) return StoreError(Status::FromErrno(errno, "create " + tmp));
 
@@ -280,10 +283,9 @@ Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trail
     if (rc != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
       return Status::FromErrno(errno, "allocate " + std::to_string(total) + " bytes for " + tmp);
     }
-    HOARD_RETURN_IF_ERROR(PwriteAll(fd.get(), data.data(), data.size(), 0).Annotate(tmp));
     char buf[kChunkTrailerSize];
     EncodeChunkTrailer(trailer, buf);
-    HOARD_RETURN_IF_ERROR(PwriteAll(fd.get(), buf, sizeof(buf), static_cast<off_t>(data.size())).Annotate(tmp));
+    HOARD_RETURN_IF_ERROR(direct_io_.WriteWhole(fd.get(), {data, std::string_view(buf, sizeof(buf))}).Annotate(tmp));
     // Read the bytes back before the chunk can be counted as cached: a chunk
     // is reported (and a warm-up called complete) only once the store has
     // checked what it holds against the checksum of what it was given.

@@ -15,7 +15,10 @@
 //
 // Integrity: Put computes the checksum from the bytes it is given and reads
 // the written file back against it before the chunk enters the index, so a
-// chunk that is Contained (and reported cached) was verified once. Read checks
+// chunk that is Contained (and reported cached) was verified once. Chunk
+// files are written and read back with O_DIRECT where the filesystem has it
+// (common/direct_io.h), so the read-back checks the disk, not a page cache
+// copy, and a fill costs no copy into the page cache. Read checks
 // the checksum of the whole chunk the first time the chunk is read after the
 // store was opened (and after Put, since the disk may return other bytes than
 // were written); a chunk that fails is removed and Read returns kCorruption, so
@@ -58,6 +61,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/direct_io.h"
 #include "common/file_util.h"
 #include "common/result.h"
 #include "node/chunk_file.h"
@@ -158,6 +162,7 @@ class ChunkStore {
   Status StoreError(const Status& s) const;
 
   Options options_;
+  DirectIo direct_io_;  // chunk files are written with O_DIRECT where the filesystem takes it
   UniqueFd lock_fd_;  // holds an exclusive flock on DIR/LOCK while open
   mutable std::mutex mu_;
   // Signalled whenever a key leaves busy_.
