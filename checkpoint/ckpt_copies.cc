@@ -50,6 +50,7 @@ Result<CkptTable::Rereplicated> CkptTable::Rereplicate(const std::set<std::strin
         if (changed == nullptr) changed = PutLocked(&r, n);
         changed->replicas.resize(std::max<size_t>(changed->replicas.size(), n.checksums.size()));
         changed->replicas[i].push_back(c);
+        unconfirmed_[c].insert({id, n.gen, i});  // counts for R once c has it
         holders.push_back(c);
         given.insert(c);
         ++alive;
@@ -69,6 +70,26 @@ Result<CkptTable::Rereplicated> CkptTable::Rereplicate(const std::set<std::strin
   rereplicated_chunks_.fetch_add(out.chunks, std::memory_order_relaxed);
   out.nodes.assign(given.begin(), given.end());
   return out;
+}
+
+void CkptTable::SetUpNodes(const std::set<std::string>& up_nodes) {
+  std::lock_guard lock(mu_);
+  up_ = up_nodes;
+}
+
+proto::CkptLevel CkptTable::ShownLevelLocked(const CkptNode& n) const {
+  if (!up_.has_value()) return static_cast<proto::CkptLevel>(n.level);
+  return proto::CkptShownLevel(n, [&](uint32_t index, const std::string& holder) {
+    if (!up_->contains(holder)) return false;
+    auto it = unconfirmed_.find(holder);
+    return it == unconfirmed_.end() || !it->second.contains({n.id, n.gen, index});
+  });
+}
+
+proto::CkptEntry CkptTable::ShownLocked(const CkptNode& n) const {
+  proto::CkptEntry e = ToEntryLocked(n);
+  e.level = static_cast<uint8_t>(ShownLevelLocked(n));
+  return e;
 }
 
 }  // namespace hoard

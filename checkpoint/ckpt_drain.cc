@@ -21,9 +21,17 @@ std::optional<std::string> CkptTable::DrainerLocked(const CkptNode& n, const std
 }
 
 proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std::string>& up_nodes, bool rebuild,
-                                     double dataset_fill_bytes_per_s) {
+                                     double dataset_fill_bytes_per_s, uint64_t rebuilt) {
   std::lock_guard lock(mu_);
   proto::CkptWorkReply reply;
+  // The node holds the whole list we sent it last: the copies on it count.
+  if (auto l = listed_.find(node); l != listed_.end() && rebuilt != 0 && rebuilt == l->second.first) {
+    if (auto u = unconfirmed_.find(node); u != unconfirmed_.end()) {
+      for (const ChunkOf& c : l->second.second) u->second.erase(c);
+      if (u->second.empty()) unconfirmed_.erase(u);
+    }
+    listed_.erase(l);
+  }
   const auto now = options_.clock->Now();
   uint32_t held = 0;
   for (const auto& [id, l] : leases_) held += (l.node == node && l.expiry > now) ? 1 : 0;
@@ -64,6 +72,11 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
       ref.holders = std::move(holders);
       reply.rebuild.push_back(std::move(ref));
     }
+  }
+  if (rebuild) {
+    reply.rebuild_seq = next_rebuild_seq_++;
+    auto u = unconfirmed_.find(node);
+    listed_[node] = {reply.rebuild_seq, u == unconfirmed_.end() ? std::set<ChunkOf>{} : u->second};
   }
   if (const uint64_t budget = DrainBudgetLocked(dataset_fill_bytes_per_s); budget != 0) {
     // At least 1: 0 would mean unlimited to the node.
@@ -239,7 +252,7 @@ proto::CkptJobStatus CkptTable::JobStatusLocked(const CkptNode& job) const {
   ForEachFileLocked(job.id, [&](const CkptNode& f) {
     ++s.files;
     s.bytes += f.size;
-    ++s.files_by_level[std::min<size_t>(f.level, 3)];
+    ++s.files_by_level[std::min<size_t>(static_cast<size_t>(ShownLevelLocked(f)), 3)];
     if (f.gen == 0 || f.level == uint8_t(CkptLevel::kP)) return;
     s.undrained_bytes += f.size;
     if (s.oldest_undrained_unix_ms == 0 || f.committed_unix_ms < s.oldest_undrained_unix_ms) {
@@ -279,7 +292,7 @@ Result<proto::CkptStatusReply> CkptTable::GetStatus(const proto::CkptStatus& req
   }
   if (req.files) {
     for (uint64_t root : roots) {
-      ForEachFileLocked(root, [&](const CkptNode& f) { reply.files.push_back(ToEntryLocked(f)); });
+      ForEachFileLocked(root, [&](const CkptNode& f) { reply.files.push_back(ShownLocked(f)); });
     }
   }
   return reply;

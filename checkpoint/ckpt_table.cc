@@ -111,7 +111,7 @@ CkptEntry CkptTable::ToEntryLocked(const CkptNode& n) const {
 Result<CkptEntry> CkptTable::Lookup(const std::string& path) const {
   std::lock_guard lock(mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* n, ResolveLocked(path));
-  return ToEntryLocked(*n);
+  return ShownLocked(*n);
 }
 
 Result<proto::CkptListReply> CkptTable::List(const std::string& path) const {
@@ -120,7 +120,7 @@ Result<proto::CkptListReply> CkptTable::List(const std::string& path) const {
   if (!n->is_dir) return Status::NotDirectory("checkpoint path " + path + " is a file");
   proto::CkptListReply reply{.dir = ToEntryLocked(*n)};
   if (auto it = children_.find(n->id); it != children_.end()) {
-    for (const auto& [name, id] : it->second) reply.children.push_back(ToEntryLocked(*FindLocked(id)));
+    for (const auto& [name, id] : it->second) reply.children.push_back(ShownLocked(*FindLocked(id)));
   }
   return reply;
 }

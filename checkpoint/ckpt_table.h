@@ -73,6 +73,14 @@
 // holder is up (a copy to fetch from), and never for a file already at P:
 // the origin holds it.
 //
+// Shown level: Lookup, List and the status replies show a file committed at
+// R as L while some chunk has fewer than replicas_wanted holders that count:
+// up (SetUpNodes), and, for a holder Rereplicate gave, only once that node
+// confirmed it holds its rebuild list (CkptWork.rebuilt echoing the list's
+// rebuild_seq). Not durable: after a coordinator restart, holders count once
+// up. The committed level itself (the journal's, and Commit's reply) never
+// changes that way.
+//
 // Thread-safety: every public method may be called concurrently (RPC worker
 // threads and the publisher thread). One mutex, mu_, guards all state and is
 // held across the journal's fdatasync: namespace changes are serialised, which
@@ -91,6 +99,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -167,8 +176,14 @@ class CkptTable {
   // from: a node that lost its disk rebuilds from peers, never the origin.
   // `dataset_fill_bytes_per_s`: how fast datasets are being filled from the
   // origin right now (see Options::drain_share).
+  // `rebuilt`: the node's CkptWork.rebuilt (the rebuild list it holds in
+  // full), which confirms the copies Rereplicate gave it.
   proto::CkptWorkReply Work(const std::string& node, const std::set<std::string>& up_nodes, bool rebuild = false,
-                            double dataset_fill_bytes_per_s = 0);
+                            double dataset_fill_bytes_per_s = 0, uint64_t rebuilt = 0);
+  // The nodes up now (the coordinator's view, after each change of it): the
+  // level shown for a file (see "Shown level" above) counts only holders that
+  // are up. Until the first call, levels are shown as committed.
+  void SetUpNodes(const std::set<std::string>& up_nodes);
   // The drain budget of all nodes together, bytes/s (0 = unlimited), given
   // the datasets' fill rate.
   uint64_t DrainBudget(double dataset_fill_bytes_per_s) const;
@@ -262,6 +277,9 @@ class CkptTable {
   // Releases copies past the job's newest keep_last checkpoints (P only).
   Status ApplyRetentionLocked(uint64_t job);
   proto::CkptJobStatus JobStatusLocked(const CkptNode& job) const;
+  // The level shown for `n` (see "Shown level"), and its entry with it.
+  proto::CkptLevel ShownLevelLocked(const CkptNode& n) const;
+  proto::CkptEntry ShownLocked(const CkptNode& n) const;
   uint64_t DrainBudgetLocked(double dataset_fill_bytes_per_s) const;
   bool AnyOverdueLocked() const;
   std::optional<std::string> DrainerLocked(const CkptNode& n, const std::set<std::string>& up) const;
@@ -282,6 +300,14 @@ class CkptTable {
   std::map<uint64_t, Lease> leases_;  // by id
   std::set<uint64_t> urgent_;         // ids flushed and not yet drained
   std::set<std::string> rebuild_due_;  // nodes given new copies: their next Work lists them
+  // For the shown level (see above), guarded by mu_, not durable:
+  using ChunkOf = std::tuple<uint64_t, uint64_t, uint32_t>;  // (id, gen, index)
+  std::optional<std::set<std::string>> up_;                  // unknown until SetUpNodes
+  std::map<std::string, std::set<ChunkOf>> unconfirmed_;     // by node: copies Rereplicate gave it
+  // By node: the rebuild_seq of the last list sent to it, and which of its
+  // unconfirmed copies were on it.
+  std::map<std::string, std::pair<uint64_t, std::set<ChunkOf>>> listed_;
+  uint64_t next_rebuild_seq_ = 1;
   std::atomic<uint64_t> rereplicated_chunks_{0};
   std::function<void()> listener_;    // guarded by mu_
 };

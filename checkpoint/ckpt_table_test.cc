@@ -83,6 +83,18 @@ class CkptTableTest : public ::testing::Test {
   }
   // Reports the upload of the current generation and applies every queued
   // origin operation as done (what the publisher does).
+  // job/model.pt: 3 chunks at R (K=2), written by n1, with replicas on n2
+  // (chunks 0 and 2) and n3 (chunk 1).
+  uint64_t CommitModelAtR() {
+    Mk("job", /*dir=*/true);
+    const uint64_t f = Mk("job/model.pt");
+    Status s = table_->Commit({.id = f, .gen = 1, .size = 9000, .mtime_ns = 5, .chunk_size = 4096,
+                               .checksums = {11, 22, 33}, .writer = "n1", .replicas = {{"n2"}, {"n3"}, {"n2"}},
+                               .replicas_wanted = 2, .level = uint8_t(CkptLevel::kR)})
+                   .status();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return f;
+  }
   void DrainAndPublish(const std::string& path) {
     auto e = table_->Lookup(path);
     ASSERT_TRUE(e.ok());
@@ -327,12 +339,7 @@ TEST_F(CkptTableTest, RebuildListsWhatANodeHoldsWithTheOtherHolders) {
 // A holder lost before the drain: each chunk it held gets a new holder among
 // the up nodes, durably, and that node is sent its rebuild list at once.
 TEST_F(CkptTableTest, ChunksOfALostHolderGetANewOneUntilTheFileIsP) {
-  Mk("job", /*dir=*/true);
-  const uint64_t f = Mk("job/model.pt");
-  ASSERT_TRUE(table_->Commit({.id = f, .gen = 1, .size = 9000, .mtime_ns = 5, .chunk_size = 4096,
-                              .checksums = {11, 22, 33}, .writer = "n1", .replicas = {{"n2"}, {"n3"}, {"n2"}},
-                              .replicas_wanted = 2, .level = uint8_t(CkptLevel::kR)})
-                  .ok());
+  const uint64_t f = CommitModelAtR();
   const std::set<std::string> up = {"n1", "n3", "n4", "n5"};
   // n2 only down, not lost: nothing moves (a reboot must not copy everything).
   auto none = table_->Rereplicate(up, {});
@@ -388,6 +395,63 @@ TEST_F(CkptTableTest, ChunksOfALostHolderGetANewOneUntilTheFileIsP) {
   ASSERT_TRUE(Commit(h, 1, "n1", "n2").ok());
   EXPECT_EQ(table_->Rereplicate({"n1", "n3", "n4", "n5"}, {"n2"}, {"n3", "n5"})->chunks, 1u);
   EXPECT_EQ(table_->Lookup("job/extra.pt")->replicas[0], (std::vector<std::string>{"n2", "n4"}));
+}
+
+// The level users see: R only while every chunk has K holders that are up
+// and, for a holder re-replication gave, that confirmed its copy.
+TEST_F(CkptTableTest, AFileShowsLWhileAChunkHasFewerThanKHoldersThatCount) {
+  CommitModelAtR();
+  auto shown = [&] {
+    auto e = table_->Lookup("job/model.pt");
+    EXPECT_TRUE(e.ok());
+    auto list = table_->List("job");
+    EXPECT_TRUE(list.ok() && list->children.size() == 1);
+    auto status = table_->GetStatus({.job = "job", .files = true});
+    EXPECT_TRUE(status.ok() && status->files.size() == 1);
+    const std::string in_list = proto::CkptLevelName(CkptLevel(list->children[0].level));
+    std::string counted = "?";
+    for (size_t l = 0; l < status->jobs.at(0).files_by_level.size(); ++l) {
+      if (status->jobs.at(0).files_by_level[l] == 1) counted = proto::CkptLevelName(CkptLevel(l));
+    }
+    EXPECT_EQ(in_list, counted) << "files by level in `hoard checkpoint status`";
+    EXPECT_EQ(in_list, proto::CkptLevelName(CkptLevel(status->files[0].level))) << "`hoard checkpoint ls`";
+    return std::string(proto::CkptLevelName(CkptLevel(e->level))) + in_list;
+  };
+  EXPECT_EQ(shown(), "RR") << "before any liveness news: as committed";
+  table_->SetUpNodes({"n1", "n2", "n3"});
+  EXPECT_EQ(shown(), "RR");
+  table_->SetUpNodes({"n1", "n3", "n4"});
+  EXPECT_EQ(shown(), "LL") << "chunks 0 and 2 have one holder up";
+  table_->SetUpNodes({"n2", "n3", "n4"});
+  EXPECT_EQ(shown(), "LL") << "the writer down: each chunk has one holder up";
+  table_->SetUpNodes({"n1", "n2", "n3", "n4"});
+  EXPECT_EQ(shown(), "RR");
+
+  // n2 lost: its chunks get a new holder, which counts once it confirmed it
+  // holds its whole rebuild list.
+  const std::set<std::string> up = {"n1", "n3", "n4", "n5"};
+  table_->SetUpNodes(up);
+  auto moved = table_->Rereplicate(up, {"n2"});
+  ASSERT_TRUE(moved.ok());
+  ASSERT_FALSE(moved->nodes.empty());
+  EXPECT_EQ(shown(), "LL") << "new holders have not fetched anything yet";
+  std::map<std::string, uint64_t> seq;
+  for (const std::string& n : moved->nodes) {
+    auto work = table_->Work(n, up);
+    ASSERT_NE(work.rebuild_seq, 0u);
+    seq[n] = work.rebuild_seq;
+  }
+  EXPECT_EQ(shown(), "LL") << "the lists are sent, not yet held";
+  for (const std::string& n : moved->nodes) (void)table_->Work(n, up, false, 0, seq[n] + 1000);
+  EXPECT_EQ(shown(), "LL") << "an echo of another list confirms nothing";
+  for (const std::string& n : moved->nodes) (void)table_->Work(n, up, false, 0, seq[n]);
+  EXPECT_EQ(shown(), "RR");
+
+  // At P the origin holds it, whoever is down.
+  table_->SetUpNodes({});
+  EXPECT_EQ(shown(), "LL");
+  DrainAndPublish("job/model.pt");
+  EXPECT_EQ(shown(), "PP");
 }
 
 TEST_F(CkptTableTest, DrainsOldestFirstAndFlushedJobsFirst) {

@@ -53,7 +53,8 @@ Status Drainer::RunOnce(int* drained) {
   if (drained != nullptr) *drained = 0;
   const auto now = std::chrono::steady_clock::now();
   proto::CkptWork req{.node = options_.node,
-                      .rebuild = !asked_rebuild_ || now - last_rebuild_ask_ >= options_.rebuild_interval};
+                      .rebuild = !asked_rebuild_ || now - last_rebuild_ask_ >= options_.rebuild_interval,
+                      .rebuilt = rebuilt_seq_};
   // Eviction spares files changed since (about) now: the reply cannot know them.
   const auto asked_at = std::chrono::system_clock::now();
   Result<proto::CkptWorkReply> work = coordinator_->Call(req, options_.rpc_timeout);
@@ -77,7 +78,11 @@ Status Drainer::RunOnce(int* drained) {
   }
 
   Status result = Rebuild(work->rebuild);
-  if (!result.ok()) asked_rebuild_ = false;  // ask for the list again next round
+  if (!result.ok()) {
+    asked_rebuild_ = false;  // ask for the list again next round
+  } else if (work->rebuild_seq != 0 && !stopping()) {
+    rebuilt_seq_ = work->rebuild_seq;  // told at the next call: our new copies count
+  }
   if (Status d = Drain(work->drain, drained); !d.ok()) return d;
   return result;
 }

@@ -129,6 +129,7 @@ class Drainer {
   std::vector<std::unique_ptr<CkptOrigin>> origins_;
   std::chrono::steady_clock::time_point last_rebuild_ask_;  // RunOnce's thread only
   bool asked_rebuild_ = false;                              // RunOnce's thread only
+  uint64_t rebuilt_seq_ = 0;  // the last rebuild list held in full (RunOnce's thread only)
 
   std::thread thread_;
   std::atomic<bool> stopping_{false};

@@ -54,6 +54,10 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(Options options) {
   std::unique_ptr<Coordinator> c(new Coordinator(std::move(options)));
   HOARD_RETURN_IF_ERROR(c->Load());
   HOARD_RETURN_IF_ERROR(c->OpenCheckpoints());
+  {
+    std::lock_guard lock(c->mu_);
+    c->ShareUpNodesLocked();
+  }
   return c;
 }
 
@@ -110,8 +114,21 @@ Status Coordinator::CommitLocked(bool placement_changed) {
     --epoch_;
     if (placement_changed) --placement_epoch_;
     options_.logger->error("cannot save coordinator state: {}", s.ToString());
+  } else {
+    ShareUpNodesLocked();
   }
   return s;
+}
+
+void Coordinator::ShareUpNodesLocked() {
+  // The levels `hoard checkpoint` and user.hoard.state show count only the
+  // holders that are up (CkptTable's "Shown level").
+  if (ckpt_table_ == nullptr) return;
+  std::set<std::string> up;
+  for (const auto& [name, n] : nodes_) {
+    if (n.info.up) up.insert(name);
+  }
+  ckpt_table_->SetUpNodes(up);
 }
 
 uint64_t Coordinator::epoch() const {

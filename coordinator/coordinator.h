@@ -182,7 +182,7 @@ class Coordinator {
   // The checkpoint namespace (mount and CLI requests go straight to it).
   CkptTable& checkpoints() { return *ckpt_table_; }
   // Drain work for `node`, given the nodes up now.
-  Result<proto::CkptWorkReply> CkptWork(const std::string& node, bool rebuild = false);
+  Result<proto::CkptWorkReply> CkptWork(const std::string& node, bool rebuild = false, uint64_t rebuilt = 0);
 
   // Test-only: the durable state, for fault injection.
   StateStore& TEST_store() { return store_; }
@@ -225,6 +225,8 @@ class Coordinator {
   Result<Manifest> WalkSource(const std::string& what, const proto::DatasetMeta& meta, int64_t created_unix);
   // Persists the current state and bumps the epoch. REQUIRES: mu_ held.
   Status CommitLocked(bool placement_changed);
+  // Tells the checkpoint table which nodes are up (after Load and each commit).
+  void ShareUpNodesLocked();
   CoordinatorState SnapshotLocked() const;
   StatusInput StatusInputLocked(const DatasetState& d) const;
   proto::DatasetStatus ComputeStatus(const StatusInput& in) const;

@@ -30,7 +30,7 @@ Status Coordinator::OpenCheckpoints() {
   return Status::Ok();
 }
 
-Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool rebuild) {
+Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool rebuild, uint64_t rebuilt) {
   if (!IsValidName(node)) return Status::InvalidArgument("invalid node name '" + node + "' asking for checkpoint work");
   std::set<std::string> up;
   double fill = 0;  // bytes/s landing in dataset caches: the datasets' share of the origin
@@ -42,11 +42,10 @@ Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool
     const auto now = options_.clock->Now();
     for (const auto& [uid, rate] : fill_rates_) fill += rate.Rate(now);
   }
-  return ckpt_table_->Work(node, up, rebuild, fill);
+  return ckpt_table_->Work(node, up, rebuild, fill, rebuilt);
 }
 
 void Coordinator::CheckCkptCopies() {
-  if (options_.ckpt.lost_after.count() <= 0) return;
   std::set<std::string> up, lost, leaving;
   {
     std::lock_guard lock(mu_);
@@ -57,7 +56,7 @@ void Coordinator::CheckCkptCopies() {
       else if (now - n.last_heard > options_.ckpt.lost_after) lost.insert(name);
     }
   }
-  if (lost.empty()) return;
+  if (options_.ckpt.lost_after.count() <= 0 || lost.empty()) return;
   if (Result<CkptTable::Rereplicated> r = ckpt_table_->Rereplicate(up, lost, leaving); !r.ok()) {
     options_.logger->error("new holders for the checkpoint copies of lost nodes not recorded (tried again): {}",
                            r.status().ToString());

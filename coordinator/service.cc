@@ -97,7 +97,7 @@ void CoordinatorService::RegisterCheckpointHandlers() {
         return proto::CkptFlushReply{.status = std::move(s)};
       });
   server_.Handle<proto::CkptWork>([c](const proto::CkptWork& r, const Envelope&, std::string*) {
-    return c->CkptWork(r.node, r.rebuild);
+    return c->CkptWork(r.node, r.rebuild, r.rebuilt);
   });
   server_.Handle<proto::CkptDrained>(
       [c](const proto::CkptDrained& r, const Envelope&, std::string*) { return c->checkpoints().Drained(r); });

@@ -6,6 +6,7 @@
 // and it reads back whole after the writer is gone too.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -70,7 +71,17 @@ TEST(CkptLostHolderTest, ALostHoldersChunksAreCopiedToAnotherNodeBeforeTheDrain)
     return got.ok() && *got == want;
   };
   EXPECT_FALSE(held(moved[0])) << "before the loss, only " << lost << " has chunk " << moved[0];
+  // The level users see: R with both copies up, L while a chunk has one, R
+  // again once the new holder has confirmed its copies.
+  const std::string path = JoinPath(mnt, "checkpoints/job/model.pt");
+  auto state = [&] {
+    char v[8] = {};
+    const ssize_t n = ::getxattr(path.c_str(), "user.hoard.state", v, sizeof v);
+    return n > 0 ? std::string(v, static_cast<size_t>(n)) : std::string("error");
+  };
+  EXPECT_EQ(state(), "R");
   cluster.StopAgent(lost);
+  EXPECT_TRUE(Eventually([&] { return state() == "L"; }, 10s)) << "still " << state();
   for (uint32_t i : moved) {
     EXPECT_TRUE(Eventually([&] { return held(i); }, 20s)) << "chunk " << i << " was not copied to " << other;
     const std::vector<std::string> reps = table.Lookup("job/model.pt")->replicas[i];
@@ -78,6 +89,7 @@ TEST(CkptLostHolderTest, ALostHoldersChunksAreCopiedToAnotherNodeBeforeTheDrain)
   }
   // Every chunk is on `other` now: the file outlives its writer too.
   for (uint32_t i = 0; i < 7; ++i) EXPECT_TRUE(held(i)) << "chunk " << i;
+  EXPECT_TRUE(Eventually([&] { return state() == "R"; }, 10s)) << "still " << state();
   mount.reset();
   fs.reset();
   cluster.StopAgent("node1");

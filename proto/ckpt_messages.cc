@@ -25,6 +25,18 @@ std::vector<std::string> CkptChunkHolders(const CkptEntry& e, uint32_t index) {
   return holders;
 }
 
+CkptLevel CkptShownLevel(const CkptEntry& e,
+                         const std::function<bool(uint32_t index, const std::string& node)>& counts) {
+  const auto level = static_cast<CkptLevel>(e.level);
+  if (level != CkptLevel::kR) return level;
+  for (uint32_t i = 0; i < e.checksums.size(); ++i) {
+    uint32_t n = 0;
+    for (const std::string& h : CkptChunkHolders(e, i)) n += counts(i, h) ? 1 : 0;
+    if (n < e.replicas_wanted) return CkptLevel::kL;
+  }
+  return level;
+}
+
 bool IsSafeCkptPath(std::string_view path) {
   if (path.empty()) return true;
   if (path.size() > 4096) return false;

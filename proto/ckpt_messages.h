@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,12 @@ struct CkptEntry;
 // The nodes with chunk `index` of `e`'s committed generation: its writer
 // (unless evicted), then the chunk's replica holders.
 std::vector<std::string> CkptChunkHolders(const CkptEntry& e, uint32_t index);
+// The level `e` is at now, for users (user.hoard.state, `hoard checkpoint`):
+// R only while every chunk has replicas_wanted holders that `counts` (up,
+// and holding the chunk); a file committed at R shows L while it has fewer.
+// Other levels are shown as committed.
+CkptLevel CkptShownLevel(const CkptEntry& e,
+                         const std::function<bool(uint32_t index, const std::string& node)>& counts);
 
 struct CkptEntry {
   std::string path;
@@ -262,7 +269,11 @@ struct CkptWorkReply {
   // node holds and that is still wanted (not evicted); the node fetches the
   // ones its disk lacks.
   std::vector<CkptChunkRef> rebuild;
-  MSGPACK_DEFINE_MAP(drain, keep_files, max_drain_bytes_per_s, keep_from_id, rebuild);
+  // Names this reply's rebuild list (0: none): the node echoes it in
+  // CkptWork.rebuilt once it holds every chunk of the list, which is when a
+  // holder given by re-replication starts to count towards R.
+  uint64_t rebuild_seq = 0;
+  MSGPACK_DEFINE_MAP(drain, keep_files, max_drain_bytes_per_s, keep_from_id, rebuild, rebuild_seq);
 };
 struct CkptWork {
   static constexpr MsgType kType = MsgType::kCkptWork;
@@ -272,7 +283,10 @@ struct CkptWork {
   // starts (its disk may be new or may have lost files) and every few
   // minutes after, so the list costs the coordinator little.
   bool rebuild = false;
-  MSGPACK_DEFINE_MAP(node, rebuild);
+  // The rebuild_seq of the last reply whose whole rebuild list this node now
+  // holds on its disk (0: none).
+  uint64_t rebuilt = 0;
+  MSGPACK_DEFINE_MAP(node, rebuild, rebuilt);
 };
 
 struct CkptDrainedReply {
