@@ -72,24 +72,4 @@ Result<CkptTable::Rereplicated> CkptTable::Rereplicate(const std::set<std::strin
   return out;
 }
 
-void CkptTable::SetUpNodes(const std::set<std::string>& up_nodes) {
-  std::lock_guard lock(mu_);
-  up_ = up_nodes;
-}
-
-proto::CkptLevel CkptTable::ShownLevelLocked(const CkptNode& n) const {
-  if (!up_.has_value()) return static_cast<proto::CkptLevel>(n.level);
-  return proto::CkptShownLevel(n, [&](uint32_t index, const std::string& holder) {
-    if (!up_->contains(holder)) return false;
-    auto it = unconfirmed_.find(holder);
-    return it == unconfirmed_.end() || !it->second.contains({n.id, n.gen, index});
-  });
-}
-
-proto::CkptEntry CkptTable::ShownLocked(const CkptNode& n) const {
-  proto::CkptEntry e = ToEntryLocked(n);
-  e.level = static_cast<uint8_t>(ShownLevelLocked(n));
-  return e;
-}
-
 }  // namespace hoard
