@@ -75,7 +75,7 @@ Status DirectIo::WriteDirect(int fd, std::initializer_list<std::string_view> par
       }
     }
     // Only the last piece can be short: pad it to whole blocks.
-    const size_t padded = (filled + kAlign - 1) / kAlign * kAlign;
+    const size_t padded = RoundUp(filled);
     std::memset(buf.get() + filled, 0, padded - filled);
     if (before_write) HOARD_RETURN_IF_ERROR(before_write(written));
     HOARD_RETURN_IF_ERROR(PwriteAll(fd, buf.get(), padded, static_cast<off_t>(written)));

@@ -40,6 +40,8 @@ class DirectIo {
   static constexpr size_t kAlign = 4096;
   // Bytes per direct write(2), and the size of each thread's buffer.
   static constexpr size_t kPiece = 1u << 20;
+  // `n` rounded up to whole kAlign blocks.
+  static constexpr uint64_t RoundUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
   // `enabled` = false: always buffered (a test, or a store that wants its
   // bytes in the page cache).

@@ -120,15 +120,18 @@ Status Coordinator::CommitLocked(bool placement_changed) {
   return s;
 }
 
-void Coordinator::ShareUpNodesLocked() {
-  // The levels `hoard checkpoint` and user.hoard.state show count only the
-  // holders that are up (CkptTable's "Shown level").
-  if (ckpt_table_ == nullptr) return;
+std::set<std::string> Coordinator::UpNodesLocked() const {
   std::set<std::string> up;
   for (const auto& [name, n] : nodes_) {
     if (n.info.up) up.insert(name);
   }
-  ckpt_table_->SetUpNodes(up);
+  return up;
+}
+
+void Coordinator::ShareUpNodesLocked() {
+  // The levels `hoard checkpoint` and user.hoard.state show count only the
+  // holders that are up (CkptTable's "Shown level").
+  if (ckpt_table_ != nullptr) ckpt_table_->SetUpNodes(UpNodesLocked());
 }
 
 uint64_t Coordinator::epoch() const {

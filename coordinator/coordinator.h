@@ -225,6 +225,8 @@ class Coordinator {
   Result<Manifest> WalkSource(const std::string& what, const proto::DatasetMeta& meta, int64_t created_unix);
   // Persists the current state and bumps the epoch. REQUIRES: mu_ held.
   Status CommitLocked(bool placement_changed);
+  // The names of the nodes up now.
+  std::set<std::string> UpNodesLocked() const;
   // Tells the checkpoint table which nodes are up (after Load and each commit).
   void ShareUpNodesLocked();
   CoordinatorState SnapshotLocked() const;

@@ -36,9 +36,7 @@ Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool
   double fill = 0;  // bytes/s landing in dataset caches: the datasets' share of the origin
   {
     std::lock_guard lock(mu_);
-    for (const auto& [name, n] : nodes_) {
-      if (n.info.up) up.insert(name);
-    }
+    up = UpNodesLocked();
     const auto now = options_.clock->Now();
     for (const auto& [uid, rate] : fill_rates_) fill += rate.Rate(now);
   }

@@ -87,8 +87,7 @@ Status VerifyChunkFile(int fd, const ChunkTrailer& trailer) {
   uint64_t off = 0;
   while (off < trailer.length) {
     const uint64_t left = trailer.length - off;
-    const size_t want = static_cast<size_t>(
-        std::min<uint64_t>(kVerifyBufferSize, (left + DirectIo::kAlign - 1) / DirectIo::kAlign * DirectIo::kAlign));
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kVerifyBufferSize, DirectIo::RoundUp(left)));
     ssize_t n = ::pread(fd, buf.get(), want, static_cast<off_t>(off));
     if (n < 0) {
       if (errno == EINTR) continue;
