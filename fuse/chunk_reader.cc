@@ -117,7 +117,8 @@ int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t in
   // 4 KiB): the FUSE workers of one reader each hold their own fd, so the
   // page cache's per-fd sequential detection would otherwise see scattered
   // 1 MiB reads and read ahead little.
-  if (size == want + kChunkTrailerSize && verified_.Contains(fp)) {
+  // (Either layout: the store may have moved the trailer to the xattr since.)
+  if ((size == want || size == want + kChunkMetaSize) && verified_.Contains(fp)) {
     if (offset < want) {
       const uint64_t len = std::min<uint64_t>(want - offset, kWillNeedBytes);
       (void)::posix_fadvise(fd.get(), static_cast<off_t>(offset), static_cast<off_t>(len), POSIX_FADV_WILLNEED);
@@ -125,13 +126,13 @@ int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t in
     return fd.Release();
   }
 
-  // First use in this mount: one pass over the file checks the trailer and the
+  // First use in this mount: one pass over the file checks the record and the
   // bytes (and leaves them in the page cache for the reply). Readers of the
   // same chunk share one check. A chunk that fails is left for the node
   // agent, which verifies before serving and drops it; we read from the next
   // source.
-  Result<ChunkTrailer> t = verify_flights_.Do(key, [&]() -> Result<ChunkTrailer> {
-    if (verified_.Contains(fp)) return ChunkTrailer{.length = size - kChunkTrailerSize};
+  Result<ChunkMeta> t = verify_flights_.Do(key, [&]() -> Result<ChunkMeta> {
+    if (verified_.Contains(fp)) return ReadChunkMeta(fd.get(), size);
     constexpr size_t kScratch = 256 << 10;
     thread_local std::unique_ptr<char[]> scratch(new char[kScratch]);
     return ReadAndVerifyChunkFile(fd.get(), size, scratch.get(), kScratch);

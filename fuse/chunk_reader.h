@@ -264,7 +264,7 @@ class ChunkReader {
   std::atomic<int> chunks_dir_{-1};
   VerifiedSet verified_;
   std::unique_ptr<ReadTier> tier_;  // null = none; set in the constructor
-  SingleFlight<ChunkKey, Result<ChunkTrailer>, ChunkKeyHash> verify_flights_;
+  SingleFlight<ChunkKey, Result<ChunkMeta>, ChunkKeyHash> verify_flights_;
 
   SingleFlight<ChunkKey, Result<Bytes>, ChunkKeyHash> flights_;
   // In-memory cache of remote chunks: the LRU, and the chunks read ahead that

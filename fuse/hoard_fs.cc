@@ -90,9 +90,18 @@ HoardFs::HoardFs(Options options)
                                                      .context = options_.context,
                                                      .open_origin = options_.open_ckpt_origin},
                                      [this] { return watcher_.Current(); })),
+      passthrough_(options_.logger),
       start_time_(static_cast<int64_t>(::time(nullptr))) {}
 
 HoardFs::~HoardFs() { Stop(); }
+
+void HoardFs::SetSession(fuse_session* session) {
+  if (session != nullptr && options_.passthrough && session_.load() == nullptr) {
+    // The session's userdata is this HoardFs (fuse_session_new in main.cc).
+    (void)passthrough_.Install(session, [](void* userdata) { return &static_cast<HoardFs*>(userdata)->passthrough_; });
+  }
+  session_.store(session);
+}
 
 Status HoardFs::Start() {
   HOARD_RETURN_IF_ERROR(MakeDirs(options_.cache_dir));
@@ -208,6 +217,7 @@ void HoardFs::WriteStats() {
                      ", \"getattrs\": " + std::to_string(v(stats_.getattrs)) +
                      ", \"readdirs\": " + std::to_string(v(stats_.readdirs)) +
                      ", \"opens\": " + std::to_string(v(stats_.opens)) +
+                     ", \"passthrough_opens\": " + std::to_string(v(stats_.passthrough_opens)) +
                      ", \"flushes\": " + std::to_string(v(stats_.flushes)) +
                      ", \"reads\": " + std::to_string(v(stats_.reads)) +
                      ", \"read_bytes\": " + std::to_string(v(stats_.read_bytes)) +

@@ -53,6 +53,7 @@
 #include "fuse/ckpt_fs.h"
 #include "fuse/mount_stats.h"
 #include "fuse/namespace.h"
+#include "fuse/passthrough.h"
 
 namespace hoard::fuse {
 
@@ -72,6 +73,9 @@ class HoardFs {
     // The kernel's read-ahead window for the mount; 0 leaves the kernel's
     // default (128 KiB, which makes a 256 MiB file 2,048 round trips).
     uint32_t read_ahead_kb = 4096;
+    // Kernel passthrough (fuse/passthrough.h) for dataset files whose bytes
+    // are all in one chunk file on this node's disk.
+    bool passthrough = true;
     // The mount's own read-ahead of chunks for sequential readers
     // (fuse/chunk_reader.h): chunks ahead (ChunkReader::kAutoReadahead:
     // 16 MiB worth, at least 4; 0 = none) and threads fetching them.
@@ -101,8 +105,11 @@ class HoardFs {
   // when the coordinator is down: the mount then serves what it last knew.
   Status Start();
   void Stop();
-  // Lets the watcher ask the kernel to drop names of changed datasets.
-  void SetSession(fuse_session* session) { session_.store(session); }
+  // Lets the watcher ask the kernel to drop names of changed datasets. A
+  // session given here must be mounted and not yet looping: this also
+  // negotiates kernel passthrough on it (Options::passthrough).
+  void SetSession(fuse_session* session);
+  const Passthrough& passthrough() const { return passthrough_; }
 
   // The low-level operations table; userdata must be this HoardFs.
   static const fuse_lowlevel_ops& Ops();
@@ -156,6 +163,7 @@ class HoardFs {
   ChunkReader reader_;
   std::unique_ptr<CkptFs> ckpt_;
   MountStats stats_;
+  Passthrough passthrough_;
   std::atomic<fuse_session*> session_{nullptr};
   std::atomic<bool> initialized_{false};
   bool read_ahead_done_ = false;  // watch thread only

@@ -34,6 +34,11 @@ int main(int argc, char** argv) {
   app.add_option("--read-ahead-kb", read_ahead_kb, "Kernel read-ahead for the mount, KiB (0: kernel default)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
+  bool passthrough = true;
+  app.add_option("--passthrough", passthrough,
+                 "Let the kernel read dataset files held whole in one local chunk file straight from it (FUSE "
+                 "passthrough, Linux 6.9+; falls back by itself where the kernel has none)")
+      ->capture_default_str();
   app.add_option("--readahead-chunks", readahead_chunks,
                  "Chunks fetched ahead of a sequential reader (-1: 16 MiB worth, at least 4; 0: none)")
       ->capture_default_str()
@@ -109,6 +114,7 @@ int main(int argc, char** argv) {
                            .cache_dir = cache_dir,
                            .mountpoint = mountpoint,
                            .read_ahead_kb = read_ahead_kb,
+                           .passthrough = passthrough,
                            .readahead_chunks = readahead_chunks,
                            .readahead_threads = readahead_threads,
                            .read_tier_dir = read_tier_dir,

@@ -25,6 +25,9 @@ void HoardFs::RegisterMetrics(metrics::Registry* registry) {
                        return all == 0 ? 0.0 : local / all;
                      });
   registry->AddCounter("hoard_mount_reads_total", "Read requests the kernel sent the mount", {}, load(stats_.reads));
+  registry->AddCounter("hoard_mount_passthrough_opens_total",
+                       "Opens of dataset files the kernel reads from a local chunk file without the mount", {},
+                       load(stats_.passthrough_opens));
   registry->AddCounter("hoard_mount_read_errors_total", "Read requests that failed (EIO and others)", {},
                        load(stats_.read_errors));
   registry->AddCounter("hoard_mount_peer_failures_total",

@@ -62,6 +62,7 @@ struct MountStats {
   std::atomic<uint64_t> getattrs{0};
   std::atomic<uint64_t> readdirs{0};
   std::atomic<uint64_t> opens{0};
+  std::atomic<uint64_t> passthrough_opens{0};  // opens the kernel then reads without us
   std::atomic<uint64_t> flushes{0};  // close(2) of a file the kernel told us about
   std::atomic<uint64_t> reads{0};
   std::atomic<uint64_t> read_bytes{0};

@@ -182,6 +182,112 @@ TEST_F(MountTest, ClosingADatasetFileSendsNoFlush) {
   EXPECT_GT(fs_->stats().flushes.load(), flushes_before) << "a checkpoint file's close is seen";
 }
 
+// Reads all of `fd` from offset 0 with pread, in pieces of `piece` bytes.
+std::string PreadAll(int fd, size_t piece = 4096) {
+  std::string out;
+  std::string buf(piece, '\0');
+  for (;;) {
+    const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(out.size()));
+    if (n <= 0) return out;
+    out.append(buf.data(), static_cast<size_t>(n));
+  }
+}
+
+// A file held whole in one chunk file on node1's disk is opened for kernel
+// passthrough: its bytes come straight from the chunk file, and no READ
+// reaches the mount. Two opens of it at once share the backing file, and
+// an mmap of it reads the same bytes.
+TEST_F(MountTest, SmallLocalFilesAreReadByTheKernelWithoutTheMount) {
+  WarmAll();
+  mount_.reset();  // drop the kernel's copies
+  mount_ = std::make_unique<TestMount>(fs_.get(), mnt_);
+  ASSERT_TRUE(mount_->ok());
+  ASSERT_TRUE(fs_->passthrough().enabled()) << "this kernel should take FUSE passthrough (Linux 6.9+)";
+
+  int passed_through = 0;
+  for (const auto& [path, bytes] : files_) {
+    if (bytes.empty() || bytes.size() > kChunk) continue;
+    const uint64_t opens = fs_->stats().passthrough_opens.load();
+    const uint64_t reads = fs_->stats().reads.load();
+    Result<std::string> got = ReadAll(JoinPath(root_, path));
+    ASSERT_TRUE(got.ok()) << path;
+    ASSERT_TRUE(*got == bytes) << path;
+    if (fs_->stats().passthrough_opens.load() == opens) continue;  // not on node1's disk
+    ++passed_through;
+    EXPECT_EQ(fs_->stats().reads.load(), reads) << path << ": a passthrough file's reads never reach the mount";
+
+    const std::string full = JoinPath(root_, path);
+    UniqueFd a(::open(full.c_str(), O_RDONLY));
+    UniqueFd b(::open(full.c_str(), O_RDONLY));
+    ASSERT_TRUE(a.valid() && b.valid()) << path << ": " << std::strerror(errno);
+    char first[100];
+    ASSERT_EQ(::read(a.get(), first, sizeof first), ssize_t(std::min(sizeof first, bytes.size())));
+    a.Reset();  // the first open ends while the second reads on
+    EXPECT_TRUE(PreadAll(b.get(), 777) == bytes) << path;
+    void* map = ::mmap(nullptr, bytes.size(), PROT_READ, MAP_SHARED, b.get(), 0);
+    ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
+    EXPECT_EQ(std::memcmp(map, bytes.data(), bytes.size()), 0) << path;
+    ::munmap(map, bytes.size());
+  }
+  EXPECT_GT(passed_through, 5) << "node1 holds about a third of the 41 small files";
+  // Every backing file was let go with its last open.
+  EXPECT_TRUE(Eventually([&] { return fs_->passthrough().open_inodes() == 0; }));
+}
+
+// A file open in the kernel's cached mode (its chunk was not local then)
+// that becomes local meanwhile is opened in cached mode again while that open
+// lasts: the kernel fails (EIO) a passthrough open of an inode it has open in
+// cached mode. Once every open is closed, the next one is a passthrough one.
+TEST_F(MountTest, AFileThatBecameLocalWhileOpenStaysCachedUntilClosed) {
+  int checked = 0;
+  for (const auto& [path, bytes] : files_) {
+    if (path.rfind("imgs/", 0) != 0) continue;
+    const std::string full = JoinPath(root_, path);
+    const uint64_t opens = fs_->stats().passthrough_opens.load();
+    // Cold, unless node1 fetched it with a neighbour it filled.
+    UniqueFd a(::open(full.c_str(), O_RDONLY));
+    ASSERT_TRUE(a.valid()) << path << ": " << std::strerror(errno);
+    if (fs_->stats().passthrough_opens.load() != opens) continue;
+    ASSERT_TRUE(PreadAll(a.get()) == bytes) << path;  // node1 may hold it now
+    UniqueFd b(::open(full.c_str(), O_RDONLY));
+    ASSERT_TRUE(b.valid()) << path << ": " << std::strerror(errno);
+    EXPECT_TRUE(PreadAll(b.get()) == bytes) << path;
+    EXPECT_EQ(fs_->stats().passthrough_opens.load(), opens) << path << ": opened for passthrough while open cached";
+    a.Reset();
+    b.Reset();
+    // The RELEASEs are asynchronous: the next open is a passthrough one once
+    // the mount has seen them, if node1 holds the file.
+    UniqueFd c;
+    ASSERT_TRUE(Eventually([&] { return fs_->passthrough().open_inodes() == 0; }));
+    c = UniqueFd(::open(full.c_str(), O_RDONLY));
+    ASSERT_TRUE(c.valid()) << path << ": " << std::strerror(errno);
+    EXPECT_TRUE(PreadAll(c.get()) == bytes) << path;
+    if (fs_->stats().passthrough_opens.load() > opens) ++checked;
+  }
+  // At least the first image node1 owns was not local when first opened.
+  EXPECT_GE(checked, 1);
+}
+
+// With passthrough off, the same files are read through the mount.
+TEST_F(MountTest, WithoutPassthroughEveryReadReachesTheMount) {
+  WarmAll();
+  HoardFs::Options o = TestMountOptions(*cluster_, "cache-off");
+  o.passthrough = false;
+  auto fs = std::make_unique<HoardFs>(o);
+  auto m = TestMount::Start(fs.get(), JoinPath(dir_, "mnt-off"));
+  ASSERT_NE(m, nullptr);
+  const std::string root = JoinPath(dir_, "mnt-off/datasets/ds");
+  ASSERT_TRUE(Eventually([&] { return ::access(root.c_str(), F_OK) == 0; }));
+  for (const auto& [path, bytes] : files_) {
+    Result<std::string> got = ReadAll(JoinPath(root, path));
+    ASSERT_TRUE(got.ok()) << path;
+    EXPECT_TRUE(*got == bytes) << path;
+  }
+  EXPECT_EQ(fs->stats().passthrough_opens.load(), 0u);
+  EXPECT_GT(fs->reader().counters().local_bytes.load(), 0u);
+  m.reset();
+}
+
 // Whether the first page of `path` is in the page cache.
 bool FirstPageCached(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY));

@@ -1,11 +1,14 @@
 // File operations: open, read, release.
 //
 // Dataset reads are stateless: everything a read needs is in its inode number
-// (the dataset slot and the manifest entry), so an open needs no per-file
-// state. Checkpoint files go to CkptFs (fuse/ckpt_fs.h). A warm read of a local chunk is one
-// thread-local fd lookup and a splice from the chunk file: no lock, no
-// allocation, no copy through this process.
+// (the dataset slot and the manifest entry). The only per-file state is
+// Passthrough's count of open files per inode (fuse/passthrough.h): a file
+// wholly in one local chunk file is opened for kernel passthrough, and its
+// reads never reach us. Checkpoint files go to CkptFs (fuse/ckpt_fs.h). A
+// warm read of a local chunk is one thread-local fd lookup and a splice from
+// the chunk file: no lock, no allocation, no copy through this process.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -16,6 +19,12 @@
 #include "fuse/inode.h"
 
 namespace hoard::fuse {
+namespace {
+
+// A dataset open's fh: 0, or this for one the kernel reads by passthrough.
+constexpr uint64_t kPassthroughFh = 1;
+
+}  // namespace
 
 void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   stats_.opens.fetch_add(1, std::memory_order_relaxed);
@@ -37,7 +46,6 @@ void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, EROFS);  // datasets are read-only versions of the origin
     return;
   }
-  fi->fh = 0;
   // The version is immutable: pages cached by an earlier open stay valid.
   fi->keep_cache = 1;
   // Nothing to do at close(2): no FLUSH round trip for each file a reader
@@ -51,10 +59,28 @@ void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // the fetch of a remote chunk here measured slower: bench/RESULTS.md.)
   LocalFds::Deferred deferred;
   const uint64_t size = ds->manifest().entry(static_cast<uint32_t>(entry)).size;
+  int local = -1;
   if (size > 0 && size <= ds->manifest().chunk_size()) {
-    (void)reader_.LocalFd(*ds, static_cast<uint32_t>(entry), 0, 0, &deferred);
+    local = reader_.LocalFd(*ds, static_cast<uint32_t>(entry), 0, 0, &deferred);
   }
-  fuse_reply_open(req, fi);
+  if (!passthrough_.enabled()) {
+    fuse_reply_open(req, fi);
+    return;
+  }
+  // Such a chunk file, if it is exactly the file's bytes (its record in the
+  // xattr), can back the open: the kernel reads it without asking us.
+  struct stat st;
+  const bool exact = local >= 0 && ::fstat(local, &st) == 0 && uint64_t(st.st_size) == size;
+  const Passthrough::Decision d = passthrough_.Open(ino, exact ? local : -1);
+  fi->fh = d.passthrough ? kPassthroughFh : 0;
+  // Counted before the reply, so the opener sees it counted.
+  if (d.passthrough) stats_.passthrough_opens.fetch_add(1, std::memory_order_relaxed);
+  const int rc = d.passthrough ? Passthrough::ReplyOpen(req, *fi, d.backing_id) : fuse_reply_open(req, fi);
+  if (rc != 0) {
+    // An open the kernel never got (its caller was interrupted) gets no RELEASE.
+    passthrough_.Release(ino, d.passthrough);
+    if (d.passthrough) stats_.passthrough_opens.fetch_sub(1, std::memory_order_relaxed);
+  }
 }
 
 void HoardFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
@@ -170,6 +196,7 @@ void HoardFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     ckpt_->Release(req, ino, fi);
     return;
   }
+  passthrough_.Release(ino, fi->fh == kPassthroughFh);
   fuse_reply_err(req, 0);
 }
 

@@ -86,7 +86,7 @@ void ReadTier::Flush() {
 }
 
 void ReadTier::WriterLoop() {
-  // Index the copies a previous run left (reading each trailer) here, not in
+  // Index the copies a previous run left (reading each record) here, not in
   // Open: the mount must not wait for it. Until then nothing is written, and
   // reads of copies already work (the mount verifies a copy at first use).
   // Copies are background work: the readers of this node come first for the
@@ -146,7 +146,7 @@ void ReadTier::Store(const Copy& copy) {
   };
   if (store_ == nullptr) return drop(Status::Unavailable("the tier could not be opened"));
   if (store_->Contains(copy.key)) return;
-  if (copy.bytes->size() + kChunkTrailerSize > options_.capacity_bytes) {
+  if (copy.bytes->size() + kChunkMetaSize > options_.capacity_bytes) {
     return drop(Status::NoSpace("larger than the whole tier"));
   }
   // The node agent's chunks come first: make room on the disk before writing.

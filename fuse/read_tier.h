@@ -15,7 +15,7 @@
 // and comes first).
 //
 // On-disk layout: a ChunkStore (node/chunk_store.h) in DIR, the same format as
-// the node agent's store (DIR/chunks/<hh>/<name>, bytes then trailer), so the
+// the node agent's store (DIR/chunks/<hh>/<name>, bytes and an xattr), so the
 // mount opens and verifies a copy exactly like a local chunk. Chunk keys name
 // one version of one file, so a copy is never stale: a file changed at the
 // origin has new keys. The copies of a removed dataset are deleted
@@ -56,7 +56,7 @@ class ReadTier {
     size_t max_pending_bytes = 64u << 20;
     std::shared_ptr<spdlog::logger> logger;  // required
     // Called on the writer thread once a copy is in place, written from the
-    // bytes the mount served and with their checksum in its trailer: the
+    // bytes the mount served and with their checksum in its record: the
     // mount counts it as verified for as long as it runs (reading it back
     // here would only read the page cache just written); a later mount
     // verifies it at first use, like any chunk file.

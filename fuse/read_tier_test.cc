@@ -44,7 +44,7 @@ class ReadTierTest : public ::testing::Test {
     struct stat st;
     EXPECT_EQ(::fstat(fd.get(), &st), 0);
     char scratch[4096];
-    Result<ChunkTrailer> t = ReadAndVerifyChunkFile(fd.get(), uint64_t(st.st_size), scratch, sizeof scratch);
+    Result<ChunkMeta> t = ReadAndVerifyChunkFile(fd.get(), uint64_t(st.st_size), scratch, sizeof scratch);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     if (!t.ok()) return "";
     std::string out(t->length, '\0');
@@ -69,13 +69,13 @@ TEST_F(ReadTierTest, ACopyIsTheChunksBytesInTheStoreFormat) {
   EXPECT_EQ(stored_, std::vector<ChunkKey>{Key(1)});
   EXPECT_EQ(tier->counters().stored_chunks.load(), 1u);
   EXPECT_EQ(tier->counters().stored_bytes.load(), 100'000u);
-  EXPECT_EQ(tier->counters().used_bytes.load(), 100'000u + kChunkTrailerSize);
+  EXPECT_EQ(tier->counters().used_bytes.load(), 100'000u);
   EXPECT_EQ(ReadCopy(*tier, Key(2)), "");
 }
 
 TEST_F(ReadTierTest, TheOldestCopiesGoWhenTheTierIsFull) {
   // Room for three 10,000-byte copies (with their trailers), not four.
-  auto tier = Open(3 * (10'000 + kChunkTrailerSize) + 100);
+  auto tier = Open(3 * (10'000 + kChunkMetaSize) + 100);
   for (uint64_t i = 1; i <= 5; ++i) {
     tier->Offer(Key(i), 7, Bytes(10'000, i));
     tier->Flush();
@@ -88,7 +88,7 @@ TEST_F(ReadTierTest, TheOldestCopiesGoWhenTheTierIsFull) {
 }
 
 TEST_F(ReadTierTest, CopiesSurviveARestartAndAreEvictedOldestFirstAfterIt) {
-  const uint64_t cap = 3 * (10'000 + kChunkTrailerSize) + 100;
+  const uint64_t cap = 3 * (10'000 + kChunkMetaSize) + 100;
   {
     auto tier = Open(cap);
     tier->Offer(Key(1), 7, Bytes(10'000, 1));

@@ -233,8 +233,8 @@ void ManifestSeeds() {
 
 void ChunkFileSeeds() {
   for (const std::string data : {std::string(), std::string("hello chunk"), std::string(300, 'x')}) {
-    char trailer[kChunkTrailerSize];
-    EncodeChunkTrailer({.length = data.size(), .checksum = Checksum64(data.data(), data.size()), .dataset_uid = 7},
+    char trailer[kChunkMetaSize];
+    EncodeChunkMeta({.length = data.size(), .checksum = Checksum64(data.data(), data.size()), .dataset_uid = 7},
                        trailer);
     std::string file = data + std::string(trailer, sizeof trailer);
     Seed("chunk_file", std::to_string(data.size()), file);

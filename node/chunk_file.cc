@@ -1,5 +1,7 @@
 #include "node/chunk_file.h"
 
+#include <fcntl.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <string>
 
 #include "common/direct_io.h"
+#include "common/file_util.h"
 #include "common/hash.h"
 
 namespace hoard {
@@ -32,40 +35,62 @@ constexpr size_t kVerifyBufferSize = 1 << 20;
 
 }  // namespace
 
-void EncodeChunkTrailer(const ChunkTrailer& t, char out[kChunkTrailerSize]) {
-  PutU64(out, kChunkTrailerMagic);
-  PutU64(out + 8, t.length);
-  PutU64(out + 16, t.checksum);
-  PutU64(out + 24, t.dataset_uid);
+void EncodeChunkMeta(const ChunkMeta& m, char out[kChunkMetaSize]) {
+  PutU64(out, kChunkMetaMagic);
+  PutU64(out + 8, m.length);
+  PutU64(out + 16, m.checksum);
+  PutU64(out + 24, m.dataset_uid);
 }
 
-Result<ChunkTrailer> DecodeChunkTrailer(std::string_view bytes, uint64_t file_size) {
-  if (bytes.size() != kChunkTrailerSize) {
-    return Status::Corruption("chunk trailer has " + std::to_string(bytes.size()) + " bytes, want " +
-                              std::to_string(kChunkTrailerSize));
+Result<ChunkMeta> DecodeChunkMeta(std::string_view bytes, uint64_t file_size, ChunkLayout layout) {
+  if (bytes.size() != kChunkMetaSize) {
+    return Status::Corruption("chunk record has " + std::to_string(bytes.size()) + " bytes, want " +
+                              std::to_string(kChunkMetaSize));
   }
-  if (GetU64(bytes.data()) != kChunkTrailerMagic) return Status::Corruption("chunk trailer has a bad magic");
-  ChunkTrailer t;
-  t.length = GetU64(bytes.data() + 8);
-  t.checksum = GetU64(bytes.data() + 16);
-  t.dataset_uid = GetU64(bytes.data() + 24);
-  // Compare as file_size - trailer so a garbage length near 2^64 cannot wrap.
-  if (file_size < kChunkTrailerSize || t.length != file_size - kChunkTrailerSize) {
-    return Status::Corruption("chunk trailer says " + std::to_string(t.length) + " data bytes but the file has " +
+  if (GetU64(bytes.data()) != kChunkMetaMagic) return Status::Corruption("chunk record has a bad magic");
+  ChunkMeta m;
+  m.length = GetU64(bytes.data() + 8);
+  m.checksum = GetU64(bytes.data() + 16);
+  m.dataset_uid = GetU64(bytes.data() + 24);
+  m.layout = layout;
+  // Compare as file_size - overhead so a garbage length near 2^64 cannot wrap.
+  const uint64_t overhead = layout == ChunkLayout::kTrailer ? kChunkMetaSize : 0;
+  if (file_size < overhead || m.length != file_size - overhead) {
+    return Status::Corruption("chunk record says " + std::to_string(m.length) + " data bytes but the file has " +
                               std::to_string(file_size) + " bytes");
   }
-  return t;
+  return m;
 }
 
-Result<ChunkTrailer> ReadChunkTrailer(int fd, uint64_t file_size) {
-  if (file_size < kChunkTrailerSize) {
+namespace {
+
+// The xattr's record: kNotFound when the file has none (or its filesystem
+// has no user xattrs). Its layout says where the file's bytes end: kXattr when
+// the record's length is the file's size, kTrailer when it leaves exactly a
+// trailer's room (a conversion cut short); else kCorruption.
+Result<ChunkMeta> ReadXattrRecord(int fd, uint64_t file_size) {
+  char buf[kChunkMetaSize + 1];  // one more: a longer value is not a record
+  const ssize_t n = ::fgetxattr(fd, kChunkMetaXattr, buf, sizeof(buf));
+  if (n < 0) {
+    if (errno == ENODATA || errno == ENOTSUP) return Status::NotFound("no chunk xattr");
+    return Status::FromErrno(errno, "read chunk xattr");
+  }
+  const std::string_view record(buf, static_cast<size_t>(n));
+  Result<ChunkMeta> m = DecodeChunkMeta(record, file_size, ChunkLayout::kXattr);
+  if (m.ok()) return m;
+  Result<ChunkMeta> t = DecodeChunkMeta(record, file_size, ChunkLayout::kTrailer);
+  return t.ok() ? t : m;
+}
+
+Result<ChunkMeta> ReadTrailer(int fd, uint64_t file_size) {
+  if (file_size < kChunkMetaSize) {
     return Status::Corruption("chunk file has " + std::to_string(file_size) + " bytes, too short for a trailer");
   }
-  char buf[kChunkTrailerSize];
+  char buf[kChunkMetaSize];
   size_t done = 0;
-  const off_t base = static_cast<off_t>(file_size - kChunkTrailerSize);
-  while (done < kChunkTrailerSize) {
-    ssize_t n = ::pread(fd, buf + done, kChunkTrailerSize - done, base + static_cast<off_t>(done));
+  const off_t base = static_cast<off_t>(file_size - kChunkMetaSize);
+  while (done < kChunkMetaSize) {
+    ssize_t n = ::pread(fd, buf + done, kChunkMetaSize - done, base + static_cast<off_t>(done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status::FromErrno(errno, "read chunk trailer");
@@ -74,19 +99,73 @@ Result<ChunkTrailer> ReadChunkTrailer(int fd, uint64_t file_size) {
     if (n == 0) return Status::Corruption("chunk file is shorter than its size said");
     done += static_cast<size_t>(n);
   }
-  return DecodeChunkTrailer(std::string_view(buf, kChunkTrailerSize), file_size);
+  return DecodeChunkMeta(std::string_view(buf, kChunkMetaSize), file_size, ChunkLayout::kTrailer);
 }
 
-Status VerifyChunkFile(int fd, const ChunkTrailer& trailer) {
+// A trailer found where the xattr said it would be (a conversion cut short)
+// must be the xattr's record.
+Result<ChunkMeta> MatchXattr(Result<ChunkMeta> trailer, const Result<ChunkMeta>& xattr) {
+  if (trailer.ok() && xattr.ok() &&
+      (trailer->length != xattr->length || trailer->checksum != xattr->checksum ||
+       trailer->dataset_uid != xattr->dataset_uid)) {
+    return Status::Corruption("chunk xattr and trailer disagree");
+  }
+  return trailer;
+}
+
+}  // namespace
+
+Result<ChunkMeta> ReadChunkMeta(int fd, uint64_t file_size) {
+  Result<ChunkMeta> x = ReadXattrRecord(fd, file_size);
+  if (x.ok() && x->layout == ChunkLayout::kXattr) return x;
+  // A bad xattr is a bad file; no xattr, or one that leaves room for a
+  // trailer (a conversion cut short), sends us to the trailer.
+  if (!x.ok() && x.status().code() != Code::kNotFound) return x.status();
+  return MatchXattr(ReadTrailer(fd, file_size), x);
+}
+
+Result<ChunkLayout> ProbeChunkLayout(const std::string& dir) {
+  const std::string probe = dir + "/.xattr-probe." + std::to_string(::getpid());
+  UniqueFd fd(::open(probe.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd.valid()) return Status::FromErrno(errno, "create " + probe);
+  char buf[kChunkMetaSize];
+  EncodeChunkMeta(ChunkMeta{}, buf);
+  const int rc = ::fsetxattr(fd.get(), kChunkMetaXattr, buf, sizeof(buf), 0);
+  const int err = errno;
+  fd.Reset();
+  (void)::unlink(probe.c_str());
+  if (rc == 0) return ChunkLayout::kXattr;
+  if (err == ENOTSUP || err == EPERM) return ChunkLayout::kTrailer;
+  return Status::FromErrno(err, "set an xattr on " + probe);
+}
+
+Status WriteChunkMetaXattr(int fd, const ChunkMeta& m) {
+  char buf[kChunkMetaSize];
+  EncodeChunkMeta(m, buf);
+  if (::fsetxattr(fd, kChunkMetaXattr, buf, sizeof(buf), 0) != 0) return Status::FromErrno(errno, "set chunk xattr");
+  return Status::Ok();
+}
+
+Status MoveTrailerToXattr(int fd, const std::string& path, const ChunkMeta& m) {
+  ChunkMeta x = m;
+  x.layout = ChunkLayout::kXattr;
+  HOARD_RETURN_IF_ERROR(WriteChunkMetaXattr(fd, x).Annotate(path));
+  // The xattr first: a file cut before it is set would have lost its record.
+  if (::truncate(path.c_str(), static_cast<off_t>(m.length)) != 0) {
+    return Status::FromErrno(errno, "cut the trailer off " + path);
+  }
+  return Status::Ok();
+}
+Status VerifyChunkFile(int fd, const ChunkMeta& m) {
   // Aligned buffer, offsets and read sizes: `fd` may have been opened with
   // O_DIRECT (the store reads a fill back from the disk, not a page cache
-  // copy of it). A read may run into the trailer; only data is summed.
+  // copy of it). A read may run into a trailer; only data is summed.
   AlignedBuffer buf = AllocateAligned(kVerifyBufferSize);
   if (buf == nullptr) return Status::NoSpace("out of memory to verify a chunk");
   StreamingChecksum sum;
   uint64_t off = 0;
-  while (off < trailer.length) {
-    const uint64_t left = trailer.length - off;
+  while (off < m.length) {
+    const uint64_t left = m.length - off;
     const size_t want = static_cast<size_t>(std::min<uint64_t>(kVerifyBufferSize, DirectIo::RoundUp(left)));
     ssize_t n = ::pread(fd, buf.get(), want, static_cast<off_t>(off));
     if (n < 0) {
@@ -94,23 +173,28 @@ Status VerifyChunkFile(int fd, const ChunkTrailer& trailer) {
       return Status::FromErrno(errno, "read chunk data");
     }
     if (n == 0) {
-      return Status::Corruption("chunk file ends at " + std::to_string(off) + " bytes, trailer says " +
-                                std::to_string(trailer.length));
+      return Status::Corruption("chunk file ends at " + std::to_string(off) + " bytes, its record says " +
+                                std::to_string(m.length));
     }
     const auto got = std::min<uint64_t>(static_cast<uint64_t>(n), left);
     sum.Update(buf.get(), static_cast<size_t>(got));
     off += got;
   }
-  if (sum.Digest() != trailer.checksum) return Status::Corruption("chunk data does not match its checksum");
+  if (sum.Digest() != m.checksum) return Status::Corruption("chunk data does not match its checksum");
   return Status::Ok();
 }
 
-Result<ChunkTrailer> ReadAndVerifyChunkFile(int fd, uint64_t file_size, char* scratch, size_t scratch_size) {
-  if (file_size < kChunkTrailerSize) {
+Result<ChunkMeta> ReadAndVerifyChunkFile(int fd, uint64_t file_size, char* scratch, size_t scratch_size) {
+  Result<ChunkMeta> x = ReadXattrRecord(fd, file_size);
+  if (!x.ok() && x.status().code() != Code::kNotFound) return x.status();
+  // The whole file is data, or the data and then a trailer, read in the
+  // same pass.
+  const bool in_xattr = x.ok() && x->layout == ChunkLayout::kXattr;
+  if (!in_xattr && file_size < kChunkMetaSize) {
     return Status::Corruption("chunk file has " + std::to_string(file_size) + " bytes, too short for a trailer");
   }
-  const uint64_t data_len = file_size - kChunkTrailerSize;
-  char trailer[kChunkTrailerSize];
+  const uint64_t data_len = in_xattr ? file_size : file_size - kChunkMetaSize;
+  char trailer[kChunkMetaSize];
   StreamingChecksum sum;
   uint64_t off = 0;
   while (off < file_size) {
@@ -127,10 +211,13 @@ Result<ChunkTrailer> ReadAndVerifyChunkFile(int fd, uint64_t file_size, char* sc
     for (uint64_t p = std::max(off, data_len); p < end; ++p) trailer[p - data_len] = scratch[p - off];
     off = end;
   }
-  Result<ChunkTrailer> t = DecodeChunkTrailer(std::string_view(trailer, kChunkTrailerSize), file_size);
-  if (!t.ok()) return t.status();
-  if (sum.Digest() != t->checksum) return Status::Corruption("chunk data does not match its checksum");
-  return t;
+  Result<ChunkMeta> m =
+      in_xattr ? x
+               : MatchXattr(DecodeChunkMeta(std::string_view(trailer, kChunkMetaSize), file_size, ChunkLayout::kTrailer),
+                            x);
+  if (!m.ok()) return m.status();
+  if (sum.Digest() != m->checksum) return Status::Corruption("chunk data does not match its checksum");
+  return m;
 }
 
 }  // namespace hoard

@@ -1,9 +1,11 @@
 #include "node/chunk_file.h"
 
 #include <fcntl.h>
+#include <sys/xattr.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -14,15 +16,15 @@
 namespace hoard {
 namespace {
 
-std::string Trailer(const ChunkTrailer& t) {
-  char buf[kChunkTrailerSize];
-  EncodeChunkTrailer(t, buf);
+std::string Trailer(const ChunkMeta& t) {
+  char buf[kChunkMetaSize];
+  EncodeChunkMeta(t, buf);
   return std::string(buf, sizeof(buf));
 }
 
 TEST(ChunkTrailerTest, EncodesLittleEndianWithMagic) {
   std::string b = Trailer({.length = 0x0102, .checksum = 0xAABBCCDDEEFF0011ULL, .dataset_uid = 7});
-  ASSERT_EQ(b.size(), kChunkTrailerSize);
+  ASSERT_EQ(b.size(), kChunkMetaSize);
   EXPECT_EQ(b.substr(0, 8), "HRDCHNK1");  // the magic reads as text on disk
   EXPECT_EQ(static_cast<unsigned char>(b[8]), 0x02);
   EXPECT_EQ(static_cast<unsigned char>(b[9]), 0x01);
@@ -32,8 +34,8 @@ TEST(ChunkTrailerTest, EncodesLittleEndianWithMagic) {
 }
 
 TEST(ChunkTrailerTest, RoundTrips) {
-  ChunkTrailer in{.length = 1000, .checksum = 0x123456789ABCDEF0ULL, .dataset_uid = 0xFFFFFFFFFFFFFFFFULL};
-  Result<ChunkTrailer> out = DecodeChunkTrailer(Trailer(in), 1000 + kChunkTrailerSize);
+  ChunkMeta in{.length = 1000, .checksum = 0x123456789ABCDEF0ULL, .dataset_uid = 0xFFFFFFFFFFFFFFFFULL};
+  Result<ChunkMeta> out = DecodeChunkMeta(Trailer(in), 1000 + kChunkMetaSize, ChunkLayout::kTrailer);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(out->length, in.length);
   EXPECT_EQ(out->checksum, in.checksum);
@@ -43,21 +45,21 @@ TEST(ChunkTrailerTest, RoundTrips) {
 TEST(ChunkTrailerTest, RejectsBadMagic) {
   std::string b = Trailer({.length = 10, .checksum = 1, .dataset_uid = 2});
   b[0] ^= 1;
-  EXPECT_EQ(DecodeChunkTrailer(b, 10 + kChunkTrailerSize).status().code(), Code::kCorruption);
+  EXPECT_EQ(DecodeChunkMeta(b, 10 + kChunkMetaSize, ChunkLayout::kTrailer).status().code(), Code::kCorruption);
 }
 
 TEST(ChunkTrailerTest, RejectsLengthThatDisagreesWithFileSize) {
   std::string b = Trailer({.length = 10, .checksum = 1, .dataset_uid = 2});
-  EXPECT_EQ(DecodeChunkTrailer(b, 11 + kChunkTrailerSize).status().code(), Code::kCorruption);
-  EXPECT_EQ(DecodeChunkTrailer(b, 9 + kChunkTrailerSize).status().code(), Code::kCorruption);
+  EXPECT_EQ(DecodeChunkMeta(b, 11 + kChunkMetaSize, ChunkLayout::kTrailer).status().code(), Code::kCorruption);
+  EXPECT_EQ(DecodeChunkMeta(b, 9 + kChunkMetaSize, ChunkLayout::kTrailer).status().code(), Code::kCorruption);
   // A garbage length must not wrap around when compared with the file size.
   std::string huge = Trailer({.length = ~0ULL - 10, .checksum = 1, .dataset_uid = 2});
-  EXPECT_EQ(DecodeChunkTrailer(huge, 20).status().code(), Code::kCorruption);
+  EXPECT_EQ(DecodeChunkMeta(huge, 20, ChunkLayout::kTrailer).status().code(), Code::kCorruption);
 }
 
 TEST(ChunkTrailerTest, RejectsWrongSizedInput) {
   std::string b = Trailer({.length = 0, .checksum = 0, .dataset_uid = 0});
-  EXPECT_EQ(DecodeChunkTrailer(b.substr(0, 31), kChunkTrailerSize).status().code(), Code::kCorruption);
+  EXPECT_EQ(DecodeChunkMeta(b.substr(0, 31), kChunkMetaSize, ChunkLayout::kTrailer).status().code(), Code::kCorruption);
 }
 
 class ChunkFileTest : public ::testing::Test {
@@ -90,7 +92,7 @@ TEST_F(ChunkFileTest, ReadsTrailerAndVerifiesGoodFile) {
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + (i >> 9));
   UniqueFd fd = WriteAndOpen(ChunkBytes(data, 42));
   ASSERT_TRUE(fd.valid());
-  Result<ChunkTrailer> t = ReadChunkTrailer(fd.get(), data.size() + kChunkTrailerSize);
+  Result<ChunkMeta> t = ReadChunkMeta(fd.get(), data.size() + kChunkMetaSize);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->length, data.size());
   EXPECT_EQ(t->dataset_uid, 42u);
@@ -102,7 +104,7 @@ TEST_F(ChunkFileTest, VerifyCatchesAFlippedByte) {
   std::string bytes = ChunkBytes(data);
   bytes[77777] ^= 0x10;
   UniqueFd fd = WriteAndOpen(bytes);
-  Result<ChunkTrailer> t = ReadChunkTrailer(fd.get(), bytes.size());
+  Result<ChunkMeta> t = ReadChunkMeta(fd.get(), bytes.size());
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(VerifyChunkFile(fd.get(), *t).code(), Code::kCorruption);
 }
@@ -110,13 +112,13 @@ TEST_F(ChunkFileTest, VerifyCatchesAFlippedByte) {
 TEST_F(ChunkFileTest, VerifyCatchesAShortFile) {
   std::string data(1000, 'y');
   UniqueFd fd = WriteAndOpen(data.substr(0, 500));
-  ChunkTrailer t{.length = data.size(), .checksum = Checksum64(data.data(), data.size()), .dataset_uid = 1};
+  ChunkMeta t{.length = data.size(), .checksum = Checksum64(data.data(), data.size()), .dataset_uid = 1};
   EXPECT_EQ(VerifyChunkFile(fd.get(), t).code(), Code::kCorruption);
 }
 
 TEST_F(ChunkFileTest, EmptyChunkIsJustATrailer) {
   UniqueFd fd = WriteAndOpen(ChunkBytes(""));
-  Result<ChunkTrailer> t = ReadChunkTrailer(fd.get(), kChunkTrailerSize);
+  Result<ChunkMeta> t = ReadChunkMeta(fd.get(), kChunkMetaSize);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->length, 0u);
   EXPECT_TRUE(VerifyChunkFile(fd.get(), *t).ok());
@@ -124,10 +126,9 @@ TEST_F(ChunkFileTest, EmptyChunkIsJustATrailer) {
 
 TEST_F(ChunkFileTest, FileTooShortForATrailerIsCorrupt) {
   UniqueFd fd = WriteAndOpen("short");
-  EXPECT_EQ(ReadChunkTrailer(fd.get(), 5).status().code(), Code::kCorruption);
+  EXPECT_EQ(ReadChunkMeta(fd.get(), 5).status().code(), Code::kCorruption);
 }
 
-}  // namespace
 TEST_F(ChunkFileTest, OnePassReadAndVerify) {
   std::string data(300000, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + (i >> 11));
@@ -138,7 +139,7 @@ TEST_F(ChunkFileTest, OnePassReadAndVerify) {
   // data, or swallow the whole file in one read.
   for (size_t scratch : {size_t(7), size_t(4096), data.size(), size_t(1) << 20}) {
     std::string buf(scratch, '\0');
-    Result<ChunkTrailer> t = ReadAndVerifyChunkFile(fd.get(), bytes.size(), buf.data(), buf.size());
+    Result<ChunkMeta> t = ReadAndVerifyChunkFile(fd.get(), bytes.size(), buf.data(), buf.size());
     ASSERT_TRUE(t.ok()) << scratch << ": " << t.status().ToString();
     EXPECT_EQ(t->length, data.size());
     EXPECT_EQ(t->dataset_uid, 9u);
@@ -158,5 +159,88 @@ TEST_F(ChunkFileTest, OnePassReadAndVerify) {
             Code::kCorruption);
   EXPECT_EQ(ReadAndVerifyChunkFile(sfd.get(), 10, buf.data(), buf.size()).status().code(), Code::kCorruption);
 }
+
+TEST_F(ChunkFileTest, TheFilesystemHereTakesTheXattr) {
+  // The tests of the xattr layout below mean something only if it is used.
+  Result<ChunkLayout> layout = ProbeChunkLayout(dir_);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_EQ(*layout, ChunkLayout::kXattr);
+  EXPECT_TRUE(std::filesystem::is_empty(dir_)) << "the probe file was left behind";
+}
+
+TEST_F(ChunkFileTest, XattrLayoutHoldsOnlyTheBytes) {
+  std::string data(300000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 13 + (i >> 10));
+  UniqueFd fd = WriteAndOpen(data);
+  const ChunkMeta meta{.length = data.size(), .checksum = Checksum64(data.data(), data.size()), .dataset_uid = 3};
+  ASSERT_TRUE(WriteChunkMetaXattr(fd.get(), meta).ok());
+
+  Result<ChunkMeta> m = ReadChunkMeta(fd.get(), data.size());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->layout, ChunkLayout::kXattr);
+  EXPECT_EQ(m->length, data.size());
+  EXPECT_EQ(m->file_size(), data.size());
+  EXPECT_EQ(m->dataset_uid, 3u);
+  EXPECT_TRUE(VerifyChunkFile(fd.get(), *m).ok());
+  std::string buf(4096, '\0');
+  Result<ChunkMeta> v = ReadAndVerifyChunkFile(fd.get(), data.size(), buf.data(), buf.size());
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->layout, ChunkLayout::kXattr);
+  // The record must fit the file: a file that lost bytes is corrupt, as is
+  // one whose bytes were changed.
+  EXPECT_EQ(ReadChunkMeta(fd.get(), data.size() - 1).status().code(), Code::kCorruption);
+  std::string bad = data;
+  bad[4242] ^= 0x40;
+  UniqueFd bfd = WriteAndOpen(bad);
+  ASSERT_TRUE(WriteChunkMetaXattr(bfd.get(), meta).ok());
+  EXPECT_EQ(ReadAndVerifyChunkFile(bfd.get(), bad.size(), buf.data(), buf.size()).status().code(), Code::kCorruption);
+  Result<ChunkMeta> bm = ReadChunkMeta(bfd.get(), bad.size());
+  ASSERT_TRUE(bm.ok());
+  EXPECT_EQ(VerifyChunkFile(bfd.get(), *bm).code(), Code::kCorruption);
+}
+
+TEST_F(ChunkFileTest, MoveTrailerToXattrConvertsInPlaceAndSurvivesACutShortConversion) {
+  std::string data(70000, 'q');
+  data[5] = 'r';
+  const std::string path = JoinPath(dir_, "f");
+  UniqueFd fd = WriteAndOpen(ChunkBytes(data, 11));
+  Result<ChunkMeta> t = ReadChunkMeta(fd.get(), data.size() + kChunkMetaSize);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->layout, ChunkLayout::kTrailer);
+
+  // Cut short after the xattr was set: still read as a trailer file.
+  ChunkMeta x = *t;
+  x.layout = ChunkLayout::kXattr;
+  ASSERT_TRUE(WriteChunkMetaXattr(fd.get(), x).ok());
+  Result<ChunkMeta> half = ReadChunkMeta(fd.get(), data.size() + kChunkMetaSize);
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  EXPECT_EQ(half->layout, ChunkLayout::kTrailer);
+  EXPECT_EQ(half->length, data.size());
+
+  ASSERT_TRUE(MoveTrailerToXattr(fd.get(), path, *half).ok());
+  Result<std::string> after = ReadFile(path);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, data);
+  Result<ChunkMeta> done = ReadChunkMeta(fd.get(), data.size());
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->layout, ChunkLayout::kXattr);
+  EXPECT_EQ(done->dataset_uid, 11u);
+  EXPECT_TRUE(VerifyChunkFile(fd.get(), *done).ok());
+
+  // A damaged xattr makes the file corrupt, whatever else it holds; so does
+  // a trailer that is not the record the xattr has.
+  UniqueFd g = WriteAndOpen(ChunkBytes(data, 11));
+  ASSERT_EQ(::fsetxattr(g.get(), kChunkMetaXattr, "garbage", 7, 0), 0);
+  EXPECT_EQ(ReadChunkMeta(g.get(), data.size() + kChunkMetaSize).status().code(), Code::kCorruption);
+  ChunkMeta other = x;
+  other.dataset_uid = 12;
+  ASSERT_TRUE(WriteChunkMetaXattr(g.get(), other).ok());
+  EXPECT_EQ(ReadChunkMeta(g.get(), data.size() + kChunkMetaSize).status().code(), Code::kCorruption);
+  std::string buf(4096, '\0');
+  EXPECT_EQ(ReadAndVerifyChunkFile(g.get(), data.size() + kChunkMetaSize, buf.data(), buf.size()).status().code(),
+            Code::kCorruption);
+}
+
+}  // namespace
 
 }  // namespace hoard

@@ -117,6 +117,13 @@ Status ChunkStore::Load() {
   // One store per directory: a second agent on the same disk would double
   // count usage and race on every chunk. The lock dies with the process.
   HOARD_ASSIGN_OR_RETURN(lock_fd_, LockFile(JoinPath(options_.dir, "LOCK"), "the chunk store " + options_.dir));
+  HOARD_ASSIGN_OR_RETURN(layout_, ProbeChunkLayout(options_.dir));
+  if (layout_ == ChunkLayout::kTrailer) {
+    log.warn("chunk store {}: the filesystem takes no user xattrs; chunk files keep their record in a trailer, "
+             "and the mount reads them without kernel passthrough",
+             options_.dir);
+  }
+  uint64_t converted = 0;
 
   std::error_code ec;
   std::vector<std::string> subdirs;
@@ -163,31 +170,43 @@ Status ChunkStore::Load() {
         log.warn("chunk store {}: ignoring {}, which is not a regular file", options_.dir, path);
         continue;
       }
-      Result<ChunkTrailer> trailer = ReadChunkTrailer(fd.get(), static_cast<uint64_t>(st.st_size));
-      if (!trailer.ok()) {
-        if (trailer.status().code() != Code::kCorruption) {
+      Result<ChunkMeta> meta = ReadChunkMeta(fd.get(), static_cast<uint64_t>(st.st_size));
+      if (!meta.ok()) {
+        if (meta.status().code() != Code::kCorruption) {
           // An I/O error says nothing about the file's content: keep it on
           // disk (unindexed) rather than delete a possibly good chunk.
-          log.warn("chunk store {}: ignoring {}: {}", options_.dir, path, trailer.status().ToString());
+          log.warn("chunk store {}: ignoring {}: {}", options_.dir, path, meta.status().ToString());
           continue;
         }
         fd.Reset();
         if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-          log.warn("chunk store {}: {} has a bad trailer ({}) and cannot be removed: {}", options_.dir, path,
-                   trailer.status().message(), Status::FromErrno(errno, "unlink").message());
+          log.warn("chunk store {}: {} has a bad record ({}) and cannot be removed: {}", options_.dir, path,
+                   meta.status().message(), Status::FromErrno(errno, "unlink").message());
         } else {
-          log.warn("chunk store {}: removed {}: {}", options_.dir, path, trailer.status().message());
+          log.warn("chunk store {}: removed {}: {}", options_.dir, path, meta.status().message());
         }
         continue;
       }
+      if (meta->layout == ChunkLayout::kTrailer && layout_ == ChunkLayout::kXattr) {
+        // A file of the first format (or a conversion cut short): move its
+        // record to the xattr, so the mount may hand the file to the kernel.
+        // One that cannot be converted is still good as it is.
+        if (Status c = MoveTrailerToXattr(fd.get(), path, *meta); c.ok()) {
+          meta->layout = ChunkLayout::kXattr;
+          ++converted;
+        } else {
+          log.warn("chunk store {}: keeping the trailer of {}: {}", options_.dir, path, c.ToString());
+        }
+      }
       Entry e;
-      e.dataset_uid = trailer->dataset_uid;
-      e.length = trailer->length;
-      e.checksum = trailer->checksum;
+      e.dataset_uid = meta->dataset_uid;
+      e.length = meta->length;
+      e.checksum = meta->checksum;
       e.verified = false;
       e.generation = next_generation_++;
       index_[*key] = e;
-      used_bytes_ += e.length + kChunkTrailerSize;
+      e.trailer = meta->layout == ChunkLayout::kTrailer;
+      used_bytes_ += e.file_bytes();
     }
     if (ec) return Status::FromErrno(ec.value(), "list " + sub);
   }
@@ -196,6 +215,7 @@ Status ChunkStore::Load() {
     log.warn("chunk store {} holds {} bytes, more than its capacity of {}; Puts fail until chunks are removed",
              options_.dir, used_bytes_, options_.capacity_bytes);
   }
+  if (converted > 0) log.info("chunk store {}: moved the trailers of {} chunk files to xattrs", options_.dir, converted);
   log.info("chunk store {} opened: {} chunks, {} bytes", options_.dir, index_.size(), used_bytes_);
   return Status::Ok();
 }
@@ -206,7 +226,7 @@ Status ChunkStore::StoreError(const Status& s) const {
 }
 
 Status ChunkStore::Put(const ChunkKey& key, uint64_t dataset_uid, std::string_view data) {
-  const uint64_t need = data.size() + kChunkTrailerSize;
+  const uint64_t need = data.size() + (layout_ == ChunkLayout::kTrailer ? kChunkMetaSize : 0);
   {
     std::unique_lock lock(mu_);
     // A Put or Remove of this key is touching its file: wait, so that OK
@@ -226,11 +246,12 @@ Status ChunkStore::Put(const ChunkKey& key, uint64_t dataset_uid, std::string_vi
     busy_.insert(key);
   }
 
-  ChunkTrailer trailer;
-  trailer.length = data.size();
-  trailer.checksum = Checksum64(data.data(), data.size());
-  trailer.dataset_uid = dataset_uid;
-  Status s = WriteChunkFile(key, trailer, data);
+  ChunkMeta meta;
+  meta.length = data.size();
+  meta.checksum = Checksum64(data.data(), data.size());
+  meta.dataset_uid = dataset_uid;
+  meta.layout = layout_;
+  Status s = WriteChunkFile(key, meta, data);
 
   std::lock_guard lock(mu_);
   reserved_bytes_ -= need;
@@ -239,9 +260,10 @@ Status ChunkStore::Put(const ChunkKey& key, uint64_t dataset_uid, std::string_vi
     Entry e;
     e.dataset_uid = dataset_uid;
     e.length = data.size();
-    e.checksum = trailer.checksum;
-    // Read back through the page cache before the rename; the disk itself
-    // may still hand back other bytes later, so the first Read checks again.
+    e.checksum = meta.checksum;
+    e.trailer = meta.layout == ChunkLayout::kTrailer;
+    // Read back before the rename; the disk itself may still hand back other
+    // bytes later, so the first Read checks again.
     e.verified = false;
     e.generation = next_generation_++;
     index_[key] = e;
@@ -251,7 +273,7 @@ Status ChunkStore::Put(const ChunkKey& key, uint64_t dataset_uid, std::string_vi
   return s;
 }
 
-Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trailer, std::string_view data) {
+Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkMeta& meta, std::string_view data) {
   const std::string path = ChunkPath(options_.dir, key);
   // The .tmp lives next to its final name so the rename cannot cross a
   // filesystem, and a reader never sees the chunk before it is complete.
@@ -270,7 +292,7 @@ Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trail
   }
   if (!fd.valid()) return StoreError(Status::FromErrno(errno, "create " + tmp));
 
-  const uint64_t total = data.size() + kChunkTrailerSize;
+  const uint64_t total = meta.file_size();
   Status s = [&]() -> Status {
     // Claiming the blocks first makes a full disk fail here, before a large
     // chunk is copied in only to be thrown away. Filesystems without
@@ -283,14 +305,19 @@ Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trail
     if (rc != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
       return Status::FromErrno(errno, "allocate " + std::to_string(total) + " bytes for " + tmp);
     }
-    char buf[kChunkTrailerSize];
-    EncodeChunkTrailer(trailer, buf);
-    HOARD_RETURN_IF_ERROR(direct_io_.WriteWhole(fd.get(), {data, std::string_view(buf, sizeof(buf))}).Annotate(tmp));
+    if (meta.layout == ChunkLayout::kXattr) {
+      HOARD_RETURN_IF_ERROR(direct_io_.WriteWhole(fd.get(), {data}).Annotate(tmp));
+      HOARD_RETURN_IF_ERROR(WriteChunkMetaXattr(fd.get(), meta).Annotate(tmp));
+    } else {
+      char buf[kChunkMetaSize];
+      EncodeChunkMeta(meta, buf);
+      HOARD_RETURN_IF_ERROR(direct_io_.WriteWhole(fd.get(), {data, std::string_view(buf, sizeof(buf))}).Annotate(tmp));
+    }
     // Read the bytes back before the chunk can be counted as cached: a chunk
     // is reported (and a warm-up called complete) only once the store has
     // checked what it holds against the checksum of what it was given.
     if (options_.verify_puts) {
-      if (Status v = VerifyChunkFile(fd.get(), trailer); !v.ok()) return v.Annotate("read back " + tmp);
+      if (Status v = VerifyChunkFile(fd.get(), meta); !v.ok()) return v.Annotate("read back " + tmp);
     }
     // Some filesystems (NFS) report a failed delayed write only at close.
     if (::close(fd.Release()) != 0) return Status::FromErrno(errno, "close " + tmp);
@@ -353,11 +380,11 @@ Result<size_t> ChunkStore::Read(const ChunkKey& key, uint64_t offset, size_t len
       // costs a little I/O once, and keeps the common path free of waiting.
       struct stat st;
       if (::fstat(fd.get(), &st) != 0) return StoreError(Status::FromErrno(errno, "stat " + path));
-      Result<ChunkTrailer> t = ReadChunkTrailer(fd.get(), static_cast<uint64_t>(st.st_size));
+      Result<ChunkMeta> t = ReadChunkMeta(fd.get(), static_cast<uint64_t>(st.st_size));
       if (!t.ok()) {
         fault = t.status();
       } else if (t->length != e.length || t->checksum != e.checksum || t->dataset_uid != e.dataset_uid) {
-        fault = Status::Corruption("chunk trailer changed since it was indexed");
+        fault = Status::Corruption("chunk record changed since it was indexed");
       } else {
         fault = VerifyChunkFile(fd.get(), *t);
       }
@@ -376,7 +403,7 @@ Result<size_t> ChunkStore::Read(const ChunkKey& key, uint64_t offset, size_t len
       n = *got;
       // The file is never modified in place, so a short read means it was
       // truncated by someone else.
-      if (n != want) fault = Status::Corruption("chunk file is shorter than its trailer says");
+      if (n != want) fault = Status::Corruption("chunk file is shorter than its record says");
     }
     if (fault.ok()) return n;
     if (fault.code() != Code::kCorruption) return StoreError(fault.Annotate(path));
@@ -415,7 +442,7 @@ Result<bool> ChunkStore::RemoveEntry(const ChunkKey& key, std::optional<uint64_t
     auto it = index_.find(key);
     if (it == index_.end()) return false;
     if (generation && it->second.generation != *generation) return false;
-    used_bytes_ -= it->second.length + kChunkTrailerSize;
+    used_bytes_ -= it->second.file_bytes();
     ++removed_chunks_;
     removed_bytes_ += it->second.length;
     index_.erase(it);
@@ -456,7 +483,7 @@ size_t ChunkStore::RemoveDataset(uint64_t dataset_uid) {
         ++it;
         continue;
       }
-      used_bytes_ -= it->second.length + kChunkTrailerSize;
+      used_bytes_ -= it->second.file_bytes();
       ++removed_chunks_;
       removed_bytes_ += it->second.length;
       busy_.insert(it->first);

@@ -5,10 +5,16 @@
 //
 // On-disk layout (see also docs/architecture.md):
 //   DIR/chunks/<hh>/<chunk name>   one file per chunk: the chunk's bytes from
-//                                  offset 0, then a 32-byte trailer (chunk_file.h)
-//                                  holding its length, checksum and dataset uid.
-//                                  <hh> is the first two hex digits of the name.
+//                                  offset 0, and a 32-byte record of its length,
+//                                  checksum and dataset uid in the xattr
+//                                  user.hoard.chunk (node/chunk_file.h; a
+//                                  trailer after the bytes where the filesystem
+//                                  has no user xattrs, converted at open where
+//                                  it has). <hh> is the first two hex digits
+//                                  of the name.
 //   DIR/chunks/<hh>/*.tmp          a chunk being written; removed at open.
+//   DIR/.xattr-probe.<pid>          made and removed at open, to learn whether
+//                                  the filesystem takes user xattrs.
 // A chunk file appears only complete (written as .tmp, then renamed), and is
 // never modified in place, so a reader that opened it (the FUSE mount reads
 // chunk files directly) keeps consistent bytes even if the chunk is removed.
@@ -26,11 +32,12 @@
 //
 // Durability: chunk files are not fsynced. The store caches bytes the origin
 // still has, so a chunk lost in a crash costs one refetch; and a chunk file
-// torn by a crash (renamed before its data reached the disk) fails its trailer
+// torn by a crash (renamed before its data reached the disk) fails its record
 // check at open or its checksum at first read and is dropped, so a torn file
 // is never served. An fsync per chunk would only slow every cache fill.
 //
-// Capacity: used bytes count chunk data plus trailers. Put fails with kNoSpace,
+// Capacity: used bytes are the chunk files' sizes: the data, plus the
+// trailers of files that have one. Put fails with kNoSpace,
 // and writes nothing, when it would push usage past the capacity, or when the
 // disk itself is full (ENOSPC). Eviction is the caller's decision (Remove).
 //
@@ -42,7 +49,7 @@
 //
 // Invariants (under mu_): a key is never both in index_ and in busy_; an entry
 // enters index_ only after its file was renamed into place and leaves it before
-// the file is unlinked; used_bytes_ is the sum of (length + trailer) over
+// the file is unlinked; used_bytes_ is the sum of file_bytes() over
 // index_, and used_bytes_ + reserved_bytes_ <= capacity_bytes (when set) except
 // after an Open that found more than the capacity already on disk.
 #pragma once
@@ -93,7 +100,8 @@ class ChunkStore {
   };
 
   // Opens or creates the store and indexes the chunks already in it (reading
-  // each trailer; files with a bad trailer and leftover .tmp files are removed).
+  // each record, and moving trailers to xattrs where it can; files with a bad
+  // record and leftover .tmp files are removed).
   static Result<std::unique_ptr<ChunkStore>> Open(Options options);
 
   // Stores a complete chunk. OK (and nothing written) if the chunk is already
@@ -132,13 +140,16 @@ class ChunkStore {
  private:
   struct Entry {
     uint64_t dataset_uid = 0;
-    uint64_t length = 0;    // data bytes (file size minus trailer)
+    uint64_t length = 0;    // data bytes
     uint64_t checksum = 0;
+    bool trailer = false;   // the record follows the data (no xattrs here)
     bool verified = false;  // checksum checked since open/put
     // Unique per Put or per file found at Open. A reader that looked an entry
     // up before opening the file checks it again afterwards; the same
     // generation proves the fd is this entry's file, not a re-Put one.
     uint64_t generation = 0;
+
+    uint64_t file_bytes() const { return length + (trailer ? kChunkMetaSize : 0); }
   };
 
   explicit ChunkStore(Options options);
@@ -148,7 +159,7 @@ class ChunkStore {
   Status Load();
   // Writes the chunk as a .tmp file and renames it into place. REQUIRES: the
   // key is busy (so no other thread writes or unlinks its file).
-  Status WriteChunkFile(const ChunkKey& key, const ChunkTrailer& trailer, std::string_view data);
+  Status WriteChunkFile(const ChunkKey& key, const ChunkMeta& meta, std::string_view data);
   // Removes the entry (only if its generation is `generation`, when given)
   // and then its file; returns whether an entry was removed.
   Result<bool> RemoveEntry(const ChunkKey& key, std::optional<uint64_t> generation);
@@ -163,6 +174,7 @@ class ChunkStore {
 
   Options options_;
   DirectIo direct_io_;  // chunk files are written with O_DIRECT where the filesystem takes it
+  ChunkLayout layout_ = ChunkLayout::kXattr;  // where new files keep their record; set by Load
   UniqueFd lock_fd_;  // holds an exclusive flock on DIR/LOCK while open
   mutable std::mutex mu_;
   // Signalled whenever a key leaves busy_.

@@ -213,7 +213,7 @@ void Warmer::RunJob(const Job& job) {
   // Do not read from the origin what the store has no room to keep.
   const ChunkStore::Usage before = store_->usage();
   if (before.capacity_bytes != 0 &&
-      before.used_bytes + job.chunk.length + kChunkTrailerSize > before.capacity_bytes) {
+      before.used_bytes + job.chunk.length + kChunkMetaSize > before.capacity_bytes) {
     RecordFailure(job, path,
                   "NoSpace: the chunk store is at its capacity (" + std::to_string(before.used_bytes) + " of " +
                       std::to_string(before.capacity_bytes) + " bytes used)");
@@ -244,7 +244,7 @@ void Warmer::RunJob(const Job& job) {
     RecordFailure(job, path, r->cache_status.ToString());
     const ChunkStore::Usage after = store_->usage();
     const bool over_capacity = after.capacity_bytes != 0 &&
-                               after.used_bytes + job.chunk.length + kChunkTrailerSize > after.capacity_bytes;
+                               after.used_bytes + job.chunk.length + kChunkMetaSize > after.capacity_bytes;
     if (r->cache_status.code() == Code::kNoSpace && !over_capacity) {
       // The disk itself is full: stop this dataset until the retry.
       std::lock_guard lock(mu_);
