@@ -98,7 +98,9 @@ HoardFs::~HoardFs() { Stop(); }
 void HoardFs::SetSession(fuse_session* session) {
   if (session != nullptr && options_.passthrough && session_.load() == nullptr) {
     // The session's userdata is this HoardFs (fuse_session_new in main.cc).
-    (void)passthrough_.Install(session, [](void* userdata) { return &static_cast<HoardFs*>(userdata)->passthrough_; });
+    (void)passthrough_.Install(session, [](int fd, iovec* iov, int count, void* userdata) {
+      return static_cast<HoardFs*>(userdata)->passthrough_.Writev(fd, iov, count);
+    });
   }
   session_.store(session);
 }

@@ -45,21 +45,19 @@ static_assert(sizeof(OpenOut) == 16);
 // 1 leaves room for the mount itself to be an overlay's lower layer.
 constexpr uint32_t kMaxStackDepth = 1;
 
+ssize_t Splice(int fdin, off_t* offin, int fdout, off_t* offout, size_t len, unsigned flags, void*) {
+  return ::splice(fdin, offin, fdout, offout, len, flags);
+}
+
 }  // namespace
 
-bool Passthrough::Install(fuse_session* se, SelfFromUserdata self) {
-  static SelfFromUserdata from_userdata = nullptr;  // one kind of owner per process
-  from_userdata = self;
+bool Passthrough::Install(fuse_session* se, WritevFn writev) {
   fuse_custom_io io{};
-  io.writev = [](int fd, iovec* iov, int count, void* userdata) -> ssize_t {
-    return from_userdata(userdata)->Writev(fd, iov, count);
-  };
+  io.writev = writev;
   io.read = [](int fd, void* buf, size_t len, void*) -> ssize_t { return ::read(fd, buf, len); };
   // Without these libfuse would stop splicing local chunks to the kernel.
-  io.splice_send = [](int fdin, off_t* offin, int fdout, off_t* offout, size_t len, unsigned flags,
-                      void*) -> ssize_t { return ::splice(fdin, offin, fdout, offout, len, flags); };
-  io.splice_receive = [](int fdin, off_t* offin, int fdout, off_t* offout, size_t len, unsigned flags,
-                         void*) -> ssize_t { return ::splice(fdin, offin, fdout, offout, len, flags); };
+  io.splice_send = &Splice;
+  io.splice_receive = &Splice;
   // The mounted session keeps its /dev/fuse fd; libfuse only starts using
   // our functions on it.
   if (const int rc = fuse_session_custom_io(se, &io, fuse_session_fd(se)); rc != 0) {

@@ -48,12 +48,13 @@ class Passthrough {
  public:
   explicit Passthrough(std::shared_ptr<spdlog::logger> logger) : logger_(std::move(logger)) {}
 
-  // Puts the custom I/O on `se`, which must be mounted and not yet looping
-  // (its INIT not answered), and forgets any earlier session's opens. `self` recovers this object from the session's
-  // userdata in the I/O callbacks. Returns false (and passthrough stays off)
-  // if libfuse refuses.
-  using SelfFromUserdata = Passthrough* (*)(void* userdata);
-  bool Install(fuse_session* se, SelfFromUserdata self);
+  // Puts custom I/O on `se`, which must be mounted and not yet looping (its
+  // INIT not answered), and forgets any earlier session's opens. `writev` is
+  // the session's writev: it gets the session's userdata and must call this
+  // object's Writev. Returns false (and passthrough stays off) if libfuse
+  // refuses.
+  using WritevFn = ssize_t (*)(int fd, iovec* iov, int count, void* userdata);
+  bool Install(fuse_session* se, WritevFn writev);
 
   // How an open of a dataset file goes.
   struct Decision {
