@@ -34,7 +34,7 @@ import harness  # noqa: E402
 import hosts  # noqa: E402
 
 NODES = 3
-TRAILER = 32  # bytes after each chunk's data in a chunk file (node/chunk_file.h)
+TRAILER = 32  # a chunk's record, after its data where the file has no xattr (node/chunk_file.h)
 # NFS metadata (LOOKUP, GETATTR, READDIR replies) and TCP/IP headers on top
 # of the dataset's bytes.
 TX_SLACK = 1.06
@@ -42,6 +42,14 @@ TX_SLACK = 1.06
 
 def dataset_of(status, name):
     return next(d for d in status["datasets"] if d["name"] == name)
+
+
+def has_record_xattr(path):
+    try:
+        os.getxattr(path, "user.hoard.chunk")
+        return True
+    except OSError:
+        return False
 
 
 def stored_chunk_bytes(cluster):
@@ -52,7 +60,8 @@ def stored_chunk_bytes(cluster):
         for dirpath, _, files in os.walk(root):
             for f in files:
                 if not f.endswith(".tmp"):
-                    total += os.path.getsize(os.path.join(dirpath, f)) - TRAILER
+                    path = os.path.join(dirpath, f)
+                    total += os.path.getsize(path) - (0 if has_record_xattr(path) else TRAILER)
     return total
 
 
