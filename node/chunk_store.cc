@@ -198,14 +198,8 @@ Status ChunkStore::Load() {
           log.warn("chunk store {}: keeping the trailer of {}: {}", options_.dir, path, c.ToString());
         }
       }
-      Entry e;
-      e.dataset_uid = meta->dataset_uid;
-      e.length = meta->length;
-      e.checksum = meta->checksum;
-      e.verified = false;
-      e.generation = next_generation_++;
+      const Entry e = MakeEntry(*meta, next_generation_++);
       index_[*key] = e;
-      e.trailer = meta->layout == ChunkLayout::kTrailer;
       used_bytes_ += e.file_bytes();
     }
     if (ec) return Status::FromErrno(ec.value(), "list " + sub);
@@ -218,6 +212,17 @@ Status ChunkStore::Load() {
   if (converted > 0) log.info("chunk store {}: moved the trailers of {} chunk files to xattrs", options_.dir, converted);
   log.info("chunk store {} opened: {} chunks, {} bytes", options_.dir, index_.size(), used_bytes_);
   return Status::Ok();
+}
+
+ChunkStore::Entry ChunkStore::MakeEntry(const ChunkMeta& m, uint64_t generation) {
+  Entry e;
+  e.dataset_uid = m.dataset_uid;
+  e.length = m.length;
+  e.checksum = m.checksum;
+  e.trailer = m.layout == ChunkLayout::kTrailer;
+  e.verified = false;
+  e.generation = generation;
+  return e;
 }
 
 Status ChunkStore::StoreError(const Status& s) const {
@@ -257,16 +262,9 @@ Status ChunkStore::Put(const ChunkKey& key, uint64_t dataset_uid, std::string_vi
   reserved_bytes_ -= need;
   busy_.erase(key);
   if (s.ok()) {
-    Entry e;
-    e.dataset_uid = dataset_uid;
-    e.length = data.size();
-    e.checksum = meta.checksum;
-    e.trailer = meta.layout == ChunkLayout::kTrailer;
     // Read back before the rename; the disk itself may still hand back other
-    // bytes later, so the first Read checks again.
-    e.verified = false;
-    e.generation = next_generation_++;
-    index_[key] = e;
+    // bytes later, so the first Read checks again (MakeEntry: not verified).
+    index_[key] = MakeEntry(meta, next_generation_++);
     used_bytes_ += need;
   }
   busy_cv_.notify_all();

@@ -153,6 +153,8 @@ class ChunkStore {
   };
 
   explicit ChunkStore(Options options);
+  // An unverified index entry for a file holding `m`.
+  static Entry MakeEntry(const ChunkMeta& m, uint64_t generation);
 
   // Indexes the chunk files under dir; called once by Open, before the store
   // is shared.
