@@ -38,7 +38,9 @@ ChunkReader::ChunkReader(Options options, std::function<std::shared_ptr<const Cl
                                          .min_free_bytes = options_.read_tier_min_free,
                                          .logger = options_.logger,
                                          .on_stored = [this](const ChunkKey& key) {
-                                           verified_.Insert(VerifiedSet::Fingerprint(key));
+                                           const uint64_t fp = ChunkSet::Fingerprint(key);
+                                           verified_.Insert(fp);
+                                           in_tier_.Insert(fp);
                                          }});
     if (tier.ok()) {
       tier_ = std::move(*tier);
@@ -100,16 +102,28 @@ int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t in
                            const ChunkKey& key) {
   char rel[ChunkStore::kRelativePathSize];
   ChunkStore::RelativeChunkPath(key, rel);
-  // The node agent's own chunk first, then a copy in the read tier.
+  const uint64_t fp = ChunkSet::Fingerprint(key);
+  // The node agent's own chunk first, then a copy in the read tier; the
+  // other way round for a chunk last found in the tier.
+  int dirs[2] = {ChunksDir(), tier_ != nullptr ? tier_->chunks_dir() : -1};
+  const bool tier_first = dirs[1] >= 0 && in_tier_.Contains(fp);
+  if (tier_first) std::swap(dirs[0], dirs[1]);
   UniqueFd fd;
-  if (const int dir = ChunksDir(); dir >= 0) fd = UniqueFd(::openat(dir, rel, O_RDONLY | O_CLOEXEC));
-  if (!fd.valid() && tier_ != nullptr) fd = UniqueFd(::openat(tier_->chunks_dir(), rel, O_RDONLY | O_CLOEXEC));
+  int from = -1;
+  for (int dir : dirs) {
+    if (dir < 0) continue;
+    fd = UniqueFd(::openat(dir, rel, O_RDONLY | O_CLOEXEC));
+    if (fd.valid()) {
+      from = dir;
+      break;
+    }
+  }
   if (!fd.valid()) return -1;
+  if (!tier_first && tier_ != nullptr && from == tier_->chunks_dir()) in_tier_.Insert(fp);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return -1;
   const uint64_t want = ChunkLength(ds.manifest().entry(entry).size, ds.manifest().chunk_size(), index);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  const uint64_t fp = VerifiedSet::Fingerprint(key);
   // A chunk this mount verified before: its file is immutable once renamed
   // into place, so the size check is all that is left to do. Ask the kernel
   // to start reading what comes next now (one read-ahead window, not the

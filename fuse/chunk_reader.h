@@ -2,7 +2,7 @@
 //
 // ChunkReader finds the bytes of one chunk for the mount, trying in order:
 //   1. this node's chunk store: the chunk file is opened directly (no IPC), its
-//      checksum verified the first time this mount uses it (VerifiedSet), and
+//      checksum verified the first time this mount uses it (ChunkSet), and
 //      the caller splices from the fd, which the calling thread keeps open for
 //      its next requests (LocalFds);
 //   1b. the mount's read tier (fuse/read_tier.h): copies of chunks it fetched
@@ -77,10 +77,10 @@
 #include "common/metrics.h"
 #include "common/single_flight.h"
 #include "coordinator/cluster_view.h"
+#include "fuse/chunk_set.h"
 #include "fuse/local_fds.h"
 #include "fuse/namespace.h"
 #include "fuse/read_tier.h"
-#include "fuse/verified_set.h"
 #include "node/chunk_file.h"
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_filler.h"
@@ -262,7 +262,12 @@ class ChunkReader {
   const uint64_t id_;  // this reader's key in every thread's LocalFds
   std::atomic<uint64_t> generation_{1};  // LocalFds entries of older ones are dropped
   std::atomic<int> chunks_dir_{-1};
-  VerifiedSet verified_;
+  ChunkSet verified_;
+  // Chunks last found in the read tier (or stored there): their open tries
+  // the tier's directory first. On a node of N, (N-1)/N of a dataset is
+  // there, and a failed lookup in the agent's directory costs as much as
+  // a found one.
+  ChunkSet in_tier_;
   std::unique_ptr<ReadTier> tier_;  // null = none; set in the constructor
   SingleFlight<ChunkKey, Result<ChunkMeta>, ChunkKeyHash> verify_flights_;
 

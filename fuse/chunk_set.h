@@ -1,16 +1,18 @@
-// File: fuse/verified_set.h
+// File: fuse/chunk_set.h
 //
-// VerifiedSet remembers which local chunk files this mount has already
-// checked against their checksum, so a chunk is read twice (once to verify,
-// once to serve) only the first time the mount uses it.
+// ChunkSet is a lossy, lock-free set of chunks, which the mount asks on every
+// open and read of a local chunk: which chunk files it has already checked
+// against their checksum (so a chunk is read twice, once to verify and once
+// to serve, only the first time the mount uses it), and which it last found
+// in its read tier (so that it looks there first).
 //
-// It is a fixed-size, lock-free, open-addressing table of 64-bit chunk
-// fingerprints: every small-file read asks it, so a mutex here would be one
-// lock per request. It is lossy by design: when the probe window of a
-// fingerprint is full, a random slot in it is overwritten, and the chunk whose
-// fingerprint was lost is simply verified again on its next open. Forgetting
-// costs a re-read, never a wrong answer; a false "verified" needs a 64-bit
-// fingerprint collision.
+// It is a fixed-size open-addressing table of 64-bit chunk fingerprints: a
+// mutex here would be one lock per request. It is lossy by design: when the
+// probe window of a fingerprint is full, a random slot in it is overwritten,
+// and the chunk whose fingerprint was lost is simply verified again (or looked
+// up in the other directory first) on its next open. Forgetting costs a
+// re-read or a failed lookup, never a wrong answer; a false member needs a
+// 64-bit fingerprint collision.
 //
 // Thread-safety: Contains and Insert from any thread, without locks.
 #pragma once
@@ -24,10 +26,10 @@
 
 namespace hoard::fuse {
 
-class VerifiedSet {
+class ChunkSet {
  public:
   // `capacity_log2` = 20 holds about a million chunks in 8 MiB.
-  explicit VerifiedSet(int capacity_log2 = 20)
+  explicit ChunkSet(int capacity_log2 = 20)
       : mask_((uint64_t(1) << capacity_log2) - 1), slots_(new std::atomic<uint64_t>[mask_ + 1]) {
     for (uint64_t i = 0; i <= mask_; ++i) slots_[i].store(0, std::memory_order_relaxed);
   }
