@@ -50,7 +50,7 @@ Result<CkptTable::Rereplicated> CkptTable::Rereplicate(const std::set<std::strin
         if (changed == nullptr) changed = PutLocked(&r, n);
         changed->replicas.resize(std::max<size_t>(changed->replicas.size(), n.checksums.size()));
         changed->replicas[i].push_back(c);
-        unconfirmed_[c].insert({id, n.gen, i});  // counts for R once c has it
+        changed->unconfirmed.push_back({.gen = n.gen, .index = i, .node = c});  // counts for R once c has it
         holders.push_back(c);
         given.insert(c);
         ++alive;

@@ -25,12 +25,9 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
   std::lock_guard lock(mu_);
   proto::CkptWorkReply reply;
   // The node holds the whole list we sent it last: the copies on it count.
+  // (If that cannot be journalled, its next Work echoes the list again.)
   if (auto l = listed_.find(node); l != listed_.end() && rebuilt != 0 && rebuilt == l->second.first) {
-    if (auto u = unconfirmed_.find(node); u != unconfirmed_.end()) {
-      for (const ChunkOf& c : l->second.second) u->second.erase(c);
-      if (u->second.empty()) unconfirmed_.erase(u);
-    }
-    listed_.erase(l);
+    if (ConfirmLocked(node, l->second.second).ok()) listed_.erase(l);
   }
   const auto now = options_.clock->Now();
   uint32_t held = 0;
@@ -83,6 +80,22 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
     reply.max_drain_bytes_per_s = std::max<uint64_t>(1, budget / std::max<size_t>(1, up_nodes.size()));
   }
   return reply;
+}
+
+Status CkptTable::ConfirmLocked(const std::string& node, const std::set<ChunkOf>& chunks) {
+  CkptRecord r;
+  for (const auto& [id, gen, index] : chunks) {
+    auto it = nodes_.find(id);
+    auto is_it = [&](const CkptUnconfirmed& u) { return u.node == node && u.gen == gen && u.index == index; };
+    if (it == nodes_.end() || std::none_of(it->second.unconfirmed.begin(), it->second.unconfirmed.end(), is_it)) {
+      continue;  // removed, or committed again since
+    }
+    std::erase_if(PutLocked(&r, it->second)->unconfirmed, is_it);
+  }
+  if (r.put.empty()) return Status::Ok();
+  Status s = SaveLocked(std::move(r));
+  if (!s.ok()) options_.logger->warn("checkpoint copies confirmed by {} not recorded yet: {}", node, s.ToString());
+  return s;
 }
 
 uint64_t CkptTable::DrainBudget(double dataset_fill_bytes_per_s) const {

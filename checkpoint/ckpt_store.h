@@ -45,6 +45,15 @@ namespace hoard {
 // entry is stored by parent id and name, so moving a directory rewrites one
 // entry, not its whole subtree) plus what the table needs beyond it. The
 // root has id 0 and is never stored.
+// A holder Rereplicate named for chunk `index` of generation `gen` that has
+// not yet confirmed it holds its copy (see "Shown level" in ckpt_table.h).
+struct CkptUnconfirmed {
+  uint64_t gen = 0;
+  uint32_t index = 0;
+  std::string node;
+  MSGPACK_DEFINE_MAP(gen, index, node);
+};
+
 struct CkptNode : proto::CkptEntry {
   uint64_t parent = 0;
   std::string name;
@@ -57,8 +66,11 @@ struct CkptNode : proto::CkptEntry {
   // one. Decides whether a rename/unlink/rmdir is mirrored.
   bool on_origin = false;
   bool released = false;  // P and past retention: nodes may delete their copies
+  // Durable so that a coordinator restart neither counts these holders
+  // before they confirm nor forgets to send them their rebuild lists.
+  std::vector<CkptUnconfirmed> unconfirmed;
   MSGPACK_DEFINE_MAP(MSGPACK_BASE_MAP(proto::CkptEntry), parent, name, commit_seq, uploaded_gen, uploaded_tmp, published_gen,
-                     on_origin, released);
+                     on_origin, released, unconfirmed);
 };
 
 // An operation for the origin, applied in `seq` order by the Publisher.

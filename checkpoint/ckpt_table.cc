@@ -229,6 +229,7 @@ Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
   c.replicas = req.replicas;
   c.replicas.resize(chunks);
   c.replicas_wanted = req.replicas_wanted;
+  c.unconfirmed.clear();  // they were the old generation's
   c.committed_unix_ms = NowMs();
   c.drained_unix_ms = 0;
   c.commit_seq = next_commit_seq_;

@@ -77,8 +77,10 @@
 // R as L while some chunk has fewer than replicas_wanted holders that count:
 // up (SetUpNodes), and, for a holder Rereplicate gave, only once that node
 // confirmed it holds its rebuild list (CkptWork.rebuilt echoing the list's
-// rebuild_seq). Not durable: after a coordinator restart, holders count once
-// up. The committed level itself (the journal's, and Commit's reply) never
+// rebuild_seq). Both the naming and the confirmation are journalled (the
+// entry's `unconfirmed`), so after a coordinator restart a holder that had
+// not confirmed still does not count, and gets its rebuild list at its next
+// Work. The committed level itself (the journal's, and Commit's reply) never
 // changes that way.
 //
 // Thread-safety: every public method may be called concurrently (RPC worker
@@ -226,6 +228,7 @@ class CkptTable {
   CkptStore& TEST_store() { return store_; }
 
  private:
+  using ChunkOf = std::tuple<uint64_t, uint64_t, uint32_t>;  // (id, gen, index)
   struct Lease {
     uint64_t gen = 0;
     std::string node;
@@ -272,6 +275,9 @@ class CkptTable {
   void QueuePublishLocked(CkptRecord* r, CkptNode n);
   bool IsMarker(const std::string& name) const;
   bool MarkerReadyLocked(const CkptNode& marker) const;
+  // Journals that `node` holds `chunks` (copies Rereplicate gave it): they
+  // count from now on.
+  Status ConfirmLocked(const std::string& node, const std::set<ChunkOf>& chunks);
   // Queues publishes of held markers that are now ready.
   Status PublishReadyMarkersLocked();
   // Releases copies past the job's newest keep_last checkpoints (P only).
@@ -299,9 +305,10 @@ class CkptTable {
   // restart anyway, and a flush is a hint the CLI repeats with --wait.
   std::map<uint64_t, Lease> leases_;  // by id
   std::set<uint64_t> urgent_;         // ids flushed and not yet drained
-  std::set<std::string> rebuild_due_;  // nodes given new copies: their next Work lists them
-  // For the shown level (see above), guarded by mu_, not durable:
-  using ChunkOf = std::tuple<uint64_t, uint64_t, uint32_t>;  // (id, gen, index)
+  std::set<std::string> rebuild_due_;  // nodes given new copies: their next Work lists them (and at Load,
+                                       // every node with unconfirmed copies)
+  // For the shown level (see above), guarded by mu_. unconfirmed_ is derived
+  // from the entries (rebuilt by Apply); the rest is not durable.
   std::optional<std::set<std::string>> up_;                  // unknown until SetUpNodes
   std::map<std::string, std::set<ChunkOf>> unconfirmed_;     // by node: copies Rereplicate gave it
   // By node: the rebuild_seq of the last list sent to it, and which of its

@@ -40,6 +40,9 @@ Status CkptTable::Load() {
   for (const CkptRecord& r : loaded.records) Apply(r);
   HOARD_RETURN_IF_ERROR(CheckLoadedLocked().Annotate("checkpoint namespace in " + options_.dir +
                                                      " (restore it from a backup)"));
+  // New holders that had not confirmed before the restart may never have
+  // been told: tell them at their next Work.
+  for (const auto& [node, chunks] : unconfirmed_) rebuild_due_.insert(node);
   options_.logger->info("checkpoint namespace: {} entries, {} origin operations queued, {} uploads awaiting publish",
                         nodes_.size(), ops_.size(), held_markers_.size());
   return Status::Ok();
@@ -121,6 +124,15 @@ void CkptTable::IndexLocked(const CkptNode& n, bool add) {
   if (n.uploaded_gen != 0) {
     if (add) held_markers_.insert(n.id);
     else held_markers_.erase(n.id);
+  }
+  for (const CkptUnconfirmed& u : n.unconfirmed) {
+    if (u.gen != n.gen) continue;  // an older generation's: moot
+    if (add) {
+      unconfirmed_[u.node].insert({n.id, u.gen, u.index});
+    } else if (auto it = unconfirmed_.find(u.node); it != unconfirmed_.end()) {
+      it->second.erase({n.id, u.gen, u.index});
+      if (it->second.empty()) unconfirmed_.erase(it);
+    }
   }
 }
 

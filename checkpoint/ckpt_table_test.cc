@@ -454,6 +454,54 @@ TEST_F(CkptTableTest, AFileShowsLWhileAChunkHasFewerThanKHoldersThatCount) {
   EXPECT_EQ(shown(), "PP");
 }
 
+// Which new holders have confirmed is journalled: a coordinator restart
+// neither counts a holder that had not confirmed nor forgets to send it its
+// rebuild list, and a confirmation stays counted.
+TEST_F(CkptTableTest, NewHoldersConfirmationsSurviveARestart) {
+  CommitModelAtR();
+  std::set<std::string> up = {"n1", "n3", "n4", "n5"};
+  auto shown = [&] {
+    table_->SetUpNodes(up);
+    return proto::CkptLevelName(CkptLevel(table_->Lookup("job/model.pt")->level));
+  };
+  auto moved = table_->Rereplicate(up, {"n2"});
+  ASSERT_TRUE(moved.ok());
+  ASSERT_FALSE(moved->nodes.empty());
+  EXPECT_STREQ(shown(), "L");
+
+  Reopen();  // before any new holder was told
+  EXPECT_STREQ(shown(), "L") << "holders that never confirmed count after a restart";
+  std::map<std::string, uint64_t> seq;
+  for (const std::string& n : moved->nodes) {
+    auto work = table_->Work(n, up);  // no periodic ask for the list
+    ASSERT_NE(work.rebuild_seq, 0u) << n << " is not told its new copies after a restart";
+    EXPECT_FALSE(work.rebuild.empty()) << n;
+    seq[n] = work.rebuild_seq;
+  }
+  for (const std::string& n : moved->nodes) (void)table_->Work(n, up, false, 0, seq[n]);
+  EXPECT_STREQ(shown(), "R");
+
+  Reopen();
+  EXPECT_STREQ(shown(), "R") << "a confirmation is forgotten at a restart";
+  for (const std::string& n : moved->nodes) {
+    EXPECT_EQ(table_->Work(n, up).rebuild_seq, 0u) << n << " was confirmed: nothing to tell it";
+  }
+  // A new generation's holders are the commit's: the old ones' pending
+  // confirmations are moot.
+  up = {"n3", "n4", "n5"};
+  ASSERT_GT(table_->Rereplicate(up, {"n1", "n2"})->chunks, 0u);
+  EXPECT_STREQ(shown(), "L");
+  auto e = table_->Lookup("job/model.pt");
+  ASSERT_TRUE(e.ok());
+  ASSERT_TRUE(table_->Commit({.id = e->id, .gen = e->gen + 1, .size = 10, .chunk_size = 10, .checksums = {7},
+                              .writer = "n3", .replicas = {{"n4"}}, .replicas_wanted = 2,
+                              .level = uint8_t(CkptLevel::kR)})
+                  .ok());
+  EXPECT_STREQ(shown(), "R");
+  Reopen();
+  EXPECT_STREQ(shown(), "R");
+}
+
 TEST_F(CkptTableTest, DrainsOldestFirstAndFlushedJobsFirst) {
   Mk("a", true);
   Mk("b", true);
