@@ -220,6 +220,7 @@ void HoardFs::WriteStats() {
                      ", \"readdirs\": " + std::to_string(v(stats_.readdirs)) +
                      ", \"opens\": " + std::to_string(v(stats_.opens)) +
                      ", \"passthrough_opens\": " + std::to_string(v(stats_.passthrough_opens)) +
+                     ", \"passthrough_bytes\": " + std::to_string(v(stats_.passthrough_bytes)) +
                      ", \"flushes\": " + std::to_string(v(stats_.flushes)) +
                      ", \"reads\": " + std::to_string(v(stats_.reads)) +
                      ", \"read_bytes\": " + std::to_string(v(stats_.read_bytes)) +

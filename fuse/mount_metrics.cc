@@ -11,15 +11,20 @@ void HoardFs::RegisterMetrics(metrics::Registry* registry) {
     return [&a] { return double(a.load(std::memory_order_relaxed)); };
   };
   const char* bytes_help =
-      "Bytes the mount read for its readers, by source: the local chunk store (this node's disk, read directly), "
-      "a peer node agent (GetChunk), or the origin (no owner could serve it)";
+      "Bytes read for the mount's readers, by source: the local chunk store (this node's disk, read directly), "
+      "files the kernel reads from a local chunk file itself (passthrough: their sizes, counted at open), a peer "
+      "node agent (GetChunk), or the origin (no owner could serve it)";
   registry->AddCounter("hoard_mount_read_bytes_total", bytes_help, {{"source", "local"}}, load(c.local_bytes));
+  registry->AddCounter("hoard_mount_read_bytes_total", bytes_help, {{"source", "passthrough"}},
+                       load(stats_.passthrough_bytes));
   registry->AddCounter("hoard_mount_read_bytes_total", bytes_help, {{"source", "peer"}}, load(c.peer_bytes));
   registry->AddCounter("hoard_mount_read_bytes_total", bytes_help, {{"source", "origin"}}, load(c.origin_bytes));
   registry->AddGauge("hoard_mount_hit_ratio",
-                     "Share of the bytes read through the mount that came from the local disk (0 before any read)", {},
-                     [&c] {
-                       const double local = double(c.local_bytes.load(std::memory_order_relaxed));
+                     "Share of the bytes read through the mount that came from the local disk, passthrough files "
+                     "included (0 before any read)",
+                     {}, [this, &c] {
+                       const double local = double(c.local_bytes.load(std::memory_order_relaxed)) +
+                                            double(stats_.passthrough_bytes.load(std::memory_order_relaxed));
                        const double all = local + double(c.peer_bytes.load(std::memory_order_relaxed)) +
                                           double(c.origin_bytes.load(std::memory_order_relaxed));
                        return all == 0 ? 0.0 : local / all;

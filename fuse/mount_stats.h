@@ -63,6 +63,9 @@ struct MountStats {
   std::atomic<uint64_t> readdirs{0};
   std::atomic<uint64_t> opens{0};
   std::atomic<uint64_t> passthrough_opens{0};  // opens the kernel then reads without us
+  // Their files' sizes: the bytes the kernel reads from this node's disk for
+  // them, if each is read whole (we never see the reads).
+  std::atomic<uint64_t> passthrough_bytes{0};
   std::atomic<uint64_t> flushes{0};  // close(2) of a file the kernel told us about
   std::atomic<uint64_t> reads{0};
   std::atomic<uint64_t> read_bytes{0};

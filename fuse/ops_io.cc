@@ -74,12 +74,18 @@ void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const Passthrough::Decision d = passthrough_.Open(ino, exact ? local : -1);
   fi->fh = d.passthrough ? kPassthroughFh : 0;
   // Counted before the reply, so the opener sees it counted.
-  if (d.passthrough) stats_.passthrough_opens.fetch_add(1, std::memory_order_relaxed);
+  if (d.passthrough) {
+    stats_.passthrough_opens.fetch_add(1, std::memory_order_relaxed);
+    stats_.passthrough_bytes.fetch_add(size, std::memory_order_relaxed);
+  }
   const int rc = d.passthrough ? Passthrough::ReplyOpen(req, *fi, d.backing_id) : fuse_reply_open(req, fi);
   if (rc != 0) {
     // An open the kernel never got (its caller was interrupted) gets no RELEASE.
     passthrough_.Release(ino, d.passthrough);
-    if (d.passthrough) stats_.passthrough_opens.fetch_sub(1, std::memory_order_relaxed);
+    if (d.passthrough) {
+      stats_.passthrough_opens.fetch_sub(1, std::memory_order_relaxed);
+      stats_.passthrough_bytes.fetch_sub(size, std::memory_order_relaxed);
+    }
   }
 }
 

@@ -164,13 +164,15 @@ class MetricsTest(unittest.TestCase):
         local = m.get("hoard_mount_read_bytes_total", source="local")
         peer = m.get("hoard_mount_read_bytes_total", source="peer")
         # node1's files (one chunk each) are read by the kernel straight from
-        # their chunk files (passthrough): counted as opens, not as bytes.
+        # their chunk files (passthrough): counted at their opens, whole.
         passthrough = m.get("hoard_mount_passthrough_opens_total")
-        self.assertGreater(local + passthrough * FILE_BYTES, 0, "no chunk of node1 read from its disk")
+        pt_bytes = m.get("hoard_mount_read_bytes_total", source="passthrough")
+        self.assertEqual(pt_bytes, passthrough * FILE_BYTES)
+        self.assertGreater(local + pt_bytes, 0, "no chunk of node1 read from its disk")
         self.assertGreater(peer, 0, "no chunk of node2 read from it")
-        self.assertEqual(local + peer + passthrough * FILE_BYTES, 24 * FILE_BYTES)
+        self.assertEqual(local + peer + pt_bytes, 24 * FILE_BYTES)
         self.assertEqual(m.get("hoard_mount_read_bytes_total", source="origin"), 0)
-        self.assertAlmostEqual(m.get("hoard_mount_hit_ratio"), local / (local + peer), places=6)
+        self.assertAlmostEqual(m.get("hoard_mount_hit_ratio"), (local + pt_bytes) / (24 * FILE_BYTES), places=6)
         self.assertGreater(m.get("hoard_peer_request_seconds_count"), 0)
         self.assertGreater(m.get("hoard_fuse_op_seconds_count", op="read"), 0)
         self.assertGreater(m.get("hoard_fuse_op_seconds_count", op="lookup"), 0)
@@ -204,8 +206,10 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(m2.get("hoard_mount_read_bytes_total", source="peer"), peer, "a peer was asked again")
         # Every file is now on this node's disk, so every open is a passthrough one.
         self.assertEqual(m2.get("hoard_mount_read_bytes_total", source="local")
-                         + (m2.get("hoard_mount_passthrough_opens_total") - passthrough) * FILE_BYTES,
+                         + m2.get("hoard_mount_read_bytes_total", source="passthrough") - pt_bytes,
                          local + 24 * FILE_BYTES, "the second pass did not read every chunk from this node's disk")
+        self.assertAlmostEqual(m2.get("hoard_mount_hit_ratio"),
+                               (local + pt_bytes + 24 * FILE_BYTES) / (48 * FILE_BYTES), places=6)
         self.assertEqual(m2.get("hoard_mount_read_tier_dropped_total"), 0)
 
         # --- an eviction, and a read from the origin by the mount itself
