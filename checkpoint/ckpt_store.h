@@ -41,10 +41,6 @@
 
 namespace hoard {
 
-// One namespace entry as stored: the wire entry (its `path` left empty: an
-// entry is stored by parent id and name, so moving a directory rewrites one
-// entry, not its whole subtree) plus what the table needs beyond it. The
-// root has id 0 and is never stored.
 // A holder Rereplicate named for chunk `index` of generation `gen` that has
 // not yet confirmed it holds its copy (see "Shown level" in ckpt_table.h).
 struct CkptUnconfirmed {
@@ -54,6 +50,10 @@ struct CkptUnconfirmed {
   MSGPACK_DEFINE_MAP(gen, index, node);
 };
 
+// One namespace entry as stored: the wire entry (its `path` left empty: an
+// entry is stored by parent id and name, so moving a directory rewrites one
+// entry, not its whole subtree) plus what the table needs beyond it. The
+// root has id 0 and is never stored.
 struct CkptNode : proto::CkptEntry {
   uint64_t parent = 0;
   std::string name;
