@@ -84,7 +84,11 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
 
 Status CkptTable::ConfirmLocked(const std::string& node, const std::set<ChunkOf>& chunks) {
   CkptRecord r;
-  for (const auto& [id, gen, index] : chunks) {
+  for (const ChunkOf& c : chunks) {
+    // Plain copies, not structured bindings: clang 14 (Debian 12's, which
+    // builds the fuzz targets) cannot capture those in a lambda.
+    const uint64_t id = std::get<0>(c), gen = std::get<1>(c);
+    const uint32_t index = std::get<2>(c);
     auto it = nodes_.find(id);
     auto is_it = [&](const CkptUnconfirmed& u) { return u.node == node && u.gen == gen && u.index == index; };
     if (it == nodes_.end() || std::none_of(it->second.unconfirmed.begin(), it->second.unconfirmed.end(), is_it)) {
