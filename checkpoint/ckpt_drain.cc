@@ -54,10 +54,23 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
   // A node given new copies (Rereplicate) gets its list now, not at its next
   // periodic ask.
   if (rebuild_due_.erase(node) > 0) rebuild = true;
-  for (const auto& [id, n] : nodes_) {
-    if (!rebuild) break;
+  // A list longer than a page goes out a page per reply, each from where the
+  // last stopped (a message's arrays hold at most 65,536 entries).
+  const auto cursor = rebuild_cursor_.find(node);
+  if (cursor != rebuild_cursor_.end()) rebuild = true;
+  const auto [from_id, from_index] = cursor != rebuild_cursor_.end() ? cursor->second : std::pair<uint64_t, uint32_t>{};
+  std::set<ChunkOf> page_unconfirmed;
+  const auto unconfirmed = unconfirmed_.find(node);
+  bool more = false;
+  for (auto it = nodes_.lower_bound(from_id); rebuild && !more && it != nodes_.end(); ++it) {
+    const auto& [id, n] = *it;
     if (n.is_dir || n.released || n.gen == 0 || n.chunk_size == 0) continue;
-    for (uint32_t i = 0; i < n.checksums.size(); ++i) {
+    for (uint32_t i = id == from_id ? from_index : 0; i < n.checksums.size(); ++i) {
+      if (reply.rebuild.size() == options_.rebuild_page) {
+        rebuild_cursor_[node] = {id, i};
+        more = true;
+        break;
+      }
       std::vector<std::string> holders = proto::CkptChunkHolders(n, i);
       if (std::erase(holders, node) == 0) continue;  // not one of its chunks
       proto::CkptChunkRef ref{.id = id,
@@ -68,12 +81,16 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
                               .chunk_size = n.chunk_size};
       ref.holders = std::move(holders);
       reply.rebuild.push_back(std::move(ref));
+      if (unconfirmed != unconfirmed_.end() && unconfirmed->second.contains(ChunkOf{id, n.gen, i})) {
+        page_unconfirmed.insert(ChunkOf{id, n.gen, i});
+      }
     }
   }
   if (rebuild) {
+    if (!more) rebuild_cursor_.erase(node);
     reply.rebuild_seq = next_rebuild_seq_++;
-    auto u = unconfirmed_.find(node);
-    listed_[node] = {reply.rebuild_seq, u == unconfirmed_.end() ? std::set<ChunkOf>{} : u->second};
+    // Holding this page confirms the new copies on it (and only those).
+    listed_[node] = {reply.rebuild_seq, std::move(page_unconfirmed)};
   }
   if (const uint64_t budget = DrainBudgetLocked(dataset_fill_bytes_per_s); budget != 0) {
     // At least 1: 0 would mean unlimited to the node.
@@ -177,7 +194,9 @@ bool CkptTable::MarkerReadyLocked(const CkptNode& marker) const {
   bool ready = true;
   ForEachFileLocked(marker.parent, [&](const CkptNode& f) {
     if (f.id == marker.id || IsMarker(f.name) || f.gen == 0 || f.commit_seq > marker.commit_seq) return;
-    if (f.published_gen != f.gen) ready = false;
+    // Renamed into place on the origin, not only queued: a publish that
+    // fails for good must not let the marker follow it.
+    if (f.published_gen != f.gen || f.level != uint8_t(CkptLevel::kP)) ready = false;
   });
   return ready;
 }
@@ -224,8 +243,9 @@ Status CkptTable::OriginOpDone(uint64_t seq, OpOutcome outcome) {
     r.put.push_back(c);
   }
   HOARD_RETURN_IF_ERROR(SaveLocked(r));
-  if (n != nullptr && outcome == OpOutcome::kDone) return ApplyRetentionLocked(JobOfLocked(op.id));
-  return Status::Ok();
+  if (n == nullptr || outcome != OpOutcome::kDone) return Status::Ok();
+  HOARD_RETURN_IF_ERROR(PublishReadyMarkersLocked());
+  return ApplyRetentionLocked(JobOfLocked(op.id));
 }
 
 // ---- retention ------------------------------------------------------------

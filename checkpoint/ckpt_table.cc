@@ -209,9 +209,10 @@ Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
     return Status::Stale("checkpoint file " + std::to_string(req.id) + " is at generation " + std::to_string(n->gen) +
                          ", not below " + std::to_string(req.gen));
   }
-  const uint64_t chunks = req.chunk_size == 0 ? 0 : (req.size + req.chunk_size - 1) / req.chunk_size;
-  if ((req.size > 0 && req.chunk_size == 0) || req.checksums.size() != chunks ||
-      (!req.replicas.empty() && req.replicas.size() != chunks) || req.writer.empty() ||
+  const std::optional<uint64_t> count = proto::CkptChunkCount(req.size, req.chunk_size);
+  const uint64_t chunks = count.value_or(0);
+  if (!count || req.checksums.size() != chunks || (!req.replicas.empty() && req.replicas.size() != chunks) ||
+      req.replicas_wanted > proto::kMaxCkptReplicas || req.writer.empty() ||
       (req.level != uint8_t(proto::CkptLevel::kL) && req.level != uint8_t(proto::CkptLevel::kR))) {
     return Status::InvalidArgument("malformed commit of checkpoint file " + std::to_string(req.id));
   }

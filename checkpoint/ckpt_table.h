@@ -47,9 +47,8 @@
 // Commit markers: a file whose name is in `commit_markers` is published only
 // when every other non-marker file in the marker's directory and its
 // subdirectories that was committed before the marker (commit order, not
-// wall time) has its current generation's publish queued ahead of it. The
-// queue is applied in order, so such a marker reaches the origin after all of
-// them are P. (DCP's `step/.metadata` waits for `step/__0_0.distcp`;
+// wall time) is P: its current generation renamed into place on the origin
+// (a publish that failed for good keeps the marker held). (DCP's `step/.metadata` waits for `step/__0_0.distcp`;
 // Megatron's `job/latest_checkpointed_iteration.txt` waits for everything in
 // `job/iter_*/`.) Until then its upload waits in staging (uploaded_gen).
 //
@@ -130,6 +129,9 @@ class CkptTable {
     std::chrono::milliseconds lease{std::chrono::seconds(120)};
     // Drain tasks a node holds at once.
     uint32_t max_tasks_per_node = 4;
+    // Rebuild list entries per CkptWork reply; a longer list takes several
+    // replies (a message's arrays hold at most 65,536 entries).
+    size_t rebuild_page = 16384;
     // Drain bandwidth of all nodes together, bytes/s, split evenly among the
     // up nodes in Work replies; 0 = unlimited.
     uint64_t drain_max_bytes_per_s = 0;
@@ -176,6 +178,8 @@ class CkptTable {
   // released generation that `node` should hold (as a replica holder, or
   // every chunk when it wrote the file), with the other holders to fetch it
   // from: a node that lost its disk rebuilds from peers, never the origin.
+  // The list goes out Options::rebuild_page entries at a time: the replies
+  // after the first carry the next pages unasked, each with its own seq.
   // `dataset_fill_bytes_per_s`: how fast datasets are being filled from the
   // origin right now (see Options::drain_share).
   // `rebuilt`: the node's CkptWork.rebuilt (the rebuild list it holds in
@@ -314,7 +318,10 @@ class CkptTable {
   // By node: the rebuild_seq of the last list sent to it, and which of its
   // unconfirmed copies were on it.
   std::map<std::string, std::pair<uint64_t, std::set<ChunkOf>>> listed_;
-  uint64_t next_rebuild_seq_ = 1;
+  // By node: where its next rebuild page starts (id, chunk), while its list
+  // is longer than Options::rebuild_page.
+  std::map<std::string, std::pair<uint64_t, uint32_t>> rebuild_cursor_;
+  uint64_t next_rebuild_seq_ = 1;  // starts at the wall clock's microseconds (see the constructor)
   std::atomic<uint64_t> rereplicated_chunks_{0};
   std::function<void()> listener_;    // guarded by mu_
 };

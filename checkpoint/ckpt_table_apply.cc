@@ -15,6 +15,11 @@ CkptTable::CkptTable(Options options)
           .count();
     };
   }
+  // Unique across restarts too: a node may still echo a list number of the
+  // coordinator's previous run, which must not confirm this run's list.
+  next_rebuild_seq_ = std::max<uint64_t>(
+      1, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+             .count());
 }
 
 Result<std::unique_ptr<CkptTable>> CkptTable::Open(Options options) {
@@ -55,9 +60,8 @@ Status Damaged(const std::string& what) { return Status::Corruption(what); }
 // The committed chunks of a file: what Commit checks before accepting them.
 bool ChunksFit(const CkptNode& n) {
   if (n.gen == 0) return true;
-  if (n.size > 0 && n.chunk_size == 0) return false;
-  const uint64_t chunks = n.chunk_size == 0 ? 0 : n.size / n.chunk_size + (n.size % n.chunk_size != 0);
-  return n.checksums.size() == chunks && (n.replicas.empty() || n.replicas.size() == chunks);
+  const std::optional<uint64_t> chunks = proto::CkptChunkCount(n.size, n.chunk_size);
+  return chunks && n.checksums.size() == *chunks && (n.replicas.empty() || n.replicas.size() == *chunks);
 }
 
 }  // namespace

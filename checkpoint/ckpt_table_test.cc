@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/testing.h"
+#include "proto/envelope.h"
 
 namespace hoard {
 namespace {
@@ -200,6 +201,33 @@ TEST_F(CkptTableTest, CommitChecksGenerations) {
                 .status()
                 .code(),
             Code::kInvalidArgument);  // no checksum for its chunk
+}
+
+// Chunkings no writer makes are refused, and nothing of them is journalled:
+// the table reopens (a size whose chunk count wraps to 0 once passed here
+// and then made every restart refuse the journal).
+TEST_F(CkptTableTest, CommitRefusesChunkingsNoWriterMakes) {
+  Mk("job", true);
+  const uint64_t f = Mk("job/f");
+  auto code = [&](uint64_t size, uint64_t chunk_size, std::vector<uint64_t> checksums) {
+    return table_
+        ->Commit({.id = f, .gen = 1, .size = size, .chunk_size = chunk_size, .checksums = std::move(checksums),
+                  .writer = "n1", .level = 1})
+        .status()
+        .code();
+  };
+  EXPECT_EQ(code(UINT64_MAX, 4u << 20, {}), Code::kInvalidArgument);  // (size + cs - 1) wraps to 0 chunks
+  EXPECT_EQ(code(UINT64_MAX - 5, 2, {}), Code::kInvalidArgument);
+  EXPECT_EQ(code(1ull << 40, 1ull << 40, {7}), Code::kInvalidArgument);  // a chunk no process can buffer
+  EXPECT_EQ(code(100, 0, {7}), Code::kInvalidArgument);
+  EXPECT_EQ(code(1ull << 30, 4u << 20, std::vector<uint64_t>(256, 1)), Code::kOk);
+  Reopen();
+  EXPECT_EQ(table_->Lookup("job/f")->size, 1ull << 30);
+  EXPECT_EQ(proto::CkptChunkCount(UINT64_MAX, 4u << 20), std::nullopt);
+  EXPECT_EQ(proto::CkptChunkCount(0, 0), 0u);
+  EXPECT_EQ(proto::CkptChunkCount(4097, 4096), 2u);
+  EXPECT_EQ(proto::CkptChunkCount(uint64_t(INT64_MAX), proto::kMaxCkptChunkSize),
+            uint64_t(INT64_MAX) / proto::kMaxCkptChunkSize + 1);
 }
 
 TEST_F(CkptTableTest, SurvivesReopenAndNeverReusesIds) {
@@ -454,6 +482,75 @@ TEST_F(CkptTableTest, AFileShowsLWhileAChunkHasFewerThanKHoldersThatCount) {
   EXPECT_EQ(shown(), "PP");
 }
 
+// A rebuild list longer than one page (the writer holds every chunk of what
+// it wrote) goes out a page per reply, each decodable, and together they are
+// the whole list; holding a page confirms that page.
+TEST_F(CkptTableTest, ALongRebuildListGoesOutAPagePerReply) {
+  Mk("job", true);
+  constexpr uint32_t kFiles = 20, kChunks = 1000;  // 20,000 chunks: two pages of 16,384
+  std::set<std::pair<uint64_t, uint32_t>> want;
+  for (uint32_t f = 0; f < kFiles; ++f) {
+    const uint64_t id = Mk("job/f" + std::to_string(f));
+    Status s = table_->Commit({.id = id, .gen = 1, .size = uint64_t(kChunks) * 4096, .mtime_ns = 5,
+                               .chunk_size = 4096, .checksums = std::vector<uint64_t>(kChunks, 7),
+                               .writer = "n1", .replicas = std::vector<std::vector<std::string>>(kChunks, {"n2"}),
+                               .replicas_wanted = 2, .level = uint8_t(CkptLevel::kR)})
+                   .status();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    for (uint32_t i = 0; i < kChunks; ++i) want.insert({id, i});
+  }
+  const std::set<std::string> up = {"n1", "n2"};
+  std::set<std::pair<uint64_t, uint32_t>> got;
+  uint64_t rebuilt = 0;
+  size_t pages = 0;
+  for (bool ask = true;; ask = false) {
+    proto::CkptWorkReply w = table_->Work("n1", up, ask, 0, rebuilt);
+    if (w.rebuild_seq == 0) break;
+    ASSERT_LT(++pages, 5u);
+    EXPECT_LE(w.rebuild.size(), 16384u);
+    const std::string header = proto::EncodeHeader(proto::MsgType::kCkptWorkReply, 1, Status::Ok(), w);
+    std::vector<zmq::message_t> frames;
+    frames.emplace_back(header.data(), header.size());
+    uint64_t id = 0;
+    Result<proto::Envelope> env = proto::DecodeMessage(frames, &id);
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    Result<proto::CkptWorkReply> decoded = proto::BodyAs<proto::CkptWorkReply>(*env);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    ASSERT_EQ(decoded->rebuild.size(), w.rebuild.size());
+    for (const auto& c : decoded->rebuild) EXPECT_TRUE(got.insert({c.id, c.index}).second) << "listed twice";
+    rebuilt = w.rebuild_seq;
+  }
+  EXPECT_EQ(pages, 2u);
+  EXPECT_EQ(got, want);
+}
+
+// A node that failed its rebuild may echo the number of a list the
+// coordinator sent before it restarted: that confirms nothing of the lists
+// sent after the restart.
+TEST_F(CkptTableTest, AListNumberFromBeforeARestartConfirmsNothing) {
+  CommitModelAtR();
+  std::set<std::string> up = {"n1", "n3", "n4", "n5"};
+  auto shown = [&] {
+    table_->SetUpNodes(up);
+    return std::string(proto::CkptLevelName(CkptLevel(table_->Lookup("job/model.pt")->level)));
+  };
+  auto moved = table_->Rereplicate(up, {"n2"});
+  ASSERT_TRUE(moved.ok());
+  ASSERT_FALSE(moved->nodes.empty());
+  std::map<std::string, uint64_t> before;
+  for (const std::string& n : moved->nodes) before[n] = table_->Work(n, up).rebuild_seq;
+  Reopen();
+  std::map<std::string, uint64_t> after;
+  for (const std::string& n : moved->nodes) {
+    after[n] = table_->Work(n, up).rebuild_seq;
+    EXPECT_NE(after[n], before[n]) << n;
+  }
+  for (const std::string& n : moved->nodes) (void)table_->Work(n, up, false, 0, before[n]);
+  EXPECT_EQ(shown(), "L") << "a list number of the previous run confirmed this run's list";
+  for (const std::string& n : moved->nodes) (void)table_->Work(n, up, false, 0, after[n]);
+  EXPECT_EQ(shown(), "R");
+}
+
 // Which new holders have confirmed is journalled: a coordinator restart
 // neither counts a holder that had not confirmed nor forgets to send it its
 // rebuild list, and a confirmation stays counted.
@@ -643,6 +740,28 @@ TEST_F(CkptTableTest, MarkerWaitsForTheRestOfItsDirectory) {
   EXPECT_EQ(ops[0].path, "job/step/__0_0.distcp");
   EXPECT_EQ(ops[1].id + ops[2].id, meta + latest);  // both markers after the data
   EXPECT_EQ(LevelOf("job/latest"), uint8_t(CkptLevel::kP));
+}
+
+// A file whose publish failed for good (the origin changed behind hoard's
+// back) stays below P, and the marker of its directory stays held: whoever
+// restores from the origin never follows it to a missing file.
+TEST_F(CkptTableTest, MarkerWaitsForItsDirectorysPublishesToSucceed) {
+  Mk("job", true);
+  const uint64_t data = Mk("job/__0_0.distcp");
+  ASSERT_TRUE(Commit(data, 1).ok());
+  const uint64_t meta = Mk("job/.metadata");
+  ASSERT_TRUE(Commit(meta, 1).ok());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = data, .gen = 1, .ok = true}).ok());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = meta, .gen = 1, .ok = true}).ok());
+  std::optional<OriginOp> op = table_->NextOriginOp();
+  ASSERT_TRUE(op.has_value());
+  ASSERT_EQ(op->id, data) << "the marker is held until the data is in place";
+  ASSERT_TRUE(table_->OriginOpDone(op->seq, CkptTable::OpOutcome::kFailed).ok());
+  EXPECT_FALSE(table_->NextOriginOp().has_value());
+  EXPECT_NE(LevelOf("job/__0_0.distcp"), uint8_t(CkptLevel::kP));
+  EXPECT_NE(LevelOf("job/.metadata"), uint8_t(CkptLevel::kP));
+  Reopen();
+  EXPECT_FALSE(table_->NextOriginOp().has_value());
 }
 
 TEST_F(CkptTableTest, MarkerIgnoresFilesCommittedAfterIt) {

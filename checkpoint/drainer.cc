@@ -80,6 +80,7 @@ Status Drainer::RunOnce(int* drained) {
   Status result = Rebuild(work->rebuild);
   if (!result.ok()) {
     asked_rebuild_ = false;  // ask for the list again next round
+    rebuilt_seq_ = 0;        // and hold no list in full
   } else if (work->rebuild_seq != 0 && !stopping()) {
     rebuilt_seq_ = work->rebuild_seq;  // told at the next call: our new copies count
   }
@@ -145,8 +146,8 @@ Result<CkptOrigin*> Drainer::Origin(size_t stream) {
 
 Status Drainer::Upload(const proto::CkptDrainTask& task, size_t stream) {
   const proto::CkptEntry& e = task.entry;
-  const uint64_t chunks = e.chunk_size == 0 ? 0 : (e.size + e.chunk_size - 1) / e.chunk_size;
-  if ((e.size > 0 && e.chunk_size == 0) || e.checksums.size() != chunks || e.gen == 0 ||
+  const std::optional<uint64_t> chunks = proto::CkptChunkCount(e.size, e.chunk_size);
+  if (!chunks || e.checksums.size() != *chunks || e.gen == 0 ||
       !proto::IsSafeCkptPath(task.tmp_path) || task.tmp_path.empty()) {
     return Status::InvalidArgument("malformed drain task for id " + std::to_string(e.id));
   }

@@ -24,7 +24,9 @@
 // Permanent errors (kNotEmpty, kIsDirectory, ...: the origin was changed
 // behind hoard's back) are logged as errors and the operation is reported
 // kFailed, so one bad entry cannot stop every later checkpoint; such a file
-// stays below P and shows as overdue in `hoard status`.
+// stays below P and shows as overdue in `hoard status`, and the commit
+// markers of its directory are never published (the table queues a marker
+// only once every other file of its directory is P).
 //
 // Thread-safety: Notify, Stop and WaitIdle may be called from any thread.
 // Lock order: the table's lock may be held when Notify is called (it is the
@@ -52,7 +54,9 @@ class Publisher {
     std::shared_ptr<spdlog::logger> logger;  // required
     std::chrono::milliseconds min_backoff{100};
     std::chrono::milliseconds max_backoff{std::chrono::seconds(30)};
-    int io_error_attempts = 5;
+    // With the backoff doubling from 100 ms to 30 s: about 2 minutes for an
+    // NFS server to get over an EIO or ESTALE (a restart, a failover).
+    int io_error_attempts = 12;
   };
 
   // Starts the thread and registers itself as the table's listener.

@@ -85,7 +85,12 @@ Status ClusterWatcher::RefreshForRequest(std::chrono::milliseconds ping_timeout,
     if (!pong.ok()) {
       s = pong.status();
     } else if (pong->epoch != Current()->epoch() || pong->epoch == 0) {
-      s = Sync(pong->epoch);
+      // A sync in progress (the background poll fetching a new map and its
+      // manifests, which can take minutes) is not waited for: the request
+      // goes on with the current view.
+      std::unique_lock lock(sync_mu_, std::try_to_lock);
+      s = lock.owns_lock() ? SyncLocked(pong->epoch)
+                           : Status::Unavailable("the cluster map is being fetched by another thread");
     }
     refresh_failed_at_ns_.store(s.ok() || s.code() != Code::kUnavailable ? 0 : now_ns());
     return s;
@@ -94,6 +99,10 @@ Status ClusterWatcher::RefreshForRequest(std::chrono::milliseconds ping_timeout,
 
 Status ClusterWatcher::Sync(uint64_t known_epoch) {
   std::lock_guard lock(sync_mu_);
+  return SyncLocked(known_epoch);
+}
+
+Status ClusterWatcher::SyncLocked(uint64_t known_epoch) {
   std::shared_ptr<const ClusterView> cur = Current();
   if (known_epoch != 0 && known_epoch == cur->epoch()) return Status::Ok();
   Result<proto::ClusterMap> map = client_.Call(proto::GetClusterMap{}, options_.timeout);

@@ -95,8 +95,9 @@ class ClusterWatcher {
   // Poll for request paths (a lookup of an unknown name, a chunk request for
   // an unknown dataset version), which must stay fast whatever the
   // coordinator does: concurrent callers share one poll, the ping waits at
-  // most `ping_timeout`, and after a failure the next `backoff` of calls
-  // return that failure at once instead of asking again.
+  // most `ping_timeout`, a sync already running on another thread is not
+  // waited for (kUnavailable), and after a failure the next `backoff` of
+  // calls return that failure at once instead of asking again.
   Status RefreshForRequest(std::chrono::milliseconds ping_timeout = std::chrono::milliseconds(300),
                            std::chrono::milliseconds backoff = std::chrono::milliseconds(1000));
 
@@ -110,6 +111,7 @@ class ClusterWatcher {
   Status LoadCached();
 
  private:
+  Status SyncLocked(uint64_t known_epoch);  // Sync, with sync_mu_ held
   Result<std::shared_ptr<const DatasetView>> LoadDataset(const proto::DatasetMeta& meta);
   Result<Manifest> FetchManifest(const proto::DatasetMeta& meta);
   std::string ManifestPath(const proto::DatasetMeta& meta) const;

@@ -163,7 +163,10 @@ Result<proto::RegisterNodeReply> Coordinator::RegisterNode(const proto::Register
   n.reported = false;
   const bool placement_changed =
       inserted || proto::PlacementWeight(before) != proto::PlacementWeight(n.info);
-  if (placement_changed || before.endpoint != n.info.endpoint || before.weight != n.info.weight) {
+  // Coming back up is news too, even for a node placement skips (drained):
+  // members learn it from the epoch, and `up` is journalled state.
+  if (placement_changed || before.endpoint != n.info.endpoint || before.weight != n.info.weight ||
+      before.up != n.info.up) {
     options_.logger->info("node {} {} at {} (weight {})", req.name, inserted ? "joined" : "re-registered",
                           req.endpoint, n.info.weight);
     Status s = CommitLocked(placement_changed);

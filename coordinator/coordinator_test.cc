@@ -506,6 +506,20 @@ TEST_F(CoordinatorTest, ANodeBackFromDownChangesThePlacementEpoch) {
   EXPECT_GT(back.placement_epoch, down.placement_epoch);
 }
 
+// A drained node (placement gives it nothing, up or down) that comes back
+// from down: the map says so in a new epoch.
+TEST_F(CoordinatorTest, ADrainedNodeBackFromDownIsUpInANewEpoch) {
+  Register("node1");
+  Register("node2");
+  ASSERT_TRUE(coord_->SetDraining("node2", true).ok());
+  Elapse(6s);
+  ASSERT_FALSE(coord_->GetClusterMap().nodes[1].up);
+  const uint64_t e = coord_->epoch();
+  Register("node2");
+  EXPECT_TRUE(coord_->GetClusterMap().nodes[1].up);
+  EXPECT_GT(coord_->epoch(), e) << "members must learn that node2 is up";
+}
+
 TEST_F(CoordinatorTest, StaleReportsDoNotCount) {
   Register("node1");
   proto::DatasetMeta meta = Add("imagenet");

@@ -155,6 +155,9 @@ int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t in
     counters_.corrupt_local_chunks.fetch_add(1, std::memory_order_relaxed);
     options_.logger->error("local chunk {} of {} is unusable ({}); reading it elsewhere", key.Name(), ds.name,
                            t.ok() ? "wrong length" : t.status().ToString());
+    // The agent drops a bad chunk of its own; a bad copy in the tier is ours
+    // to drop, or the good bytes read next could never replace it.
+    if (tier_ != nullptr && from == tier_->chunks_dir()) tier_->Discard(key);
     return -1;
   }
   verified_.Insert(fp);
@@ -183,30 +186,32 @@ Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, ui
     std::lock_guard lock(cache_mu_);
     if (Bytes b = LookupLocked(key)) return b;
   }
-  auto fetch = [&]() -> Result<Bytes> {
+  auto fetch = [&]() -> Fetched {
     {
       // A transfer (a read-ahead) that ended between the lookup above and
       // this flight left the chunk in the cache: no second fetch.
       std::lock_guard lock(cache_mu_);
-      if (Bytes b = LookupLocked(key)) return b;
+      if (Bytes b = LookupLocked(key)) return {b};
     }
     Result<Bytes> f = FetchUncached(ds, entry, index, /*ahead=*/false);
     if (f.ok()) {
       Remember(key, *f, /*ahead=*/false);
       KeepCopy(ds, key, *f);
     }
-    return f;
+    return {std::move(f)};
   };
   bool leader = false;
-  Result<Bytes> r = flights_.Do(key, fetch, &leader);
+  Fetched fetched = flights_.Do(key, fetch, &leader);
   // We joined a read-ahead transfer, which gives up where a demand read goes
   // on (it never reads the origin itself): try again as our own. The retry
   // may join the next read-ahead of the same chunk, so after a few such
-  // joins the demand read fetches on its own, outside the flight.
-  for (int joins = 1; !leader && !r.ok(); ++joins) {
-    if (joins == 3) return fetch();
-    r = flights_.Do(key, fetch, &leader);
+  // joins the demand read fetches on its own, outside the flight. A failed
+  // demand transfer is the answer for everyone who joined it.
+  for (int joins = 1; !fetched.bytes.ok() && fetched.ahead; ++joins) {
+    if (joins == 3) return fetch().bytes;
+    fetched = flights_.Do(key, fetch, &leader);
   }
+  Result<Bytes> r = std::move(fetched.bytes);
   if (!leader && r.ok()) {
     // We joined another transfer, maybe a read-ahead one, which left the
     // chunk among those read ahead: it is used now.
@@ -310,11 +315,11 @@ Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& nod
   auto lease = peers_.Acquire(node.endpoint);
   metrics::ScopedTimer timer(&peer_latency_);
   Result<proto::ChunkData> r = lease->Call(req, options_.peer_timeout, &payload);
-  // An owner whose request queue is full answers Unavailable at once: it is
-  // alive and holds the chunk, so ask again shortly rather than mark it
-  // suspect and read the origin instead.
-  for (int retry = 0; retry < 5 && !r.ok() && lease->last_call_answered() && r.status().code() == Code::kUnavailable;
-       ++retry) {
+  // An owner whose request queue is full answers busy at once: it is alive
+  // and holds the chunk, so ask again shortly rather than mark it suspect and
+  // read the origin instead. (Not an owner that answered Unavailable itself,
+  // from its own read of the origin: asking again would read it again.)
+  for (int retry = 0; retry < 5 && !r.ok() && lease->last_call_busy(); ++retry) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10 << retry));
     r = lease->Call(req, options_.peer_timeout, &payload);
   }
@@ -553,19 +558,17 @@ void ChunkReader::FetchAhead(const AheadTask& task) {
   if (HeldLocally(task.key)) return;
   counters_.readahead_chunks.fetch_add(1, std::memory_order_relaxed);
   bool leader = false;
-  Result<Bytes> r = flights_.Do(
-      task.key,
-      [&]() -> Result<Bytes> {
-        Result<Bytes> f = FetchUncached(*task.ds, task.entry, task.index, /*ahead=*/true);
-        // This node's own agent may have stored it while serving us (it owns
-        // it): the demand read will open the file, so keep no second copy.
-        if (f.ok() && !HeldLocally(task.key)) {
-          Remember(task.key, *f, /*ahead=*/true);
-          KeepCopy(*task.ds, task.key, *f);
-        }
-        return f;
-      },
-      &leader);
+  auto fetch = [&]() -> Fetched {
+    Result<Bytes> f = FetchUncached(*task.ds, task.entry, task.index, /*ahead=*/true);
+    // This node's own agent may have stored it while serving us (it owns
+    // it): the demand read will open the file, so keep no second copy.
+    if (f.ok() && !HeldLocally(task.key)) {
+      Remember(task.key, *f, /*ahead=*/true);
+      KeepCopy(*task.ds, task.key, *f);
+    }
+    return {std::move(f), /*ahead=*/true};
+  };
+  Result<Bytes> r = flights_.Do(task.key, fetch, &leader).bytes;
   // Bytes a demand read fetched, which this read-ahead merely joined, are
   // not read-ahead bytes.
   if (r.ok()) {

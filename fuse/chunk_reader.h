@@ -271,7 +271,13 @@ class ChunkReader {
   std::unique_ptr<ReadTier> tier_;  // null = none; set in the constructor
   SingleFlight<ChunkKey, Result<ChunkMeta>, ChunkKeyHash> verify_flights_;
 
-  SingleFlight<ChunkKey, Result<Bytes>, ChunkKeyHash> flights_;
+  // A transfer's result, and whether a read-ahead ran it (it gives up where
+  // a demand read goes on, so a demand read that joined one tries again).
+  struct Fetched {
+    Result<Bytes> bytes;
+    bool ahead = false;
+  };
+  SingleFlight<ChunkKey, Fetched, ChunkKeyHash> flights_;
   // In-memory cache of remote chunks: the LRU, and the chunks read ahead that
   // no read has used yet (oldest first). One index covers both lists; an
   // entry says which it is on.

@@ -25,7 +25,7 @@ CkptChunks::~CkptChunks() {
 
 Result<size_t> CkptChunks::Read(const proto::CkptEntry& e, uint64_t off, size_t len, char* out) {
   if (off >= e.size || len == 0) return size_t{0};
-  if (e.chunk_size == 0 || e.checksums.size() != (e.size + e.chunk_size - 1) / e.chunk_size) {
+  if (std::optional<uint64_t> n = proto::CkptChunkCount(e.size, e.chunk_size); !n || e.checksums.size() != *n) {
     return Status::Corruption("checkpoint file " + e.path + ": its entry's chunk list does not match its size");
   }
   const uint64_t end = std::min<uint64_t>(e.size, off + len);

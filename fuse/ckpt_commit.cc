@@ -79,9 +79,23 @@ std::vector<std::string> Committer::Replicate(const ClusterView& view, const std
   return holders;
 }
 
+uint32_t Committer::Replicas(const ClusterView* view) {
+  constexpr uint32_t kDefault = proto::ClusterMap{}.ckpt_replicas;
+  if (view == nullptr) return kDefault;
+  const uint32_t k = view->map().ckpt_replicas;
+  return k >= 1 && k <= proto::kMaxCkptReplicas ? k : kDefault;
+}
+
+uint64_t Committer::ChunkSize(const ClusterView* view) {
+  constexpr uint64_t kDefault = proto::ClusterMap{}.ckpt_chunk_size;
+  if (view == nullptr) return kDefault;
+  const uint64_t cs = view->map().ckpt_chunk_size;
+  return cs >= 1 && cs <= proto::kMaxCkptChunkSize ? cs : kDefault;
+}
+
 std::vector<std::string> Committer::SendChunk(const ClusterView& view, uint64_t id, uint64_t gen, uint32_t index,
                                              uint64_t checksum, const std::string& bytes) {
-  const size_t want = copies_wanted();
+  const size_t want = copies_wanted(&view);
   if (want == 0) return {};
   proto::PutCkptChunk put{.id = id, .gen = gen, .index = index, .checksum = checksum};
   return Replicate(view, ReplicaCandidates(view, id, index, options_.node_name), want, put, bytes);
@@ -92,9 +106,12 @@ namespace {
 // The send of chunk `i` made while the file was written, if the commit can
 // count it: the chunk's length, and enough holders, all still up.
 const SentChunks::Sent* Reusable(const std::unordered_map<uint32_t, SentChunks::Sent>& ahead, uint64_t i,
-                                 uint64_t len, size_t want, const ClusterView* view) {
+                                 uint64_t len, uint64_t cs, size_t want, const ClusterView* view) {
   auto it = ahead.find(static_cast<uint32_t>(i));
-  if (it == ahead.end() || it->second.length != len || it->second.holders.size() < want) return nullptr;
+  if (it == ahead.end() || it->second.length != len || it->second.chunk_size != cs ||
+      it->second.holders.size() < want) {
+    return nullptr;
+  }
   if (want > 0 && view == nullptr) return nullptr;
   for (const std::string& h : it->second.holders) {
     const auto& nodes = view->map().nodes;
@@ -126,16 +143,16 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + f.path);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   std::shared_ptr<const ClusterView> view = current_view_();
-  const uint64_t cs = options_.chunk_size;
-  const uint64_t chunks = (size + cs - 1) / cs;
-  const size_t want = copies_wanted();
+  const uint64_t cs = ChunkSize(view.get());
+  const uint64_t chunks = size / cs + (size % cs != 0);
+  const size_t want = copies_wanted(view.get());
   proto::CkptCommit commit{.id = f.id,
                            .gen = f.gen + 1,
                            .size = size,
                            .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
                            .chunk_size = cs,
                            .writer = options_.node_name,
-                           .replicas_wanted = options_.replicas};
+                           .replicas_wanted = Replicas(view.get())};
   commit.checksums.resize(chunks);
   commit.replicas.resize(chunks);
   // Chunks sent while the file was written: usable if every holder is
@@ -161,7 +178,7 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
     std::string buf;
     for (uint64_t i = next++; i < chunks && !failed.load(); i = next++) {
       const uint64_t len = std::min(cs, size - i * cs);
-      if (const SentChunks::Sent* sent = Reusable(ahead, i, len, want, view.get())) {
+      if (const SentChunks::Sent* sent = Reusable(ahead, i, len, cs, want, view.get())) {
         commit.checksums[i] = sent->checksum;
         commit.replicas[i] = sent->holders;
         sent_ahead_.fetch_add(1, std::memory_order_relaxed);
@@ -194,7 +211,7 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
                                                                            : proto::CkptLevel::kL);
   if (want > 0 && short_chunks.load() > 0) {
     options_.logger->warn("checkpoint file {}: {} of {} chunks on fewer than {} nodes (too few up): committed at L",
-                          f.id, short_chunks.load(), chunks, options_.replicas);
+                          f.id, short_chunks.load(), chunks, Replicas(view.get()));
   }
   auto lease = pool_->Acquire(coordinator_);
   Result<proto::CkptEntryReply> r = lease->Call(commit, options_.coordinator_timeout);

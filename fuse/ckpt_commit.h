@@ -24,7 +24,8 @@
 //   4. CkptCommit to the coordinator with gen+1, the checksums and who holds
 //      what; it is journaled before the coordinator answers.
 // Only then does fsync/close return 0. The level achieved is R when every
-// chunk reached K nodes, else L (fewer than K nodes are up): logged, and
+// chunk reached K nodes (K from the cluster map), else L (fewer than K nodes
+// are up, or able to store a chunk: full, failing): logged, and
 // visible in user.hoard.state and `hoard checkpoint ls`, rather than failing
 // the training job's save.
 //
@@ -80,10 +81,6 @@ class Committer {
     std::chrono::milliseconds coordinator_timeout{10000};
     std::chrono::milliseconds peer_timeout{10000};
     int parallel_puts = 4;  // chunks in flight to peers per commit
-    // Until the cluster map carries them (the coordinator's --ckpt-replicas
-    // and chunk size): K, counting this node, and the chunk size.
-    uint32_t replicas = 2;
-    uint64_t chunk_size = 4u << 20;
     std::shared_ptr<spdlog::logger> logger;
   };
   struct Done {
@@ -102,11 +99,18 @@ class Committer {
   // one that fails); returns their names. None when the sync level is L.
   std::vector<std::string> SendChunk(const ClusterView& view, uint64_t id, uint64_t gen, uint32_t index,
                                      uint64_t checksum, const std::string& bytes);
+  // K (counting this node) and the chunk size are the cluster map's (the
+  // coordinator's --ckpt-replicas): every mount commits with the same ones.
+  // Before the first map, and for values no coordinator sends, the defaults.
+  static uint32_t Replicas(const ClusterView* view);
+  static uint64_t ChunkSize(const ClusterView* view);
   // K-1 copies to send of each chunk (0 at sync level L).
-  size_t copies_wanted() const {
-    return options_.sync_level != proto::CkptLevel::kL && options_.replicas > 1 ? options_.replicas - 1 : 0;
+  size_t copies_wanted(const ClusterView* view) const {
+    const uint32_t k = Replicas(view);
+    return options_.sync_level != proto::CkptLevel::kL && k > 1 ? k - 1 : 0;
   }
-  uint64_t chunk_size() const { return options_.chunk_size; }
+  // The chunk size of the current cluster map.
+  uint64_t chunk_size() const { return ChunkSize(current_view_().get()); }
 
   // Chunks of committed files: sent while being written (and unchanged
   // since), or read and sent by the commit itself.

@@ -36,15 +36,9 @@ TEST(CkptLostHolderTest, ALostHoldersChunksAreCopiedToAnotherNodeBeforeTheDrain)
                     o->ckpt.lost_after = 3s;
                   })
                   .ok());
-  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(cluster.StartAgent("node" + std::to_string(i)).ok());
-  ASSERT_TRUE(Eventually([&] { return cluster.coordinator().GetClusterMap().nodes.size() == 3; }));
-  HoardFs::Options options = TestMountOptions(cluster);
-  options.node_name = "node1";
-  auto fs = std::make_unique<HoardFs>(options);
-  const std::string mnt = JoinPath(dir, "mnt");
-  auto mount = TestMount::Start(fs.get(), mnt);
-  ASSERT_NE(mount, nullptr) << "cannot start the mount, or mount FUSE here";
-  ASSERT_TRUE(Eventually([&] { return ::mkdir(JoinPath(mnt, "checkpoints/job").c_str(), 0755) == 0; }));
+  CkptTestMount m = CkptTestMount::Start(cluster, 3);
+  ASSERT_FALSE(m.mnt.empty());
+  const std::string& mnt = m.mnt;
 
   const std::string data = hoard::testing::PseudoRandomBytes(6 * kCs + 1000, 31);
   ASSERT_TRUE(WriteFileAtomic(JoinPath(mnt, "checkpoints/job/model.pt"), data).ok());
@@ -90,8 +84,8 @@ TEST(CkptLostHolderTest, ALostHoldersChunksAreCopiedToAnotherNodeBeforeTheDrain)
   // Every chunk is on `other` now: the file outlives its writer too.
   for (uint32_t i = 0; i < 7; ++i) EXPECT_TRUE(held(i)) << "chunk " << i;
   EXPECT_TRUE(Eventually([&] { return state() == "R"; }, 10s)) << "still " << state();
-  mount.reset();
-  fs.reset();
+  m.mount.reset();
+  m.fs.reset();
   cluster.StopAgent("node1");
   auto reader_fs = std::make_unique<HoardFs>(TestMountOptions(cluster, "reader-cache"));
   auto reader = TestMount::Start(reader_fs.get(), JoinPath(dir, "mnt2"));

@@ -36,6 +36,7 @@ class SentChunks {
   struct Sent {
     uint64_t checksum = 0;
     uint64_t length = 0;
+    uint64_t chunk_size = 0;  // the cluster map's when sent: a commit with another one cannot use it
     std::vector<std::string> holders;  // the nodes that stored it (not counting this one)
   };
   // A send in progress: what it was claimed at.

@@ -60,7 +60,8 @@ void WriteBehind::Send(LocalFile& f, const Item& item, std::string& buf) {
   std::optional<SentChunks::Ticket> t = f.sent.Claim(item.index, item.gen);
   if (!t) return;  // a commit runs, the generation moved on, or it was sent already
   std::optional<SentChunks::Sent> sent;
-  const uint64_t cs = committer_->chunk_size();
+  std::shared_ptr<const ClusterView> view = current_view_();
+  const uint64_t cs = Committer::ChunkSize(view.get());
   const off_t off = static_cast<off_t>(uint64_t(item.index) * cs);
   buf.resize(cs);
   // Not under f.mu: a write that lands while we read bumps the chunk's
@@ -69,11 +70,8 @@ void WriteBehind::Send(LocalFile& f, const Item& item, std::string& buf) {
     // Start the disk's writeback now rather than all at the commit's
     // fdatasync; this does not wait for it.
     (void)::sync_file_range(f.fd.get(), off, static_cast<off_t>(cs), SYNC_FILE_RANGE_WRITE);
-    sent = SentChunks::Sent{.checksum = Checksum64(buf.data(), cs), .length = cs};
-    if (committer_->copies_wanted() > 0) {
-      std::shared_ptr<const ClusterView> view = current_view_();
-      if (view != nullptr) sent->holders = committer_->SendChunk(*view, f.id, t->gen, t->index, sent->checksum, buf);
-    }
+    sent = SentChunks::Sent{.checksum = Checksum64(buf.data(), cs), .length = cs, .chunk_size = cs};
+    if (view != nullptr) sent->holders = committer_->SendChunk(*view, f.id, t->gen, t->index, sent->checksum, buf);
   }
   f.sent.Finish(*t, std::move(sent));
 }

@@ -110,6 +110,7 @@ class HoardFs {
   // negotiates kernel passthrough on it (Options::passthrough).
   void SetSession(fuse_session* session);
   const Passthrough& passthrough() const { return passthrough_; }
+  Passthrough& TEST_passthrough() { return passthrough_; }
 
   // The low-level operations table; userdata must be this HoardFs.
   static const fuse_lowlevel_ops& Ops();

@@ -35,6 +35,21 @@ std::string Pattern(size_t n, int seed) { return hoard::testing::PseudoRandomByt
 
 Result<std::string> ReadAll(const std::string& path) { return ReadFile(path); }
 
+// Flips the first byte of every chunk file under `dir` (their records, in
+// the xattr, stay): each then fails its check. Returns how many.
+size_t DamageEveryChunkFile(const std::string& dir) {
+  size_t damaged = 0;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.file_size() == 0) continue;
+    UniqueFd fd(::open(e.path().c_str(), O_RDWR));
+    char c;
+    if (!fd.valid() || ::pread(fd.get(), &c, 1, 0) != 1) continue;
+    c ^= 0x40;
+    if (::pwrite(fd.get(), &c, 1, 0) == 1) ++damaged;
+  }
+  return damaged;
+}
+
 class MountTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -256,6 +271,37 @@ TEST_F(MountTest, SmallLocalFilesAreReadByTheKernelWithoutTheMount) {
   EXPECT_TRUE(Eventually([&] { return fs_->passthrough().open_inodes() == 0; }));
 }
 
+// Passthrough turned off for the mount (a backing open that failed) while a
+// file is open for passthrough: later opens of that file share its backing
+// file still (a cached-mode open of it would fail with EIO).
+TEST_F(MountTest, AFileOpenForPassthroughStaysReadableAfterPassthroughIsTurnedOff) {
+  WarmAll();
+  mount_.reset();
+  mount_ = std::make_unique<TestMount>(fs_.get(), mnt_);
+  ASSERT_TRUE(mount_->ok());
+  ASSERT_TRUE(fs_->passthrough().enabled()) << "this kernel should take FUSE passthrough (Linux 6.9+)";
+  for (const auto& [path, bytes] : files_) {
+    if (bytes.empty() || bytes.size() > kChunk) continue;
+    const std::string full = JoinPath(root_, path);
+    const uint64_t opens = fs_->stats().passthrough_opens.load();
+    UniqueFd a(::open(full.c_str(), O_RDONLY));
+    ASSERT_TRUE(a.valid()) << path << ": " << std::strerror(errno);
+    if (fs_->stats().passthrough_opens.load() == opens) continue;  // not on node1's disk
+    // A directory cannot back a file: the ioctl fails and turns passthrough off.
+    UniqueFd dir(::open("/", O_RDONLY | O_DIRECTORY));
+    const fuse_ino_t unused = 0x7fffffff;
+    EXPECT_FALSE(fs_->TEST_passthrough().Open(unused, dir.get()).passthrough);
+    fs_->TEST_passthrough().Release(unused, false);
+    ASSERT_FALSE(fs_->passthrough().enabled());
+    UniqueFd b(::open(full.c_str(), O_RDONLY));
+    ASSERT_TRUE(b.valid()) << path << ": " << std::strerror(errno);
+    EXPECT_TRUE(PreadAll(b.get(), 4096) == bytes) << path;
+    EXPECT_TRUE(PreadAll(a.get(), 4096) == bytes) << path;
+    return;
+  }
+  GTEST_SKIP() << "no small file on node1's disk";
+}
+
 // A file open in the kernel's cached mode (its chunk was not local then)
 // that becomes local meanwhile is opened in cached mode again while that open
 // lasts: the kernel fails (EIO) a passthrough open of an inode it has open in
@@ -470,6 +516,45 @@ TEST_F(MountTest, TheNextEpochReadsPeersChunksFromTheReadTier) {
   EXPECT_TRUE(Eventually([&] { return fs->reader().read_tier()->counters().used_bytes.load() == 0; }));
 }
 
+// A copy in the read tier that fails its check (a bad disk write) is deleted
+// and replaced by the good bytes fetched instead: the next mount reads every
+// chunk from the tier again, and checks none in vain.
+TEST_F(MountTest, ABadCopyInTheReadTierIsReplacedByTheBytesFetchedInstead) {
+  WarmAll();
+  const std::string tier_dir = JoinPath(dir_, "node1/store/read-tier");
+  auto epoch = [&](const std::string& name) {
+    HoardFs::Options o = TestMountOptions(*cluster_, "cache-" + name);
+    o.read_tier_dir = tier_dir;
+    o.read_tier_bytes = 64u << 20;
+    auto fs = std::make_unique<HoardFs>(o);
+    const std::string mnt = JoinPath(dir_, "mnt-" + name);
+    auto mount = TestMount::Start(fs.get(), mnt);
+    EXPECT_NE(mount, nullptr);
+    if (mount == nullptr) return fs;
+    EXPECT_TRUE(Eventually([&] { return ::access(JoinPath(mnt, "datasets/ds").c_str(), F_OK) == 0; }));
+    for (const auto& [path, bytes] : files_) {
+      Result<std::string> got = ReadAll(JoinPath(mnt, "datasets/ds/" + path));
+      EXPECT_TRUE(got.ok() && *got == bytes) << path;
+    }
+    fs->reader().read_tier()->Flush();
+    return fs;
+  };
+  ASSERT_GT(epoch("1")->reader().read_tier()->counters().stored_chunks.load(), 0u);
+  const size_t damaged = DamageEveryChunkFile(JoinPath(tier_dir, "chunks"));
+  ASSERT_GT(damaged, 0u);
+  {
+    auto fs = epoch("2");
+    EXPECT_EQ(fs->reader().counters().corrupt_local_chunks.load(), damaged) << "each bad copy is checked once";
+    EXPECT_EQ(fs->reader().read_tier()->counters().stored_chunks.load(), damaged) << "and replaced";
+  }
+  cluster_->StopAgent("node2");
+  cluster_->StopAgent("node3");
+  auto fs = epoch("3");
+  EXPECT_EQ(fs->reader().counters().corrupt_local_chunks.load(), 0u);
+  EXPECT_EQ(fs->reader().counters().peer_bytes.load(), 0u);
+  EXPECT_EQ(fs->reader().counters().origin_bytes.load(), 0u);
+}
+
 TEST_F(MountTest, WritesAreRefusedReadOnly) {
   // Datasets are read-only versions of their origin: every change fails
   // with EROFS, even for root.
@@ -563,18 +648,7 @@ TEST_F(MountTest, ACorruptLocalChunkIsNeverServed) {
   WarmAll();
   // Flip a byte in every chunk file node1 holds: the mount verifies a local
   // chunk before its first use and reads a corrupt one from elsewhere.
-  size_t damaged = 0;
-  for (auto& e : std::filesystem::recursive_directory_iterator(JoinPath(dir_, "node1/store/chunks"))) {
-    if (!e.is_regular_file() || e.file_size() <= 32) continue;
-    UniqueFd fd(::open(e.path().c_str(), O_RDWR));
-    ASSERT_TRUE(fd.valid());
-    char c;
-    ASSERT_EQ(::pread(fd.get(), &c, 1, 0), 1);
-    c ^= 0x40;
-    ASSERT_EQ(::pwrite(fd.get(), &c, 1, 0), 1);
-    ++damaged;
-  }
-  ASSERT_GT(damaged, 0u);
+  ASSERT_GT(DamageEveryChunkFile(JoinPath(dir_, "node1/store/chunks")), 0u);
   for (const auto& [path, bytes] : files_) {
     Result<std::string> got = ReadAll(JoinPath(root_, path));
     ASSERT_TRUE(got.ok()) << path << ": " << got.status().ToString();
@@ -783,6 +857,33 @@ TEST_F(MountTest, AFileGoneFromTheOriginIsEioNotEnoent) {
   char buf[100];
   EXPECT_LT(::pread(fd.get(), buf, sizeof buf, 0), 0);
   EXPECT_EQ(errno, EIO);
+}
+
+// Readers that miss the same chunk together share one fetch, failed or not:
+// with every owner down and the origin failing, the origin sees the attempts
+// of one fetch, not of one per reader.
+TEST_F(MountTest, ReadersOfAChunkThatFailsShareOneFetch) {
+  for (int i = 1; i <= 3; ++i) cluster_->StopAgent("node" + std::to_string(i));
+  const std::string path = "imgs/1003.jpg";
+  origin().FailPath(path, Status::Unavailable("the NFS server is away"));
+  origin().SetDelay(200ms);
+  auto read = [&] {
+    // O_DIRECT: each reader's READ reaches the mount (no page cache to wait on).
+    UniqueFd fd(::open(JoinPath(root_, path).c_str(), O_RDONLY | O_DIRECT));
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    void* buf = nullptr;
+    ASSERT_EQ(::posix_memalign(&buf, 4096, 8192), 0);
+    EXPECT_LT(::pread(fd.get(), buf, 8192, 0), 0);
+    EXPECT_EQ(errno, EIO);
+    ::free(buf);
+  };
+  read();
+  const uint64_t alone = origin().OpenCount(path);
+  ASSERT_GT(alone, 0u);
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 4; ++i) readers.emplace_back(read);
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(origin().OpenCount(path) - alone, alone) << "4 readers at once cost what 1 does";
 }
 
 TEST_F(MountTest, CoordinatorOutageKeepsReadsAndLookupsFast) {

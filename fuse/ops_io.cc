@@ -63,14 +63,13 @@ void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (size > 0 && size <= ds->manifest().chunk_size()) {
     local = reader_.LocalFd(*ds, static_cast<uint32_t>(entry), 0, 0, &deferred);
   }
-  if (!passthrough_.enabled()) {
-    fuse_reply_open(req, fi);
-    return;
-  }
   // Such a chunk file, if it is exactly the file's bytes (its record in the
-  // xattr), can back the open: the kernel reads it without asking us.
+  // xattr), can back the open: the kernel reads it without asking us. Asked
+  // even with passthrough off: an inode opened for passthrough before it was
+  // turned off must go on sharing its backing file (the kernel fails any
+  // other open of it with EIO).
   struct stat st;
-  const bool exact = local >= 0 && ::fstat(local, &st) == 0 && uint64_t(st.st_size) == size;
+  const bool exact = local >= 0 && passthrough_.enabled() && ::fstat(local, &st) == 0 && uint64_t(st.st_size) == size;
   const Passthrough::Decision d = passthrough_.Open(ino, exact ? local : -1);
   fi->fh = d.passthrough ? kPassthroughFh : 0;
   // Counted before the reply, so the opener sees it counted.

@@ -79,6 +79,21 @@ void ReadTier::RemoveDataset(uint64_t dataset_uid) {
   cv_.notify_all();
 }
 
+void ReadTier::Discard(const ChunkKey& key) {
+  // The name goes now, so that no other read checks the copy again; the
+  // writer thread then drops it from the store's index.
+  char rel[ChunkStore::kRelativePathSize];
+  ChunkStore::RelativeChunkPath(key, rel);
+  (void)::unlinkat(chunks_dir_.get(), rel, 0);
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    ++queued_;
+    queue_.push_back(Discarded{key});
+  }
+  cv_.notify_all();
+}
+
 void ReadTier::Flush() {
   std::unique_lock lock(mu_);
   const uint64_t target = queued_;
@@ -119,9 +134,15 @@ void ReadTier::WriterLoop() {
     }
     if (auto* copy = std::get_if<Copy>(&task)) {
       Store(*copy);
-    } else if (store_ != nullptr) {
-      const size_t n = store_->RemoveDataset(std::get<Removal>(task).dataset_uid);
+    } else if (store_ == nullptr) {
+    } else if (auto* removal = std::get_if<Removal>(&task)) {
+      const size_t n = store_->RemoveDataset(removal->dataset_uid);
       if (n > 0) options_.logger->info("read tier: removed {} copies of a removed dataset", n);
+      UpdateUsage();
+    } else if (Status s = store_->Remove(std::get<Discarded>(task).key); !s.ok() && s.code() != Code::kNotFound) {
+      options_.logger->warn("read tier: removing a bad copy of {}: {}", std::get<Discarded>(task).key.Name(),
+                            s.ToString());
+    } else {
       UpdateUsage();
     }
     {

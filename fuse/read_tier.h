@@ -89,6 +89,10 @@ class ReadTier {
   void Offer(const ChunkKey& key, uint64_t dataset_uid, std::shared_ptr<const std::string> bytes);
   // Deletes every copy of the dataset (in the background).
   void RemoveDataset(uint64_t dataset_uid);
+  // Deletes the copy of one chunk: it failed its check, and the good bytes
+  // fetched next must be able to take its place. Its name goes at once, its
+  // place in the index in the background (before any copy offered later).
+  void Discard(const ChunkKey& key);
   // Waits until everything queued so far is written or dropped (tests).
   void Flush();
 
@@ -104,7 +108,10 @@ class ReadTier {
   struct Removal {
     uint64_t dataset_uid;
   };
-  using Task = std::variant<Copy, Removal>;
+  struct Discarded {
+    ChunkKey key;
+  };
+  using Task = std::variant<Copy, Removal, Discarded>;
 
   explicit ReadTier(Options options);
   void WriterLoop();

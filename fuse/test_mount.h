@@ -16,6 +16,8 @@
 #include <string>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "common/file_util.h"
 #include "common/mountinfo.h"
 #include "fuse/hoard_fs.h"
@@ -111,6 +113,38 @@ class TestMount {
   fuse_session* se_ = nullptr;
   std::thread loop_;
   std::atomic<bool> loop_done_{false};
+};
+
+// The start of a checkpoint test on a kernel mount: nodes node1..N of
+// `cluster` (started) up, node1's mount on DIR/mnt, and checkpoints/job made.
+struct CkptTestMount {
+  std::unique_ptr<HoardFs> fs;
+  std::unique_ptr<TestMount> mount;
+  std::string mnt;  // "" if something failed (a test failure is recorded)
+
+  static CkptTestMount Start(hoard::testing::TestCluster& cluster, int nodes) {
+    CkptTestMount m;
+    for (int i = 1; i <= nodes; ++i) {
+      Status s = cluster.StartAgent("node" + std::to_string(i)).status();
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      if (!s.ok()) return m;
+    }
+    const bool members = hoard::testing::Eventually(
+        [&] { return cluster.coordinator().GetClusterMap().nodes.size() == size_t(nodes); });
+    EXPECT_TRUE(members);
+    HoardFs::Options options = TestMountOptions(cluster);
+    options.node_name = "node1";
+    m.fs = std::make_unique<HoardFs>(options);
+    const std::string mnt = JoinPath(cluster.dir(), "mnt");
+    m.mount = TestMount::Start(m.fs.get(), mnt);
+    EXPECT_NE(m.mount, nullptr) << "cannot start the mount, or mount FUSE here";
+    if (!members || m.mount == nullptr) return m;
+    const bool made = hoard::testing::Eventually(
+        [&] { return ::mkdir(JoinPath(mnt, "checkpoints/job").c_str(), 0755) == 0; });
+    EXPECT_TRUE(made);
+    if (made) m.mnt = mnt;
+    return m;
+  }
 };
 
 }  // namespace hoard::fuse

@@ -89,13 +89,11 @@ Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const C
     auto lease = peers_->Acquire(node->endpoint);
     metrics::ScopedTimer timer(&latency_);  // the request with its retries; ends with this iteration
     Result<proto::ChunkData> r = lease->Call(req, timeout_, &payload);
-    // A peer whose request queue is full answers Unavailable at once. It
-    // holds the chunk all the same: waiting a moment for it costs far less
-    // than reading the origin instead (which, under load, is what refilled a
-    // dead node's replicas from NFS rather than from the surviving copy).
-    for (int retry = 0; retry < kBusyRetries && !r.ok() && lease->last_call_answered() &&
-                        r.status().code() == Code::kUnavailable;
-         ++retry) {
+    // A peer whose request queue is full answers busy at once. It holds the
+    // chunk all the same: waiting a moment for it costs far less than reading
+    // the origin instead (which, under load, is what refilled a dead node's
+    // replicas from NFS rather than from the surviving copy).
+    for (int retry = 0; retry < kBusyRetries && !r.ok() && lease->last_call_busy(); ++retry) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10 << retry));
       r = lease->Call(req, timeout_, &payload);
     }

@@ -14,6 +14,12 @@ const char* CkptLevelName(CkptLevel level) {
   return "?";
 }
 
+std::optional<uint64_t> CkptChunkCount(uint64_t size, uint64_t chunk_size) {
+  if (size == 0) return 0;
+  if (chunk_size == 0 || chunk_size > kMaxCkptChunkSize || size > uint64_t(INT64_MAX)) return std::nullopt;
+  return size / chunk_size + (size % chunk_size != 0);
+}
+
 uint64_t CkptHolderScore(uint64_t id, uint32_t index, std::string_view node) {
   return Mix64(Mix64(Hash64(std::to_string(id), 0x636b7074), index), Hash64(node));
 }

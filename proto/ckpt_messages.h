@@ -28,13 +28,17 @@
 // the writer; P means the generation is at its path on the checkpoint origin.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <msgpack.hpp>
+
+#include "proto/ordinals.h"
 
 // Included by proto/messages.h only (it needs MsgType).
 
@@ -51,6 +55,18 @@ enum class CkptLevel : uint8_t {
 };
 const char* CkptLevelName(CkptLevel level);  // "-", "L", "R", "P"
 
+// Bounds on a file's chunking that every process checks what it is sent
+// against: K of the cluster map, and a chunk small enough to hold in memory
+// (a replica holder, the drainer and a mount each buffer whole chunks).
+inline constexpr uint32_t kMaxCkptReplicas = 16;
+inline constexpr uint64_t kMaxCkptChunkSize = 256u << 20;
+
+// The number of chunks of a `size`-byte file in `chunk_size`-byte chunks, or
+// nullopt for a chunking no writer makes (a chunk size of 0 for a non-empty
+// file or above kMaxCkptChunkSize, a size above INT64_MAX). Computed without
+// overflow: a commit must not pass as 0 chunks by wrapping around.
+std::optional<uint64_t> CkptChunkCount(uint64_t size, uint64_t chunk_size);
+
 // True when `path` is a valid checkpoint path (see the top); "" is valid.
 bool IsSafeCkptPath(std::string_view path);
 
@@ -60,6 +76,14 @@ bool IsSafeCkptPath(std::string_view path);
 // hashing: the copies of a file spread over the cluster, and a node that
 // joins or leaves changes few choices.
 uint64_t CkptHolderScore(uint64_t id, uint32_t index, std::string_view node);
+
+// A list of ids sent as their count and their ordinals (proto/ordinals.h)
+// in one bin, not as an array: the decoder caps an array at 65,536 entries,
+// and a cluster keeps more checkpoint files than that. Sent sorted, without
+// duplicates.
+struct IdList : std::vector<uint64_t> {
+  using std::vector<uint64_t>::vector;
+};
 
 struct CkptEntry;
 // The nodes with chunk `index` of `e`'s committed generation: its writer
@@ -259,7 +283,7 @@ struct CkptWorkReply {
   // Ids whose copies on this node are still wanted; the node deletes the
   // replicas and whole-file copies of every other id. It must list every id
   // of `drain` (a reply that does not is ignored for eviction).
-  std::vector<uint64_t> keep_files;
+  IdList keep_files;
   uint64_t max_drain_bytes_per_s = 0;     // this node's share (0 = unlimited)
   // Ids >= keep_from_id did not exist when this reply was made (a file
   // created since): keep their copies too. A node deletes a copy only when
@@ -342,3 +366,48 @@ struct GetCkptChunk {
 };
 
 }  // namespace hoard::proto
+
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+namespace adaptor {
+
+template <>
+struct convert<hoard::proto::IdList> {
+  const msgpack::object& operator()(const msgpack::object& o, hoard::proto::IdList& v) const {
+    if (o.type != msgpack::type::ARRAY || o.via.array.size != 2 || o.via.array.ptr[1].type != msgpack::type::BIN) {
+      throw msgpack::type_error();
+    }
+    const uint64_t count = o.via.array.ptr[0].as<uint64_t>();
+    const msgpack::object_bin& bin = o.via.array.ptr[1].via.bin;
+    if (count > bin.size) throw msgpack::type_error();  // every id takes a byte at least
+    v.clear();
+    v.reserve(count);
+    const std::vector<char> bytes(bin.ptr, bin.ptr + bin.size);
+    if (!hoard::proto::DecodeOrdinals(bytes, UINT64_MAX, count, [&](uint64_t id) { v.push_back(id); }).ok()) {
+      throw msgpack::type_error();
+    }
+    return o;
+  }
+};
+
+template <>
+struct pack<hoard::proto::IdList> {
+  template <typename Stream>
+  msgpack::packer<Stream>& operator()(msgpack::packer<Stream>& p, const hoard::proto::IdList& v) const {
+    std::vector<uint64_t> ids(v.begin(), v.end());
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    hoard::proto::OrdinalEncoder encoder;
+    for (uint64_t id : ids) encoder.Add(id);
+    const std::vector<char> bytes = encoder.Finish();
+    p.pack_array(2);
+    p.pack(uint64_t(ids.size()));
+    p.pack_bin(static_cast<uint32_t>(bytes.size()));
+    p.pack_bin_body(bytes.data(), static_cast<uint32_t>(bytes.size()));
+    return p;
+  }
+};
+
+}  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS)
+}  // namespace msgpack

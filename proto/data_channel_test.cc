@@ -114,9 +114,11 @@ class DataChannelTest : public ::testing::Test {
     client_security_.reset();
   }
 
-  void StartServer(std::string endpoint = "tcp://127.0.0.1:0", std::string data = "tcp://127.0.0.1:0") {
+  void StartServer(std::string endpoint = "tcp://127.0.0.1:0", std::string data = "tcp://127.0.0.1:0",
+                   int workers = 2, size_t max_queue = 4096) {
     server_ = std::make_unique<RpcServer>(RpcServer::Options{.endpoint = endpoint, .name = "test-server",
-                                                             .workers = 2, .logger = log_, .context = &server_ctx_,
+                                                             .workers = workers, .max_queue = max_queue,
+                                                             .logger = log_, .context = &server_ctx_,
                                                              .data_endpoint = data});
     server_->Handle<GetChunk>([this](const GetChunk& req, const Envelope& env, std::string* payload) {
       ++calls_;
@@ -124,7 +126,10 @@ class DataChannelTest : public ::testing::Test {
       *payload = chunk_.substr(0, req.length);
       return Result<ChunkData>(ChunkData{.chunk_length = req.length, .source = "cache"});
     });
-    server_->Handle<Ping>([](const Ping&, const Envelope&, std::string*) { return Result<Pong>(Pong{.name = "s"}); });
+    server_->Handle<Ping>([this](const Ping&, const Envelope&, std::string*) {
+      while (block_pings_.load()) std::this_thread::sleep_for(1ms);
+      return Result<Pong>(Pong{.name = "s"});
+    });
     Status started = server_->Start();
     // A restart on the same ports: ZeroMQ closes the old listeners in the
     // background, so the ports may still be taken for a moment.
@@ -156,6 +161,7 @@ class DataChannelTest : public ::testing::Test {
   std::unique_ptr<RpcServer> server_;
   std::string chunk_ = testing::PseudoRandomBytes(8 << 20, 3);
   std::atomic<int> calls_{0};
+  std::atomic<bool> block_pings_{false};  // Pings wait while set: a busy server
   std::string last_request_payload_;
   static inline int n_ = 0;
 };
@@ -216,6 +222,46 @@ TEST_F(DataChannelTest, AServerThatForgotTheSessionIsAskedForANewOne) {
   EXPECT_EQ(calls_.load(), 3);
 }
 
+// "Busy" (a full request queue) is an answer to retry, not a server without
+// a data channel nor one that forgot the session: the client keeps using
+// (or asking for) its data channel.
+TEST_F(DataChannelTest, ABusyServerKeepsTheClientOnItsDataChannel) {
+  StartServer("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", /*workers=*/1, /*max_queue=*/1);
+  // One Ping in the only worker, one in the queue: every other request is busy.
+  auto fill = [&] {
+    block_pings_ = true;
+    std::vector<std::thread> pingers;
+    for (int i = 0; i < 2; ++i) {
+      pingers.emplace_back([&] {
+        RpcClient p(client_ctx_, server_->bound_endpoint());
+        EXPECT_TRUE(p.Call(Ping{}, 10s).ok());
+      });
+      std::this_thread::sleep_for(200ms);  // the first is taken before the second queues
+    }
+    return pingers;
+  };
+  RpcClient c(client_ctx_, server_->bound_endpoint());
+  std::vector<std::thread> pingers = fill();
+  Result<ChunkData> r = c.Call(GetChunk{.length = 100}, 5s);
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << "the channel's opening was answered busy";
+  block_pings_ = false;
+  for (auto& t : pingers) t.join();
+  zmq::message_t payload;
+  ASSERT_TRUE(c.Call(GetChunk{.length = 100}, 5s, &payload).ok());
+  EXPECT_TRUE(c.on_data_channel()) << "busy once is no reason to stay on CURVE";
+  EXPECT_EQ(server_->data_sessions(), 1u);
+
+  pingers = fill();
+  r = c.Call(GetChunk{.length = 200}, 5s);
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << "a sealed request answered busy";
+  block_pings_ = false;
+  for (auto& t : pingers) t.join();
+  ASSERT_TRUE(c.Call(GetChunk{.length = 300}, 5s, &payload).ok());
+  EXPECT_EQ(payload.to_string(), chunk_.substr(0, 300));
+  EXPECT_TRUE(c.on_data_channel());
+  EXPECT_EQ(server_->data_sessions(), 1u) << "the session was kept, not replaced";
+}
+
 TEST_F(DataChannelTest, WithoutADataChannelChunksStayOnCurve) {
   StartServer("tcp://127.0.0.1:0", "");
   EXPECT_TRUE(server_->data_endpoint().empty());
@@ -262,7 +308,7 @@ TEST_F(DataChannelTest, UnsealedForgedReplayedAndTamperedRequestsGetNoData) {
 
   // A session nobody opened.
   reply = SendSealed(s, TestKey(key.session + 1, 1), 1, get);
-  EXPECT_EQ(error_of(reply), Code::kUnavailable);
+  EXPECT_EQ(error_of(reply), Code::kNotFound);
   // The right session, the wrong key (a forger who guessed the id).
   reply = SendSealed(s, DataKey{.session = key.session}, 1, get);
   EXPECT_EQ(error_of(reply), Code::kPermissionDenied);

@@ -1,5 +1,6 @@
 #include "proto/envelope.h"
 
+#include <algorithm>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -169,6 +170,44 @@ TEST(EnvelopeTest, RandomGarbageNeverCrashes) {
     }
   }
   EXPECT_LT(accepted, 20000);
+}
+
+}  // namespace
+}  // namespace hoard::proto
+
+namespace hoard::proto {
+namespace {
+
+// keep_files goes as a count and ordinals in one bin: more ids than a
+// message's arrays may hold (65,536) arrive whole, sorted; a count that its
+// bytes cannot hold is refused, not allocated.
+TEST(IdListTest, MoreIdsThanAnArrayMayHoldArriveWhole) {
+  CkptWorkReply w;
+  for (uint64_t id = 200000; id > 0; id -= 2) w.keep_files.push_back(id);
+  w.keep_files.push_back(8);  // a duplicate
+  const std::string header = EncodeHeader(MsgType::kCkptWorkReply, 9, Status::Ok(), w);
+  std::vector<zmq::message_t> frames;
+  frames.emplace_back(header.data(), header.size());
+  uint64_t id = 0;
+  Result<Envelope> env = DecodeMessage(frames, &id);
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  Result<CkptWorkReply> got = BodyAs<CkptWorkReply>(*env);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->keep_files.size(), 100000u);
+  EXPECT_TRUE(std::is_sorted(got->keep_files.begin(), got->keep_files.end()));
+  EXPECT_EQ(got->keep_files.front(), 2u);
+  EXPECT_EQ(got->keep_files.back(), 200000u);
+
+  // A count no bin of that size can hold.
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> p(buf);
+  p.pack_array(2);
+  p.pack(uint64_t(1) << 40);
+  p.pack_bin(1);
+  p.pack_bin_body("\x01", 1);
+  msgpack::object_handle h = msgpack::unpack(buf.data(), buf.size());
+  IdList ids;
+  EXPECT_THROW(h.get().convert(ids), msgpack::type_error);
 }
 
 }  // namespace

@@ -116,7 +116,8 @@ Status RpcClient::OpenDataChannel(Clock::time_point deadline) {
   bool unsealed = false;
   Result<Envelope> env = SendAndReceive(false, std::move(frames), id, deadline, &unsealed, connect_timeout_);
   if (!env.ok()) {
-    if (!answered_) return env.status();
+    // Not answered, or busy: ask again at the next call.
+    if (!answered_ || env.status().code() == Code::kUnavailable) return env.status();
     // The server answered but has no data channel (or could not open one).
     data_state_ = DataState::kNone;
     return Status::Ok();
@@ -172,6 +173,7 @@ Result<Envelope> RpcClient::SendAndReceive(bool data, std::vector<zmq::message_t
                                            Clock::time_point deadline, bool* unsealed,
                                            std::chrono::milliseconds connect_timeout) {
   answered_ = false;
+  busy_ = false;
   sent_ = false;
   std::unique_ptr<zmq::socket_t>& socket = data ? data_socket_ : socket_;
   const std::string& endpoint = data ? data_endpoint_ : endpoint_;
@@ -245,11 +247,13 @@ Result<Envelope> RpcClient::Receive(bool data, uint64_t id, Clock::time_point de
     // a server that could not read our id (busy, or our header was bad).
     if (got_id != id && got_id != 0) continue;
     answered_ = true;
-    // Only errors come unsealed on the data channel (the server could not
-    // open our request, or was busy).
-    *unsealed = data && !sealed;
+    busy_ = got_id == 0 && env.ok() && env->status.code() == Code::kUnavailable;
+    // Only errors come unsealed on the data channel: the server could not
+    // open our request (a session it does not know: start a new one), or
+    // was busy (kUnavailable: our session is fine, the caller retries).
+    *unsealed = data && !sealed && !(env.ok() && env->status.code() == Code::kUnavailable);
     if (!env.ok()) return env.status().Annotate("bad reply from " + endpoint);
-    if (*unsealed && env->type != MsgType::kError) {
+    if (data && !sealed && env->type != MsgType::kError) {
       return Status::PermissionDenied("unsealed " + std::string(TypeName(env->type)) + " on the data channel of " +
                                       endpoint);
     }

@@ -74,6 +74,10 @@ class RpcClient {
   // reply). False after a timeout or an unreachable peer: lets callers tell
   // "the server said Unavailable" from "the server was not there".
   bool last_call_answered() const { return answered_; }
+  // Whether the last call was answered "busy": the server's request queue was
+  // full, so it did not look at the request (an error reply with id 0 and
+  // kUnavailable). Unlike a handler's kUnavailable, worth asking again soon.
+  bool last_call_busy() const { return busy_; }
 
   // Caps how long a call waits for a connection to the peer (the rest of its
   // timeout is for the reply). A dead peer then costs this much, not the whole
@@ -135,6 +139,7 @@ class RpcClient {
   std::string connect_error_;
   uint64_t next_id_ = 0;
   bool answered_ = false;
+  bool busy_ = false;
   bool sent_ = false;  // the last exchange's request went out
   std::chrono::milliseconds connect_timeout_{std::chrono::milliseconds::max()};
 

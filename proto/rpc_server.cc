@@ -164,13 +164,14 @@ bool RpcServer::AdmitSealed(Job& job) {
                                      " frames, the message has " + std::to_string(job.frames.size() - 1));
   } else if (!(job.session = sessions_->Find(seal->session))) {
     // Not bad input: the session was evicted, or this server restarted. The
-    // client opens a new one when it sees an unsealed answer.
-    status = Status::Unavailable("data channel: no such session on " + options_.name);
+    // client opens a new one when it sees an unsealed answer other than
+    // kUnavailable, which is "busy" (the queue is full), not "forgotten".
+    status = Status::NotFound("data channel: no such session on " + options_.name);
   } else {
     job.seal = *seal;
     return true;
   }
-  if (status.code() != Code::kUnavailable) {
+  if (status.code() != Code::kNotFound) {
     rejected_.fetch_add(1);
     LogRejected(status.ToString());
   }

@@ -34,6 +34,7 @@ class RpcTest : public ::testing::Test {
     });
     server_->Handle<GetChunk>([](const GetChunk& req, const Envelope&, std::string* payload) -> Result<ChunkData> {
       if (req.dataset == "missing") return Status::NotFound("dataset missing does not exist");
+      if (req.dataset == "away") return Status::Unavailable("the origin is away");
       if (req.dataset == "slow") std::this_thread::sleep_for(300ms);
       payload->assign(req.length, static_cast<char>('a' + req.index));
       return ChunkData{.chunk_length = req.length, .offset = req.offset, .source = "cache"};
@@ -165,6 +166,7 @@ TEST_F(RpcTest, FullQueueAnswersBusyInsteadOfQueueingForever) {
     threads.emplace_back([&] {
       RpcClient c(ctx_, server_->bound_endpoint());
       Result<ChunkData> r = c.Call(GetChunk{.dataset = "slow", .length = 1}, 5000ms);
+      EXPECT_EQ(c.last_call_busy(), !r.ok());
       if (r.ok()) ++ok;
       else if (r.status().code() == Code::kUnavailable && r.status().message().find("busy") != std::string::npos) ++busy;
     });
@@ -173,6 +175,13 @@ TEST_F(RpcTest, FullQueueAnswersBusyInsteadOfQueueingForever) {
   EXPECT_GE(ok.load(), 1);
   EXPECT_GE(busy.load(), 1);
   EXPECT_EQ(ok.load() + busy.load(), 6);
+  // A handler's own kUnavailable (say, its origin is away) is not "busy":
+  // asking again at once would only repeat the handler's work.
+  RpcClient c(ctx_, server_->bound_endpoint());
+  Result<ChunkData> r = c.Call(GetChunk{.dataset = "away"}, 2000ms);
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_TRUE(c.last_call_answered());
+  EXPECT_FALSE(c.last_call_busy());
 }
 
 TEST_F(RpcTest, AThrowingHandlerIsAnErrorReplyNotACrash) {
