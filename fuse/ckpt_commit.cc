@@ -130,8 +130,10 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
   // the bytes are in the page cache either way, and the disk flush and the
   // transfers overlap. The commit waits for both.
   int sync_errno = 0;
+  const int injected = fail_next_sync_.exchange(0);
   std::thread local_sync([&] {
-    if (::fdatasync(fd) != 0) sync_errno = errno;
+    if (injected != 0) sync_errno = injected;
+    else if (::fdatasync(fd) != 0) sync_errno = errno;
   });
   struct ThreadJoiner {
     std::thread& t;
@@ -204,7 +206,10 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
   work();
   for (auto& t : pool) t.join();
   local_sync.join();
-  if (sync_errno != 0) return Status::FromErrno(sync_errno, "fdatasync " + f.path);
+  if (sync_errno != 0) {
+    f.sync_failed = true;
+    return Status::FromErrno(sync_errno, "fdatasync " + f.path);
+  }
   if (failed) return read_error;
 
   commit.level = static_cast<uint8_t>(want > 0 && short_chunks.load() == 0 ? proto::CkptLevel::kR

@@ -31,7 +31,11 @@
 //
 // A commit that fails (coordinator unreachable, local disk error) returns the
 // error to fsync/close; the bytes stay in the local file and the next fsync,
-// close or release commits them again.
+// close or release commits them again. Except after a failed fdatasync: the
+// kernel reports a writeback error once, so a retry would commit bytes that
+// may never have reached the disk; every later commit of that file fails
+// (CkptFs keeps it across reopens) until it is written again from offset 0
+// after a truncate to 0 (O_TRUNC).
 //
 // Thread-safety: LocalFile::mu serialises writes, truncates and commits of
 // one file; Committer is thread-safe.
@@ -66,6 +70,10 @@ struct LocalFile {
   bool dirty = false;      // bytes not committed yet; guarded by mu
   uint64_t gen = 0;        // the committed generation the bytes derive from; guarded by mu
   proto::CkptLevel level = proto::CkptLevel::kNone;  // of gen; guarded by mu
+  // An fdatasync of the file failed: pages the kernel could not write may be
+  // lost, and a later fdatasync would not say so again (the error is
+  // reported once). Guarded by mu.
+  bool sync_failed = false;
   SentChunks sent;  // chunks of gen+1 already at their holders (write-behind)
 };
 
@@ -92,7 +100,11 @@ class Committer {
             std::function<std::shared_ptr<const ClusterView>()> current_view);
 
   // Commits `f`'s bytes (see the top). REQUIRES: f.mu held by the caller.
+  // A failed fdatasync sets f.sync_failed.
   Result<Done> Commit(LocalFile& f);
+
+  // Tests: the next commit's fdatasync fails with `err`.
+  void TEST_FailNextSync(int err) { fail_next_sync_.store(err); }
 
   // Sends chunk `index` of generation `gen` of file `id` to the nodes that
   // should hold it besides this one (up to K-1, the next in rank replacing
@@ -131,6 +143,7 @@ class Committer {
   proto::ClientPool* pool_;
   std::string coordinator_;
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
+  std::atomic<int> fail_next_sync_{0};
   std::atomic<uint64_t> sent_ahead_{0}, sent_at_commit_{0};
 };
 

@@ -52,6 +52,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
@@ -115,6 +116,7 @@ class CkptFs {
   const CkptChunks& chunks() const { return chunks_; }
   // How the chunks of committed files reached their holders (for metrics).
   const Committer& committer() const { return committer_; }
+  Committer& TEST_committer() { return committer_; }
 
   // The attributes of kCheckpointsIno (for the root's listing).
   void StatRoot(struct stat* st) const;
@@ -141,6 +143,9 @@ class CkptFs {
   // Opens (or shares) the local file of `e` for writing; `truncate` empties
   // it, otherwise its committed bytes are copied in first when needed.
   Result<std::shared_ptr<LocalFile>> OpenForWrite(const proto::CkptEntry& e, bool truncate);
+  // After `f` was truncated to 0: a failed fdatasync of it no longer matters.
+  // REQUIRES: f.mu held.
+  void ClearSyncFailed(LocalFile& f);
   // Commits `f` if it has uncommitted bytes; the status for fsync/close.
   Status CommitIfDirty(LocalFile& f);
 
@@ -155,6 +160,10 @@ class CkptFs {
   std::mutex mu_;
   std::unordered_map<uint64_t, std::string> paths_;                 // id -> path; guarded by mu_
   std::unordered_map<uint64_t, std::weak_ptr<LocalFile>> local_;    // id -> open local file; guarded by mu_
+  // Ids whose local file had an fdatasync fail (LocalFile::sync_failed, kept
+  // past the LocalFile): they commit nothing until written from the start
+  // (truncated to 0). Guarded by mu_.
+  std::unordered_set<uint64_t> sync_failed_;
   // An open file: its local file when open for writing here (or when this
   // mount writes it through another handle), else the entry it reads.
   struct Handle {

@@ -43,6 +43,7 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& 
       f->sent.Truncate(committer_.chunk_size(), 0);
       f->size = 0;
       f->dirty = true;
+      ClearSyncFailed(*f);
     }
     return f;
   }
@@ -52,7 +53,12 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& 
   f->gen = e.gen;
   f->sent.Reset(e.gen + 1);
   f->level = static_cast<proto::CkptLevel>(e.level);
+  {
+    std::lock_guard lock(mu_);
+    f->sync_failed = sync_failed_.contains(e.id);
+  }
   if (truncate) {
+    ClearSyncFailed(*f);
     f->dirty = e.size != 0 || e.gen == 0;
   } else if (e.size > 0) {
     // Writing into committed bytes: the local file must hold them. It does
@@ -88,11 +94,28 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& 
   return f;
 }
 
+void CkptFs::ClearSyncFailed(LocalFile& f) {
+  f.sync_failed = false;
+  std::lock_guard lock(mu_);
+  sync_failed_.erase(f.id);
+}
+
 Status CkptFs::CommitIfDirty(LocalFile& f) {
   std::lock_guard lock(f.mu);
   if (!f.dirty) return Status::Ok();
+  if (f.sync_failed) {
+    // A retry's fdatasync would succeed (the kernel reports a writeback
+    // error once) and commit bytes that may never have reached the disk.
+    return Status::IoError("checkpoint file " + std::to_string(f.id) +
+                           ": an earlier fdatasync failed, so bytes written to it may be lost; write it again from "
+                           "the start (open with O_TRUNC)");
+  }
   for (int attempt = 0;; ++attempt) {
     Result<Committer::Done> done = committer_.Commit(f);
+    if (!done.ok() && f.sync_failed) {
+      std::lock_guard lock(mu_);
+      sync_failed_.insert(f.id);
+    }
     if (done.ok()) {
       f.gen = done->gen;
       f.level = done->level;

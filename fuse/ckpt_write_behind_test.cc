@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -141,6 +143,35 @@ TEST_F(WriteBehindTest, AChunkChangedAfterItWasSentIsCommittedWithItsNewBytes) {
   Result<std::string> back = ReadFile(JoinPath(mnt_, "checkpoints/wb/b.bin"));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_TRUE(*back == data);
+}
+
+// A failed fdatasync is not forgotten: the kernel reports a writeback error
+// once, so a retry would "succeed" over bytes that may be lost. Every later
+// commit of the file fails, reopened or not, until it is written again from
+// the start.
+TEST_F(WriteBehindTest, AFailedSyncFailsEveryCommitUntilTheFileIsWrittenAgain) {
+  const std::string path = JoinPath(mnt_, "checkpoints/wb/sync.pt");
+  const std::string data = hoard::testing::PseudoRandomBytes(kCs + 100, 5);
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+  ASSERT_TRUE(PwriteAll(fd.get(), data.data(), data.size(), 0).ok());
+  fs_->ckpt().TEST_committer().TEST_FailNextSync(EIO);
+  EXPECT_EQ(::fsync(fd.get()), -1);
+  EXPECT_EQ(errno, EIO);
+  EXPECT_EQ(::fsync(fd.get()), -1) << "a retry committed what the failed sync may have lost";
+  EXPECT_NE(::close(fd.Release()), 0) << "close commits too";
+  fd = UniqueFd(::open(path.c_str(), O_WRONLY));
+  ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+  EXPECT_EQ(::fsync(fd.get()), -1) << "reopened, the file is still suspect";
+  (void)::close(fd.Release());
+  EXPECT_EQ(cluster_->coordinator().checkpoints().Lookup("wb/sync.pt")->gen, 0u) << "nothing was committed";
+
+  fd = UniqueFd(::open(path.c_str(), O_WRONLY | O_TRUNC));
+  ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+  ASSERT_TRUE(PwriteAll(fd.get(), data.data(), data.size(), 0).ok());
+  EXPECT_EQ(::fsync(fd.get()), 0) << std::strerror(errno);
+  EXPECT_EQ(::close(fd.Release()), 0);
+  ExpectCommitted("wb/sync.pt", data);
 }
 
 TEST(SentChunksTest, OnlySendsOfUnchangedChunksForTheNextGenerationCount) {
