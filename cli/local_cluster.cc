@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -39,7 +40,7 @@ using namespace std::chrono_literals;
 constexpr const char* kClusterFile = "cluster.json";
 constexpr const char* kLockFile = "local.lock";
 
-Result<int> FreePort() {
+Result<int> AnyFreePort() {
   UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!s.valid()) return Status::FromErrno(errno, "socket");
   sockaddr_in a{};
@@ -51,6 +52,17 @@ Result<int> FreePort() {
     return Status::FromErrno(errno, "getsockname");
   }
   return static_cast<int>(ntohs(a.sin_port));
+}
+
+// A free loopback port not handed out before to this `local up`: the port is
+// free again once probed, and the kernel may offer it twice in a row (a node
+// once got its metrics port equal to its own listen port).
+Result<int> FreePort(std::set<int>* taken) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    HOARD_ASSIGN_OR_RETURN(int port, AnyFreePort());
+    if (taken->insert(port).second) return port;
+  }
+  return Status::Unavailable("no free loopback port not already taken");
 }
 
 Result<std::string> RealPath(const std::string& path) {
@@ -256,11 +268,12 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
   };
 
   // Every daemon serves /metrics on a free loopback port of its own.
+  std::set<int> taken;
   auto metrics_addr = [&]() -> Result<std::string> {
-    HOARD_ASSIGN_OR_RETURN(int port, FreePort());
+    HOARD_ASSIGN_OR_RETURN(int port, FreePort(&taken));
     return "127.0.0.1:" + std::to_string(port);
   };
-  HOARD_ASSIGN_OR_RETURN(int cport, FreePort());
+  HOARD_ASSIGN_OR_RETURN(int cport, FreePort(&taken));
   const std::string coordinator = "tcp://127.0.0.1:" + std::to_string(cport);
   doc["coordinator"] = coordinator;
   HOARD_ASSIGN_OR_RETURN(const std::string coordinator_metrics, metrics_addr());
@@ -285,7 +298,7 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
   std::vector<Proc> nodes;
   for (int i = 1; i <= o.nodes; ++i) {
     const std::string name = "node" + std::to_string(i);
-    HOARD_ASSIGN_OR_RETURN(int port, FreePort());
+    HOARD_ASSIGN_OR_RETURN(int port, FreePort(&taken));
     const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
     const std::string store = JoinPath(dir, name);
     HOARD_RETURN_IF_ERROR(MakeDirs(store));

@@ -69,7 +69,7 @@ Status ClusterWatcher::Poll() {
   return Sync(pong->epoch);
 }
 
-Status ClusterWatcher::RefreshForRequest(std::chrono::milliseconds ping_timeout,
+Status ClusterWatcher::RefreshForRequest(SyncInProgress in_progress, std::chrono::milliseconds ping_timeout,
                                          std::chrono::milliseconds backoff) {
   const auto now_ns = [] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -85,10 +85,9 @@ Status ClusterWatcher::RefreshForRequest(std::chrono::milliseconds ping_timeout,
     if (!pong.ok()) {
       s = pong.status();
     } else if (pong->epoch != Current()->epoch() || pong->epoch == 0) {
-      // A sync in progress (the background poll fetching a new map and its
-      // manifests, which can take minutes) is not waited for: the request
-      // goes on with the current view.
-      std::unique_lock lock(sync_mu_, std::try_to_lock);
+      std::unique_lock lock(sync_mu_, std::defer_lock);
+      if (in_progress == SyncInProgress::kWait) lock.lock();
+      else (void)lock.try_lock();
       s = lock.owns_lock() ? SyncLocked(pong->epoch)
                            : Status::Unavailable("the cluster map is being fetched by another thread");
     }

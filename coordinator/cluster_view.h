@@ -95,10 +95,16 @@ class ClusterWatcher {
   // Poll for request paths (a lookup of an unknown name, a chunk request for
   // an unknown dataset version), which must stay fast whatever the
   // coordinator does: concurrent callers share one poll, the ping waits at
-  // most `ping_timeout`, a sync already running on another thread is not
-  // waited for (kUnavailable), and after a failure the next `backoff` of
-  // calls return that failure at once instead of asking again.
-  Status RefreshForRequest(std::chrono::milliseconds ping_timeout = std::chrono::milliseconds(300),
+  // most `ping_timeout`, and after a failure the next `backoff` of calls
+  // return that failure at once instead of asking again. A sync already
+  // running on another thread (the background poll fetching a new map and
+  // its manifests) is waited for with kWait: a mount's lookup of a dataset
+  // just added wants exactly that map. With kDontWait the call returns
+  // kUnavailable at once: a node's RPC worker must not be held for a
+  // manifest download.
+  enum class SyncInProgress { kWait, kDontWait };
+  Status RefreshForRequest(SyncInProgress in_progress,
+                           std::chrono::milliseconds ping_timeout = std::chrono::milliseconds(300),
                            std::chrono::milliseconds backoff = std::chrono::milliseconds(1000));
 
   // The largest manifest a watcher will fetch (a bigger size in the map is

@@ -16,10 +16,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A request path asking for a refresh while the background sync waits on a
-// slow map (or manifest) download goes on at once with the view it has,
-// rather than hold a worker for the whole download.
-TEST(ClusterWatcherTest, ARequestRefreshDoesNotWaitForASyncInProgress) {
+// A node's request path asking for a refresh while the background sync waits
+// on a slow map (or manifest) download goes on at once with the view it has,
+// rather than hold a worker for the whole download; a mount's lookup waits
+// for that sync, which brings what it looks for.
+TEST(ClusterWatcherTest, ARequestRefreshWaitsForASyncInProgressOnlyWhenAsked) {
   zmq::context_t ctx;
   auto log = spdlog::null_logger_mt("cluster-view-test");
   std::atomic<int> maps{0};
@@ -40,14 +41,16 @@ TEST(ClusterWatcherTest, ARequestRefreshDoesNotWaitForASyncInProgress) {
   std::thread slow([&] { EXPECT_TRUE(watcher.Sync().ok()); });
   ASSERT_TRUE(hoard::testing::Eventually([&] { return maps.load() == 1; }));
   const auto start = std::chrono::steady_clock::now();
-  const Status s = watcher.RefreshForRequest(300ms, 0ms);
+  const Status s = watcher.RefreshForRequest(ClusterWatcher::SyncInProgress::kDontWait, 300ms, 0ms);
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(s.code(), Code::kUnavailable) << s.ToString();
   EXPECT_LT(waited, 1s) << "waited for the other thread's sync";
-  slow.join();
+  // A lookup's refresh waits, and finds the map that sync fetched.
+  EXPECT_TRUE(watcher.RefreshForRequest(ClusterWatcher::SyncInProgress::kWait, 300ms, 0ms).ok());
   EXPECT_EQ(watcher.Current()->epoch(), 2u);
-  // With no sync in progress, a refresh syncs itself (nothing new here).
-  EXPECT_TRUE(watcher.RefreshForRequest(300ms, 0ms).ok());
+  EXPECT_EQ(maps.load(), 1) << "the waiting refresh needed no map of its own";
+  slow.join();
+  EXPECT_TRUE(watcher.RefreshForRequest(ClusterWatcher::SyncInProgress::kDontWait, 300ms, 0ms).ok());
 }
 
 }  // namespace

@@ -159,7 +159,10 @@ void HoardFs::WatchLoop() {
 }
 
 void HoardFs::RefreshNow() {
-  if (Status s = watcher_.RefreshForRequest(); !s.ok()) options_.logger->debug("refresh: {}", s.ToString());
+  // A lookup of a dataset just added waits for the sync that fetches it.
+  if (Status s = watcher_.RefreshForRequest(ClusterWatcher::SyncInProgress::kWait); !s.ok()) {
+    options_.logger->debug("refresh: {}", s.ToString());
+  }
 }
 
 void HoardFs::OnViewChange(const std::shared_ptr<const ClusterView>& view) {

@@ -69,7 +69,9 @@ Status NodeAgent::Init() {
       .on_change = [this](const std::shared_ptr<const ClusterView>& v) { OnViewChange(v); }});
   service_ = std::make_unique<ChunkService>(
       store_.get(), filler_.get(), [this] { return watcher_->Current(); },
-      [this] { return watcher_->RefreshForRequest(); }, log);
+      // Never held up by a sync in progress: the RPC workers serve every
+      // other request meanwhile (the request goes on with the current view).
+      [this] { return watcher_->RefreshForRequest(ClusterWatcher::SyncInProgress::kDontWait); }, log);
 
   std::string data_endpoint;
   if (options_.data_port >= 0 && options_.listen.starts_with("tcp://")) {
