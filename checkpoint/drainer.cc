@@ -97,7 +97,7 @@ Status Drainer::Drain(const std::vector<proto::CkptDrainTask>& tasks, int* drain
   auto stream = [&](size_t slot) {
     for (size_t k = next++; k < tasks.size() && !failed.load() && !stopping(); k = next++) {
       const proto::CkptEntry& e = tasks[k].entry;
-      store_->DropStaleGens(e.id, e.gen);  // a drain task is a committed generation
+      store_->DropStale(e.id, e.gen, e.checksums);  // a drain task is a committed generation
       Status up = Upload(tasks[k], slot);
       if (up.ok()) {
         counters_.drained_files += 1;
@@ -224,7 +224,7 @@ Status Drainer::Rebuild(const std::vector<proto::CkptChunkRef>& refs) {
   Status result;
   for (const proto::CkptChunkRef& c : refs) {
     if (stopping()) break;
-    if (store_->HasReplica(c.id, c.gen, c.index)) continue;
+    if (store_->HasReplica(c.id, c.gen, c.index, c.checksum)) continue;
     Result<std::string> bytes = FetchFromPeers(c.holders, proto::GetCkptChunk{.id = c.id,
                                                                               .gen = c.gen,
                                                                               .index = c.index,

@@ -350,7 +350,7 @@ TEST_F(DrainerTest, EvictsOnlyOnAWellFormedAnswer) {
   const std::string file = ReplicaStore::WholeFilePath(tmp_.Sub("local"), 21);
   ASSERT_TRUE(local_->Put(21, 1, 0, Sum(b), b).ok());
   ASSERT_TRUE(WriteFileAtomic(file, b).ok());
-  Age(local_->ChunkPath(21, 1, 0));
+  Age(local_->ChunkPath(21, 1, 0, Sum(b)));
   Age(file);
   auto held = [&] { return local_->List().chunks.size() + local_->List().files.size(); };
 

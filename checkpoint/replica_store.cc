@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <filesystem>
@@ -41,20 +42,44 @@ std::optional<uint64_t> ParseU64(std::string_view s) {
   return v;
 }
 
-// Inverse of ChunkPath's name: "<id>-<gen>-<index>".
-std::optional<ReplicaStore::Held> ParseChunkName(std::string_view name) {
-  size_t a = name.find('-');
-  size_t b = a == std::string_view::npos ? a : name.find('-', a + 1);
-  if (b == std::string_view::npos) return std::nullopt;
-  auto id = ParseU64(name.substr(0, a));
-  auto gen = ParseU64(name.substr(a + 1, b - a - 1));
-  auto index = ParseU64(name.substr(b + 1));
-  if (!id || !gen || !index || *index > UINT32_MAX) return std::nullopt;
-  return ReplicaStore::Held{.id = *id, .gen = *gen, .index = static_cast<uint32_t>(*index)};
+std::optional<uint64_t> ParseHex64(std::string_view s) {
+  uint64_t v = 0;
+  if (s.size() != 16) return std::nullopt;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 16);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
 }
 
-std::string ChunkName(uint64_t id, uint64_t gen, uint32_t index) {
-  return std::to_string(id) + "-" + std::to_string(gen) + "-" + std::to_string(index);
+// Inverse of ChunkName: "<id>-<gen>-<index>-<checksum>". With
+// `accept_legacy`, also the name from before the checksum was part of it,
+// "<id>-<gen>-<index>" (Held::legacy; Open renames such files).
+std::optional<ReplicaStore::Held> ParseChunkName(std::string_view name, bool accept_legacy = false) {
+  std::vector<std::string_view> parts;
+  for (size_t from = 0;;) {
+    const size_t dash = name.find('-', from);
+    parts.push_back(name.substr(from, dash == std::string_view::npos ? dash : dash - from));
+    if (dash == std::string_view::npos || parts.size() > 4) break;
+    from = dash + 1;
+  }
+  const bool legacy = parts.size() == 3;
+  if (parts.size() != 4 && !(accept_legacy && legacy)) return std::nullopt;
+  auto id = ParseU64(parts[0]);
+  auto gen = ParseU64(parts[1]);
+  auto index = ParseU64(parts[2]);
+  std::optional<uint64_t> checksum = legacy ? std::optional<uint64_t>(0) : ParseHex64(parts[3]);
+  if (!id || !gen || !index || *index > UINT32_MAX || !checksum) return std::nullopt;
+  return ReplicaStore::Held{
+      .id = *id, .gen = *gen, .index = static_cast<uint32_t>(*index), .checksum = *checksum, .legacy = legacy};
+}
+
+// The checksum is part of the name so that two Puts of one chunk with other
+// bytes (a write-behind Put the writer gave up on, arriving after the
+// commit's Put of the chunk's new bytes) never replace each other's file: a
+// replica a commit counted stays what it counted.
+std::string ChunkName(uint64_t id, uint64_t gen, uint32_t index, uint64_t checksum) {
+  char sum[17];
+  std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(checksum));
+  return std::to_string(id) + "-" + std::to_string(gen) + "-" + std::to_string(index) + "-" + sum;
 }
 
 // Whether the file was modified at or after `cutoff` (then eviction spares it).
@@ -76,8 +101,8 @@ std::string ReplicaStore::WholeFilePath(std::string_view store_dir, uint64_t id)
   return JoinPath(JoinPath(JoinPath(store_dir, "ckpt"), "files"), std::to_string(id));
 }
 
-std::string ReplicaStore::ChunkPath(uint64_t id, uint64_t gen, uint32_t index) const {
-  return JoinPath(chunks_dir(), ChunkName(id, gen, index));
+std::string ReplicaStore::ChunkPath(uint64_t id, uint64_t gen, uint32_t index, uint64_t checksum) const {
+  return JoinPath(chunks_dir(), ChunkName(id, gen, index, checksum));
 }
 
 Result<std::unique_ptr<ReplicaStore>> ReplicaStore::Open(Options options) {
@@ -90,13 +115,33 @@ Result<std::unique_ptr<ReplicaStore>> ReplicaStore::Open(Options options) {
   for (fs::directory_iterator it(store->chunks_dir(), ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     // A Put that a crash interrupted: never acknowledged, so nobody counts on it.
-    if (name.find(kTmpMarker) != std::string::npos && ::unlink(it->path().c_str()) != 0 && errno != ENOENT) {
-      store->options_.logger->warn("replica store: cannot remove leftover {}: {}", it->path().string(),
-                                   std::strerror(errno));
+    if (name.find(kTmpMarker) != std::string::npos) {
+      if (::unlink(it->path().c_str()) != 0 && errno != ENOENT) {
+        store->options_.logger->warn("replica store: cannot remove leftover {}: {}", it->path().string(),
+                                     std::strerror(errno));
+      }
+    } else if (std::optional<Held> h = ParseChunkName(name, /*accept_legacy=*/true); h && h->legacy) {
+      store->RenameLegacy(it->path().string(), *h);
     }
   }
   if (ec) return Status::FromErrno(ec.value(), "list " + store->chunks_dir());
   return store;
+}
+
+void ReplicaStore::RenameLegacy(const std::string& path, const Held& h) {
+  uint64_t trailer[3] = {};
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st;
+  const bool whole = fd.valid() && ::fstat(fd.get(), &st) == 0 && uint64_t(st.st_size) >= kTrailerSize &&
+                     PreadAll(fd.get(), trailer, kTrailerSize, st.st_size - off_t(kTrailerSize)).ok() &&
+                     trailer[0] == kTrailerMagic && trailer[1] == uint64_t(st.st_size) - kTrailerSize;
+  // A torn one keeps its old name: no Read asks for it, and eviction or
+  // DropStale removes it with the file.
+  if (!whole) return;
+  const std::string to = ChunkPath(h.id, h.gen, h.index, trailer[2]);
+  if (::rename(path.c_str(), to.c_str()) != 0) {
+    options_.logger->warn("replica store: cannot rename {} to {}: {}", path, to, std::strerror(errno));
+  }
 }
 
 Status ReplicaStore::WriteTmp(int fd, const std::string& trailer, std::string_view bytes) {
@@ -114,11 +159,11 @@ Status ReplicaStore::WriteTmp(int fd, const std::string& trailer, std::string_vi
 }
 
 Status ReplicaStore::Put(uint64_t id, uint64_t gen, uint32_t index, uint64_t checksum, std::string_view bytes) {
-  const std::string name = ChunkName(id, gen, index);
+  const std::string name = ChunkName(id, gen, index, checksum);
   if (Checksum64(bytes.data(), bytes.size()) != checksum) {
     return Status::Corruption("replica " + name + ": the bytes sent do not match their checksum");
   }
-  const std::string path = ChunkPath(id, gen, index);
+  const std::string path = ChunkPath(id, gen, index, checksum);
   const std::string tmp = path + std::string(kTmpMarker) + std::to_string(tmp_counter_.fetch_add(1));
   Status s;
   {
@@ -178,7 +223,7 @@ Result<std::string> ReplicaStore::ReadFromWholeFile(const std::string& path, uin
 
 Result<std::string> ReplicaStore::Read(uint64_t id, uint64_t gen, uint32_t index, uint64_t checksum,
                                        uint64_t chunk_size, uint64_t chunk_length) {
-  const std::string path = ChunkPath(id, gen, index);
+  const std::string path = ChunkPath(id, gen, index, checksum);
   Result<std::string> r = ReadReplica(path, checksum, chunk_length);
   if (r.ok()) return r;
   if (r.status().code() == Code::kCorruption) {
@@ -189,30 +234,30 @@ Result<std::string> ReplicaStore::Read(uint64_t id, uint64_t gen, uint32_t index
   Result<std::string> w =
       ReadFromWholeFile(JoinPath(files_dir(), std::to_string(id)), index, chunk_size, chunk_length, checksum);
   if (w.ok()) return w;
-  return Status::NotFound("checkpoint chunk " + ChunkName(id, gen, index) + " is not on this node");
+  return Status::NotFound("checkpoint chunk " + ChunkName(id, gen, index, checksum) + " is not on this node");
 }
 
 Result<std::string> ReplicaStore::ReadCopy(std::string_view ckpt_dir, uint64_t id, uint64_t gen, uint32_t index,
                                            uint64_t checksum, uint64_t chunk_size, uint64_t chunk_length) {
   const std::string chunks = JoinPath(ckpt_dir, "chunks");
-  Result<std::string> r = ReadReplica(JoinPath(chunks, ChunkName(id, gen, index)), checksum, chunk_length);
+  Result<std::string> r = ReadReplica(JoinPath(chunks, ChunkName(id, gen, index, checksum)), checksum, chunk_length);
   if (r.ok()) return r;
   const std::string files = JoinPath(ckpt_dir, "files");
   Result<std::string> w =
       ReadFromWholeFile(JoinPath(files, std::to_string(id)), index, chunk_size, chunk_length, checksum);
   if (w.ok()) return w;
-  return Status::NotFound("checkpoint chunk " + ChunkName(id, gen, index) + " is not on this node");
+  return Status::NotFound("checkpoint chunk " + ChunkName(id, gen, index, checksum) + " is not on this node");
 }
 
-bool ReplicaStore::HasReplica(uint64_t id, uint64_t gen, uint32_t index) const {
-  return ::access(ChunkPath(id, gen, index).c_str(), F_OK) == 0;
+bool ReplicaStore::HasReplica(uint64_t id, uint64_t gen, uint32_t index, uint64_t checksum) const {
+  return ::access(ChunkPath(id, gen, index, checksum).c_str(), F_OK) == 0;
 }
 
 ReplicaStore::Listing ReplicaStore::List() const {
   Listing out;
   std::error_code ec;
   for (fs::directory_iterator it(chunks_dir(), ec), end; !ec && it != end; it.increment(ec)) {
-    std::optional<Held> h = ParseChunkName(it->path().filename().string());
+    std::optional<Held> h = ParseChunkName(it->path().filename().string(), /*accept_legacy=*/true);
     struct stat st;
     if (!h || ::stat(it->path().c_str(), &st) != 0 || uint64_t(st.st_size) < kTrailerSize) continue;
     h->length = uint64_t(st.st_size) - kTrailerSize;
@@ -222,7 +267,7 @@ ReplicaStore::Listing ReplicaStore::List() const {
     if (auto id = ParseU64(it->path().filename().string())) out.files.push_back(*id);
   }
   std::sort(out.chunks.begin(), out.chunks.end(), [](const Held& a, const Held& b) {
-    return std::tie(a.id, a.gen, a.index) < std::tie(b.id, b.gen, b.index);
+    return std::tie(a.id, a.gen, a.index, a.checksum) < std::tie(b.id, b.gen, b.index, b.checksum);
   });
   std::sort(out.files.begin(), out.files.end());
   return out;
@@ -252,7 +297,7 @@ size_t ReplicaStore::DropFilesExcept(const std::set<uint64_t>& keep, std::chrono
   size_t dropped = 0;
   struct stat st;
   for (const Held& h : List().chunks) {
-    const std::string path = ChunkPath(h.id, h.gen, h.index);
+    const std::string path = PathOf(h);
     if (kept(h.id) || ::stat(path.c_str(), &st) != 0 || ModifiedSince(st, cutoff)) continue;
     if (::unlink(path.c_str()) == 0) ++dropped;
   }
@@ -271,12 +316,21 @@ size_t ReplicaStore::DropFilesExcept(const std::set<uint64_t>& keep, std::chrono
   return dropped;
 }
 
-size_t ReplicaStore::DropStaleGens(uint64_t id, uint64_t gen) {
+size_t ReplicaStore::DropStale(uint64_t id, uint64_t gen, const std::vector<uint64_t>& checksums) {
   size_t dropped = 0;
   for (const Held& h : List().chunks) {
-    if (h.id == id && h.gen < gen && ::unlink(ChunkPath(h.id, h.gen, h.index).c_str()) == 0) ++dropped;
+    if (h.id != id || h.gen > gen) continue;
+    const bool current = h.gen == gen && h.index < checksums.size() && h.checksum == checksums[h.index];
+    if (!current && ::unlink(PathOf(h).c_str()) == 0) ++dropped;
   }
   return dropped;
+}
+
+std::string ReplicaStore::PathOf(const Held& h) const {
+  // A legacy name Open could not rename (torn) has no checksum part.
+  return !h.legacy ? ChunkPath(h.id, h.gen, h.index, h.checksum)
+                         : JoinPath(chunks_dir(), std::to_string(h.id) + "-" + std::to_string(h.gen) + "-" +
+                                                      std::to_string(h.index));
 }
 
 }  // namespace hoard

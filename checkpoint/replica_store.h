@@ -3,11 +3,19 @@
 // ReplicaStore holds a node's copies of checkpoint bytes (issue 6), under
 // CKPT = STORE/ckpt (STORE: the chunk store's directory, node/chunk_store.h):
 //
-//   CKPT/chunks/<id>-<gen>-<index>   a replica: chunk `index` of generation
-//                                    `gen` of file `id` (decimal numbers), sent
-//                                    by a writer with PutCkptChunk. The chunk's
+//   CKPT/chunks/<id>-<gen>-<index>-<checksum>
+//                                    a replica: chunk `index` of generation
+//                                    `gen` of file `id` (decimal numbers), with
+//                                    XXH3 `checksum` (16 hex digits), sent by a
+//                                    writer with PutCkptChunk. The chunk's
 //                                    bytes, then a 24-byte trailer: magic,
-//                                    length, XXH3 checksum (little-endian).
+//                                    length, checksum (little-endian). The
+//                                    checksum is in the name so that Puts of
+//                                    one chunk with other bytes never replace
+//                                    each other (a late write-behind Put must
+//                                    not land over the bytes a commit counted).
+//                                    Files named without it (older versions)
+//                                    are renamed by Open, from their trailer.
 //   CKPT/chunks/*.tmp.*              a replica being written; removed at Open.
 //   CKPT/files/<id>                  the whole-file copy written by the mount of
 //                                    this node (the writer's L copy). Plain
@@ -85,10 +93,12 @@ class ReplicaStore {
     uint64_t gen = 0;
     uint32_t index = 0;
     uint64_t length = 0;  // data bytes (the file's size minus the trailer)
+    uint64_t checksum = 0;
+    bool legacy = false;  // named without its checksum (torn: Open could not rename it)
     bool operator==(const Held&) const = default;
   };
   struct Listing {
-    std::vector<Held> chunks;        // sorted by (id, gen, index)
+    std::vector<Held> chunks;        // sorted by (id, gen, index, checksum)
     std::vector<uint64_t> files;     // ids of whole-file copies, sorted
   };
   struct Usage {
@@ -122,8 +132,9 @@ class ReplicaStore {
   static Result<std::string> ReadCopy(std::string_view ckpt_dir, uint64_t id, uint64_t gen, uint32_t index,
                                       uint64_t checksum, uint64_t chunk_size, uint64_t chunk_length);
 
-  // Whether a replica file of the chunk exists (not verified; Read verifies).
-  bool HasReplica(uint64_t id, uint64_t gen, uint32_t index) const;
+  // Whether a replica file of the chunk with that checksum exists (not
+  // verified; Read verifies).
+  bool HasReplica(uint64_t id, uint64_t gen, uint32_t index, uint64_t checksum) const;
 
   Listing List() const;
   Usage usage() const;
@@ -135,14 +146,17 @@ class ReplicaStore {
   // top). Returns how many files were deleted.
   size_t DropFilesExcept(const std::set<uint64_t>& keep, std::chrono::system_clock::time_point asked_at,
                          uint64_t keep_from_id = 0);
-  // Deletes the replicas of file `id` whose generation is older than `gen`.
-  size_t DropStaleGens(uint64_t id, uint64_t gen);
+  // Deletes the replicas of file `id` that are not of committed generation
+  // `gen` with its `checksums` (older generations, and bytes of `gen` that
+  // the commit did not count: a Put that arrived after the writer gave up on
+  // it). Newer generations are left alone (a commit may be on its way).
+  size_t DropStale(uint64_t id, uint64_t gen, const std::vector<uint64_t>& checksums);
 
   const std::string& dir() const { return options_.dir; }
   // STORE/ckpt/files/<id> for the chunk store directory STORE (the mount's
   // path for its whole-file copy).
   static std::string WholeFilePath(std::string_view store_dir, uint64_t id);
-  std::string ChunkPath(uint64_t id, uint64_t gen, uint32_t index) const;
+  std::string ChunkPath(uint64_t id, uint64_t gen, uint32_t index, uint64_t checksum) const;
 
  private:
   explicit ReplicaStore(Options options);
@@ -153,6 +167,11 @@ class ReplicaStore {
   // `path`, if they hash to `checksum`; kNotFound otherwise.
   static Result<std::string> ReadFromWholeFile(const std::string& path, uint64_t index, uint64_t chunk_size,
                                                uint64_t chunk_length, uint64_t checksum);
+  // The file a listed replica is in.
+  std::string PathOf(const Held& h) const;
+  // Renames a replica named without its checksum (an older version's) to
+  // its name now, with the checksum from its trailer; leaves a torn one.
+  void RenameLegacy(const std::string& path, const Held& h);
   // Writes bytes and trailer to the .tmp file (opened by direct_io_) and
   // fsyncs it.
   Status WriteTmp(int fd, const std::string& trailer, std::string_view bytes);

@@ -60,10 +60,10 @@ TEST_F(ReplicaStoreTest, PutThenReadReturnsTheBytes) {
   Result<std::string> r = store_->Read(7, 2, 3, Sum(bytes), 8192, bytes.size());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, bytes);
-  EXPECT_TRUE(store_->HasReplica(7, 2, 3));
+  EXPECT_TRUE(store_->HasReplica(7, 2, 3, Sum(bytes)));
   ReplicaStore::Listing l = store_->List();
   ASSERT_EQ(l.chunks.size(), 1u);
-  EXPECT_EQ(l.chunks[0], (ReplicaStore::Held{.id = 7, .gen = 2, .index = 3, .length = 5000}));
+  EXPECT_EQ(l.chunks[0], (ReplicaStore::Held{.id = 7, .gen = 2, .index = 3, .length = 5000, .checksum = Sum(bytes)}));
   EXPECT_EQ(store_->usage().chunks, 1u);
   EXPECT_GT(store_->usage().chunk_bytes, 5000u);
   // Other generation, other index, other checksum: not this replica.
@@ -80,7 +80,7 @@ TEST_F(ReplicaStoreTest, EveryLengthReadsBackExactly) {
     const std::string bytes = PseudoRandomBytes(len, len);
     ASSERT_TRUE(store_->Put(4, 1, index, Sum(bytes), bytes).ok()) << len;
     struct stat st;
-    ASSERT_EQ(::stat(store_->ChunkPath(4, 1, index).c_str(), &st), 0);
+    ASSERT_EQ(::stat(store_->ChunkPath(4, 1, index, Sum(bytes)).c_str(), &st), 0);
     EXPECT_EQ(uint64_t(st.st_size), len + 24) << len;
     Result<std::string> r = store_->Read(4, 1, index, Sum(bytes), 2 << 20, len);
     ASSERT_TRUE(r.ok()) << len << ": " << r.status().ToString();
@@ -92,7 +92,8 @@ TEST_F(ReplicaStoreTest, EveryLengthReadsBackExactly) {
 TEST_F(ReplicaStoreTest, PutRejectsBytesThatDoNotMatchTheirChecksum) {
   const std::string bytes = PseudoRandomBytes(100, 2);
   EXPECT_EQ(store_->Put(1, 1, 0, Sum(bytes) ^ 1, bytes).code(), Code::kCorruption);
-  EXPECT_FALSE(store_->HasReplica(1, 1, 0));
+  EXPECT_FALSE(store_->HasReplica(1, 1, 0, Sum(bytes)));
+  EXPECT_FALSE(store_->HasReplica(1, 1, 0, Sum(bytes) ^ 1));
   EXPECT_EQ(FilesIn("chunks"), 0u);
 }
 
@@ -101,14 +102,14 @@ TEST_F(ReplicaStoreTest, TornOrCorruptReplicaIsNeverServedAndIsRemoved) {
   ASSERT_TRUE(store_->Put(1, 1, 0, Sum(bytes), bytes).ok());
   ASSERT_TRUE(store_->Put(1, 1, 1, Sum(bytes), bytes).ok());
   // Cut short, as a crash before the data reached the disk leaves it.
-  ASSERT_EQ(::truncate(store_->ChunkPath(1, 1, 0).c_str(), 3000), 0);
+  ASSERT_EQ(::truncate(store_->ChunkPath(1, 1, 0, Sum(bytes)).c_str(), 3000), 0);
   EXPECT_EQ(store_->Read(1, 1, 0, Sum(bytes), 4096, 4096).status().code(), Code::kNotFound);
-  EXPECT_FALSE(store_->HasReplica(1, 1, 0));
+  EXPECT_FALSE(store_->HasReplica(1, 1, 0, Sum(bytes)));
   // One flipped byte in the data.
-  UniqueFd fd(::open(store_->ChunkPath(1, 1, 1).c_str(), O_WRONLY));
+  UniqueFd fd(::open(store_->ChunkPath(1, 1, 1, Sum(bytes)).c_str(), O_WRONLY));
   ASSERT_TRUE(PwriteAll(fd.get(), "x", 1, 100).ok());
   EXPECT_EQ(store_->Read(1, 1, 1, Sum(bytes), 4096, 4096).status().code(), Code::kNotFound);
-  EXPECT_FALSE(store_->HasReplica(1, 1, 1));
+  EXPECT_FALSE(store_->HasReplica(1, 1, 1, Sum(bytes)));
 }
 
 TEST_F(ReplicaStoreTest, WholeFileCopyServedOnlyWhileItHoldsTheCommittedBytes) {
@@ -158,10 +159,10 @@ TEST_F(ReplicaStoreTest, ReadCopyReadsReplicasAndWholeFilesWithoutTheStore) {
   EXPECT_EQ(ReplicaStore::ReadCopy(ckpt, 3, 2, 1, Sum(c1), 4096, c1.size()).status().code(), Code::kNotFound);
 
   // A flipped byte in the replica of chunk 0: not served, not removed here.
-  UniqueFd fd(::open(store_->ChunkPath(3, 2, 0).c_str(), O_WRONLY));
+  UniqueFd fd(::open(store_->ChunkPath(3, 2, 0, Sum(a)).c_str(), O_WRONLY));
   ASSERT_TRUE(PwriteAll(fd.get(), "x", 1, 10).ok());
   EXPECT_EQ(ReplicaStore::ReadCopy(ckpt, 3, 2, 0, Sum(a), 4096, 4096).status().code(), Code::kNotFound);
-  EXPECT_TRUE(store_->HasReplica(3, 2, 0));
+  EXPECT_TRUE(store_->HasReplica(3, 2, 0, Sum(a)));
 }
 
 TEST_F(ReplicaStoreTest, EvictionKeepsListedFilesAndFilesTheMountHoldsLocked) {
@@ -191,7 +192,7 @@ TEST_F(ReplicaStoreTest, EvictionSparesFilesWrittenWhileTheKeepListWasComputed) 
   ASSERT_TRUE(store_->Put(4, 1, 0, Sum(b), b).ok());
   WriteWholeFile(4, b);
   EXPECT_EQ(store_->DropFilesExcept({}, Clock::now()), 0u);
-  EXPECT_TRUE(store_->HasReplica(4, 1, 0));
+  EXPECT_TRUE(store_->HasReplica(4, 1, 0, Sum(b)));
   EXPECT_EQ(store_->List().files.size(), 1u);
 }
 
@@ -200,27 +201,67 @@ TEST_F(ReplicaStoreTest, FullDiskFailsCleanlyWithoutAPartialFile) {
   Open([](uint64_t written) { return written > 0 ? Status::NoSpace("injected ENOSPC") : Status::Ok(); });
   const std::string b = PseudoRandomBytes(10000, 7);
   EXPECT_EQ(store_->Put(1, 1, 0, Sum(b), b).code(), Code::kNoSpace);
-  EXPECT_FALSE(store_->HasReplica(1, 1, 0));
+  EXPECT_FALSE(store_->HasReplica(1, 1, 0, Sum(b)));
   EXPECT_EQ(FilesIn("chunks"), 0u) << "no .tmp left behind";
   EXPECT_EQ(store_->usage().chunk_bytes, 0u);
 }
 
 TEST_F(ReplicaStoreTest, OpenRemovesInterruptedPuts) {
-  const std::string tmp = store_->ChunkPath(1, 1, 0) + ".tmp.0";
+  const std::string tmp = store_->ChunkPath(1, 1, 0, 77) + ".tmp.0";
   ASSERT_TRUE(WriteFileAtomic(tmp, "partial").ok());
   Open();
   EXPECT_EQ(FilesIn("chunks"), 0u);
 }
 
-TEST_F(ReplicaStoreTest, DropStaleGensKeepsTheCurrentAndNewerGenerations) {
-  const std::string b = PseudoRandomBytes(64, 8);
+TEST_F(ReplicaStoreTest, DropStaleKeepsOnlyTheCommittedBytesAndNewerGenerations) {
+  const std::string b = PseudoRandomBytes(64, 8), late = PseudoRandomBytes(64, 9);
   for (uint64_t gen : {1, 2, 3}) ASSERT_TRUE(store_->Put(5, gen, 0, Sum(b), b).ok());
+  ASSERT_TRUE(store_->Put(5, 2, 0, Sum(late), late).ok());  // bytes gen 2's commit did not count
+  ASSERT_TRUE(store_->Put(5, 2, 1, Sum(b), b).ok());        // a chunk past gen 2's end
   ASSERT_TRUE(store_->Put(6, 1, 0, Sum(b), b).ok());
-  EXPECT_EQ(store_->DropStaleGens(5, 2), 1u);
-  EXPECT_FALSE(store_->HasReplica(5, 1, 0));
-  EXPECT_TRUE(store_->HasReplica(5, 2, 0));
-  EXPECT_TRUE(store_->HasReplica(5, 3, 0));
-  EXPECT_TRUE(store_->HasReplica(6, 1, 0));
+  EXPECT_EQ(store_->DropStale(5, 2, {Sum(b)}), 3u);
+  EXPECT_FALSE(store_->HasReplica(5, 1, 0, Sum(b)));
+  EXPECT_FALSE(store_->HasReplica(5, 2, 0, Sum(late)));
+  EXPECT_FALSE(store_->HasReplica(5, 2, 1, Sum(b)));
+  EXPECT_TRUE(store_->HasReplica(5, 2, 0, Sum(b)));
+  EXPECT_TRUE(store_->HasReplica(5, 3, 0, Sum(b)));
+  EXPECT_TRUE(store_->HasReplica(6, 1, 0, Sum(b)));
+}
+
+// A write-behind Put the writer gave up on (it timed out) may be stored after
+// the commit's Put of the chunk's new bytes to the same holder: the bytes the
+// commit counted must stay readable (they were one file name before).
+TEST_F(ReplicaStoreTest, ALatePutOfOtherBytesLeavesTheCountedReplicaAlone) {
+  const std::string old_bytes = PseudoRandomBytes(5000, 20), new_bytes = PseudoRandomBytes(5000, 21);
+  ASSERT_TRUE(store_->Put(8, 3, 0, Sum(new_bytes), new_bytes).ok());  // the commit's
+  ASSERT_TRUE(store_->Put(8, 3, 0, Sum(old_bytes), old_bytes).ok());  // the late one
+  Result<std::string> r = store_->Read(8, 3, 0, Sum(new_bytes), 8192, new_bytes.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(*r == new_bytes);
+  r = ReplicaStore::ReadCopy(store_->dir(), 8, 3, 0, Sum(new_bytes), 8192, new_bytes.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(*r == new_bytes);
+}
+
+// Replicas stored by a version that named them without the checksum are
+// renamed when the store opens, and read as before; a torn one is not served.
+TEST_F(ReplicaStoreTest, ReplicasNamedWithoutTheirChecksumAreRenamedAtOpen) {
+  const std::string a = PseudoRandomBytes(3000, 22), b = PseudoRandomBytes(3000, 23);
+  ASSERT_TRUE(store_->Put(9, 1, 0, Sum(a), a).ok());
+  ASSERT_TRUE(store_->Put(9, 1, 1, Sum(b), b).ok());
+  const std::string legacy0 = JoinPath(store_->dir(), "chunks/9-1-0"), legacy1 = JoinPath(store_->dir(), "chunks/9-1-1");
+  ASSERT_EQ(::rename(store_->ChunkPath(9, 1, 0, Sum(a)).c_str(), legacy0.c_str()), 0);
+  ASSERT_EQ(::rename(store_->ChunkPath(9, 1, 1, Sum(b)).c_str(), legacy1.c_str()), 0);
+  ASSERT_EQ(::truncate(legacy1.c_str(), 1000), 0);  // torn
+  Open();
+  Result<std::string> r = store_->Read(9, 1, 0, Sum(a), 4096, a.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(*r == a);
+  EXPECT_EQ(store_->Read(9, 1, 1, Sum(b), 4096, b.size()).status().code(), Code::kNotFound);
+  // The torn one is listed (it takes space) and evicted with its file.
+  EXPECT_EQ(store_->List().chunks.size(), 2u);
+  EXPECT_EQ(store_->DropFilesExcept({}, Clock::now() + std::chrono::hours(1)), 2u);
+  EXPECT_EQ(FilesIn("chunks"), 0u);
 }
 
 }  // namespace

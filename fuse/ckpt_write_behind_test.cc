@@ -12,6 +12,8 @@
 #include <cstring>
 #include <thread>
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "checkpoint/replica_store.h"
@@ -56,9 +58,12 @@ class WriteBehindTest : public ::testing::Test {
 
   // Whether some other node holds chunk `index` of generation `gen` of `id`.
   bool Held(uint64_t id, uint64_t gen, uint32_t index) {
+    const std::string prefix = std::to_string(id) + "-" + std::to_string(gen) + "-" + std::to_string(index) + "-";
     for (const char* n : {"node2", "node3"}) {
-      const std::string name = std::to_string(id) + "-" + std::to_string(gen) + "-" + std::to_string(index);
-      if (::access(JoinPath(ReplicaDir(n), "chunks/" + name).c_str(), F_OK) == 0) return true;
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(JoinPath(ReplicaDir(n), "chunks"), ec)) {
+        if (e.path().filename().string().starts_with(prefix)) return true;
+      }
     }
     return false;
   }

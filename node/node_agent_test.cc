@@ -695,7 +695,7 @@ TEST_F(NodeAgentTest, ServesCheckpointChunksItStoredAndFromTheWholeFileCopy) {
   Result<proto::CkptPutReply> stored = put(sum, &body);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   EXPECT_EQ(stored->stored_bytes, chunk.size());
-  EXPECT_TRUE(n1->replicas()->HasReplica(3, 2, 1));
+  EXPECT_TRUE(n1->replicas()->HasReplica(3, 2, 1, sum));
 
   auto get = [&](uint64_t id, uint32_t index, uint64_t checksum, uint64_t length) -> Result<std::string> {
     zmq::message_t payload;
