@@ -130,10 +130,14 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
   // the bytes are in the page cache either way, and the disk flush and the
   // transfers overlap. The commit waits for both.
   int sync_errno = 0;
+  Status dir_sync;
   const int injected = fail_next_sync_.exchange(0);
   std::thread local_sync([&] {
     if (injected != 0) sync_errno = injected;
     else if (::fdatasync(fd) != 0) sync_errno = errno;
+    // A file this open created is not on the disk until its name is: once
+    // per open is enough (renames in the mount never move the local file).
+    else if (!f.dir_synced && (dir_sync = SyncDir(DirName(f.path))).ok()) f.dir_synced = true;
   });
   struct ThreadJoiner {
     std::thread& t;
@@ -210,6 +214,7 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
     f.sync_failed = true;
     return Status::FromErrno(sync_errno, "fdatasync " + f.path);
   }
+  if (!dir_sync.ok()) return dir_sync.Annotate("commit " + f.path);
   if (failed) return read_error;
 
   commit.level = static_cast<uint8_t>(want > 0 && short_chunks.load() == 0 ? proto::CkptLevel::kR

@@ -9,9 +9,10 @@
 // mount share one LocalFile, so they see each other's writes.
 //
 // Commit (fsync, or the flush of close(2), of a file with uncommitted bytes):
-//   1. fdatasync the local file: the bytes are on this node's disk (L); this
-//      runs beside steps 2 and 3 (which read the page cache), and the commit
-//      waits for all of them;
+//   1. fdatasync the local file, and at the first commit of an open its
+//      directory (the open may have created the file): the bytes are on
+//      this node's disk (L); this runs beside steps 2 and 3 (which read the
+//      page cache), and the commit waits for all of them;
 //   2. checksum each chunk (XXH3, chunk size from the cluster map);
 //   3. unless the sync level is L, send each chunk to K-1 other up nodes,
 //      chosen by rendezvous hashing of (id, index) so a file's chunks spread
@@ -74,6 +75,9 @@ struct LocalFile {
   // lost, and a later fdatasync would not say so again (the error is
   // reported once). Guarded by mu.
   bool sync_failed = false;
+  // The directory entry of the local file is on the disk (fsynced by the
+  // first commit of this open). Guarded by mu.
+  bool dir_synced = false;
   SentChunks sent;  // chunks of gen+1 already at their holders (write-behind)
 };
 

@@ -1,10 +1,16 @@
-// The commit's K comes from the coordinator (--ckpt-replicas, carried by the
-// cluster map), on a real kernel FUSE mount over an in-process cluster.
+// Checkpoint commits and opens for writing on a real kernel FUSE mount over
+// an in-process cluster: K comes from the coordinator (--ckpt-replicas,
+// carried by the cluster map); two first opens of one file do not overwrite
+// each other's bytes.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
+#include <atomic>
+#include <future>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -50,6 +56,55 @@ TEST(CkptCommitTest, EveryChunkIsOnTheCoordinatorsKNodes) {
       EXPECT_TRUE(*got == want) << h << " chunk " << i;
     }
   }
+}
+
+// Two handles open one committed file for writing at once, the first without
+// O_TRUNC. While the first open is still getting the file ready (checking or
+// copying in the committed bytes), the second truncates it and writes. The
+// first open must not copy the old bytes back over those writes: what is
+// committed at close is exactly what the second handle wrote.
+TEST(CkptCommitTest, ASecondFirstOpenDoesNotCopyOldBytesOverTheFirstHandlesWrites) {
+  using namespace std::chrono_literals;
+  hoard::testing::TempDir tmp("hoard-ckpt-open");
+  hoard::testing::TestCluster cluster(tmp.path(), "mem://o");
+  ASSERT_TRUE(cluster.Start().ok());
+  CkptTestMount m = CkptTestMount::Start(cluster, 3);
+  ASSERT_FALSE(m.mnt.empty());
+  const std::string path = JoinPath(m.mnt, "checkpoints/job/f");
+  ASSERT_TRUE(WriteFileAtomic(path, hoard::testing::PseudoRandomBytes(3 << 20, 9)).ok());
+
+  std::atomic<int> first_opens{0};
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  m.fs->ckpt().TEST_SetBeforeFirstOpen([&](uint64_t) {
+    if (first_opens++ == 0) released.wait_for(20s);
+  });
+  int fd_a = -1, fd_b = -1;
+  std::thread a([&] { fd_a = ::open(path.c_str(), O_WRONLY); });
+  ASSERT_TRUE(hoard::testing::Eventually([&] { return first_opens.load() == 1; }));
+  const std::string written = "new bytes!";
+  std::atomic<bool> b_wrote{false};
+  std::thread b([&] {
+    fd_b = ::open(path.c_str(), O_WRONLY | O_TRUNC);
+    b_wrote = fd_b >= 0 && ::pwrite(fd_b, written.data(), written.size(), 0) == ssize_t(written.size());
+  });
+  std::this_thread::sleep_for(300ms);  // before the fix, b had written by now
+  release.set_value();
+  a.join();
+  b.join();
+  ASSERT_GE(fd_a, 0) << std::strerror(errno);
+  ASSERT_GE(fd_b, 0);
+  ASSERT_TRUE(b_wrote.load());
+  EXPECT_EQ(::close(fd_a), 0);
+  EXPECT_EQ(::close(fd_b), 0);
+  EXPECT_EQ(first_opens.load(), 1) << "the second open shares the first's file";
+
+  Result<proto::CkptEntry> e = cluster.coordinator().checkpoints().Lookup("job/f");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->size, written.size());
+  Result<std::string> back = ReadFile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, written);
 }
 
 }  // namespace

@@ -46,6 +46,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -117,6 +118,9 @@ class CkptFs {
   // How the chunks of committed files reached their holders (for metrics).
   const Committer& committer() const { return committer_; }
   Committer& TEST_committer() { return committer_; }
+  // Tests: called at the start of each first open for writing of a file.
+  // Set while no file is being opened.
+  void TEST_SetBeforeFirstOpen(std::function<void(uint64_t id)> f) { test_before_first_open_ = std::move(f); }
 
   // The attributes of kCheckpointsIno (for the root's listing).
   void StatRoot(struct stat* st) const;
@@ -140,9 +144,13 @@ class CkptFs {
   void ReplyEntry(fuse_req_t req, const proto::CkptEntry& e);
   // The open local file of `id`, if this mount has it open for writing.
   std::shared_ptr<LocalFile> OpenLocal(uint64_t id);
+  std::shared_ptr<LocalFile> OpenLocalLocked(uint64_t id);  // REQUIRES: mu_ held
   // Opens (or shares) the local file of `e` for writing; `truncate` empties
   // it, otherwise its committed bytes are copied in first when needed.
   Result<std::shared_ptr<LocalFile>> OpenForWrite(const proto::CkptEntry& e, bool truncate);
+  // OpenForWrite of a file no handle of this mount has open; the caller
+  // makes it the only one running for `e.id` (opening_).
+  Result<std::shared_ptr<LocalFile>> OpenFirst(const proto::CkptEntry& e, bool truncate);
   // After `f` was truncated to 0: a failed fdatasync of it no longer matters.
   // REQUIRES: f.mu held.
   void ClearSyncFailed(LocalFile& f);
@@ -160,6 +168,9 @@ class CkptFs {
   std::mutex mu_;
   std::unordered_map<uint64_t, std::string> paths_;                 // id -> path; guarded by mu_
   std::unordered_map<uint64_t, std::weak_ptr<LocalFile>> local_;    // id -> open local file; guarded by mu_
+  std::unordered_set<uint64_t> opening_;  // ids in OpenFirst; guarded by mu_
+  std::condition_variable first_open_done_;  // an id left opening_
+  std::function<void(uint64_t id)> test_before_first_open_;
   // Ids whose local file had an fdatasync fail (LocalFile::sync_failed, kept
   // past the LocalFile): they commit nothing until written from the start
   // (truncated to 0). Guarded by mu_.

@@ -27,6 +27,10 @@ uint64_t CkptFs::NewHandle(Handle h) {
 
 std::shared_ptr<LocalFile> CkptFs::OpenLocal(uint64_t id) {
   std::lock_guard lock(mu_);
+  return OpenLocalLocked(id);
+}
+
+std::shared_ptr<LocalFile> CkptFs::OpenLocalLocked(uint64_t id) {
   auto it = local_.find(id);
   if (it == local_.end()) return nullptr;
   std::shared_ptr<LocalFile> f = it->second.lock();
@@ -36,17 +40,39 @@ std::shared_ptr<LocalFile> CkptFs::OpenLocal(uint64_t id) {
 
 Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& e, bool truncate) {
   if (files_dir_.empty()) return Status::InvalidArgument("this mount has no node store to write checkpoints to");
-  if (std::shared_ptr<LocalFile> f = OpenLocal(e.id)) {
-    if (truncate) {
-      std::lock_guard lock(f->mu);
-      if (::ftruncate(f->fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + f->path);
-      f->sent.Truncate(committer_.chunk_size(), 0);
-      f->size = 0;
-      f->dirty = true;
-      ClearSyncFailed(*f);
-    }
-    return f;
+  std::shared_ptr<LocalFile> f;
+  {
+    // One first open of a file at a time: a second one, running beside it,
+    // would copy the committed bytes in (or truncate) over what the first
+    // one's handle writes meanwhile. It waits and shares the first's file.
+    std::unique_lock lock(mu_);
+    first_open_done_.wait(lock, [&] { return !opening_.contains(e.id); });
+    f = OpenLocalLocked(e.id);
+    if (f == nullptr) opening_.insert(e.id);
   }
+  if (f == nullptr) {
+    if (test_before_first_open_) test_before_first_open_(e.id);
+    Result<std::shared_ptr<LocalFile>> opened = OpenFirst(e, truncate);
+    {
+      std::lock_guard lock(mu_);
+      opening_.erase(e.id);
+      if (opened.ok()) local_[e.id] = *opened;
+    }
+    first_open_done_.notify_all();
+    return opened;
+  }
+  if (truncate) {
+    std::lock_guard lock(f->mu);
+    if (::ftruncate(f->fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + f->path);
+    f->sent.Truncate(committer_.chunk_size(), 0);
+    f->size = 0;
+    f->dirty = true;
+    ClearSyncFailed(*f);
+  }
+  return f;
+}
+
+Result<std::shared_ptr<LocalFile>> CkptFs::OpenFirst(const proto::CkptEntry& e, bool truncate) {
   Result<std::shared_ptr<LocalFile>> opened = OpenLocalFile(files_dir_, e.id, truncate);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<LocalFile> f = *opened;
@@ -83,13 +109,6 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& 
     }
   } else {
     f->dirty = e.gen == 0;
-  }
-  std::lock_guard lock(mu_);
-  auto [it, inserted] = local_.try_emplace(e.id, f);
-  if (!inserted) {
-    // Another thread opened it meanwhile: share theirs.
-    if (std::shared_ptr<LocalFile> other = it->second.lock()) return other;
-    it->second = f;
   }
   return f;
 }
