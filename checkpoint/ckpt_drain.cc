@@ -267,7 +267,9 @@ Status CkptTable::ApplyRetentionLocked(uint64_t job) {
   CkptRecord r;
   for (size_t i = options_.keep_last; i < checkpoints.size(); ++i) {
     ForEachFileLocked(checkpoints[i].second, [&](const CkptNode& f) {
-      if (f.released || f.gen == 0 || f.level != uint8_t(CkptLevel::kP)) return;  // never before P
+      // Never before P, nor a file reopened for writing (its next commit's
+      // chunks are on their way to holders that would evict them).
+      if (f.released || f.reopened || f.gen == 0 || f.level != uint8_t(CkptLevel::kP)) return;
       CkptNode c = f;
       c.released = true;
       c.writer.clear();

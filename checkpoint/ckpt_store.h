@@ -66,11 +66,14 @@ struct CkptNode : proto::CkptEntry {
   // one. Decides whether a rename/unlink/rmdir is mirrored.
   bool on_origin = false;
   bool released = false;  // P and past retention: nodes may delete their copies
+  // Reopened for writing after it was released (CkptSetAttr::reopen): not
+  // released again until its next commit.
+  bool reopened = false;
   // Durable so that a coordinator restart neither counts these holders
   // before they confirm nor forgets to send them their rebuild lists.
   std::vector<CkptUnconfirmed> unconfirmed;
   MSGPACK_DEFINE_MAP(MSGPACK_BASE_MAP(proto::CkptEntry), parent, name, commit_seq, uploaded_gen, uploaded_tmp, published_gen,
-                     on_origin, released, unconfirmed);
+                     on_origin, released, unconfirmed, reopened);
 };
 
 // An operation for the origin, applied in `seq` order by the Publisher.

@@ -58,7 +58,9 @@
 // replicas are cleared (reads go to the origin) and their ids leave
 // `keep_files`. Marker files directly in the job directory are never
 // released (tiny, and what a restore reads first). Nothing is released
-// before P.
+// before P. A released file a mount opens for writing (CkptSetAttr::reopen)
+// is kept again, and stays kept until a commit of it reaches P: nodes must
+// not evict the chunks sent ahead for that commit.
 //
 // Lost holders (ckpt_copies.cc): a node down for longer than the
 // coordinator's loss timeout is lost. Every chunk of a committed, undrained

@@ -96,6 +96,25 @@ class CkptTableTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.ToString();
     return f;
   }
+  // job/iter_1/model.pt .. job/iter_N/model.pt, committed (and P if
+  // `publish`); their ids.
+  std::vector<uint64_t> MkCheckpoints(int n, bool publish) {
+    Mk("job", true);
+    std::vector<uint64_t> ids;
+    for (int i = 1; i <= n; ++i) {
+      const std::string dir = "job/iter_" + std::to_string(i);
+      Mk(dir, true);
+      ids.push_back(Mk(dir + "/model.pt"));
+      EXPECT_TRUE(Commit(ids.back(), 1).ok());
+      if (publish) DrainAndPublish(dir + "/model.pt");
+    }
+    return ids;
+  }
+  // Whether nodes are told to keep the copies of `id`.
+  bool Keeps(uint64_t id) {
+    auto k = table_->Work("n9", {}).keep_files;
+    return std::find(k.begin(), k.end(), id) != k.end();
+  }
   void DrainAndPublish(const std::string& path) {
     auto e = table_->Lookup(path);
     ASSERT_TRUE(e.ok());
@@ -776,19 +795,10 @@ TEST_F(CkptTableTest, MarkerIgnoresFilesCommittedAfterIt) {
 }
 
 TEST_F(CkptTableTest, RetentionKeepsTheNewestCheckpointsAndNeverReleasesBeforeP) {
-  Mk("job", true);
-  std::vector<uint64_t> ids;
-  for (int i = 1; i <= 3; ++i) {
-    Mk("job/iter_" + std::to_string(i), true);
-    ids.push_back(Mk("job/iter_" + std::to_string(i) + "/model.pt"));
-    ASSERT_TRUE(Commit(ids.back(), 1).ok());
-  }
+  const std::vector<uint64_t> ids = MkCheckpoints(3, /*publish=*/false);
   const uint64_t marker = Mk("job/latest_checkpointed_iteration.txt");
   ASSERT_TRUE(Commit(marker, 1).ok());
-  auto keeps = [&](uint64_t id) {
-    auto k = table_->Work("n9", {}).keep_files;
-    return std::find(k.begin(), k.end(), id) != k.end();
-  };
+  auto keeps = [&](uint64_t id) { return Keeps(id); };
   // iter_1 is past the newest two but not at P: kept.
   EXPECT_TRUE(keeps(ids[0]));
   DrainAndPublish("job/iter_2/model.pt");
@@ -814,6 +824,44 @@ TEST_F(CkptTableTest, RetentionKeepsTheNewestCheckpointsAndNeverReleasesBeforeP)
   // Released state survives a restart.
   Reopen();
   EXPECT_FALSE(keeps(ids[0]));
+}
+
+// A mount opening a file at P for writing (CkptSetAttr::reopen) gets its
+// copies kept again, and retention leaves it alone until a commit of it is
+// P: the chunks sent ahead for that commit must not be evicted by holders
+// whose keep list left the file out.
+TEST_F(CkptTableTest, AReopenedFileIsKeptUntilItsNextCommitIsP) {
+  const std::vector<uint64_t> ids = MkCheckpoints(3, /*publish=*/true);
+  auto keeps = [&](uint64_t id) { return Keeps(id); };
+  ASSERT_FALSE(keeps(ids[0])) << "released: past the newest two, and P";
+  ASSERT_TRUE(table_->SetAttr({.path = "job/iter_1/model.pt", .reopen = true}).ok());
+  EXPECT_TRUE(keeps(ids[0]));
+  // iter_2 is P and kept now; reopened, it is not released when it falls
+  // out of the newest two.
+  ASSERT_TRUE(table_->SetAttr({.path = "job/iter_2/model.pt", .reopen = true}).ok());
+  Reopen();  // durable
+  EXPECT_TRUE(keeps(ids[0]));
+  Mk("job/iter_4", true);
+  ASSERT_TRUE(Commit(Mk("job/iter_4/model.pt"), 1).ok());
+  DrainAndPublish("job/iter_4/model.pt");
+  EXPECT_TRUE(keeps(ids[0]));
+  EXPECT_TRUE(keeps(ids[1]));
+  // The rewrite commits: kept through R, and after P it is the job's newest
+  // checkpoint, so retention keeps it anyway; iter_2, whose reopen never
+  // led to a commit, stays kept.
+  ASSERT_TRUE(Commit(ids[0], 2).ok());
+  EXPECT_TRUE(keeps(ids[0]));
+  DrainAndPublish("job/iter_1/model.pt");
+  EXPECT_TRUE(keeps(ids[0]));
+  EXPECT_TRUE(keeps(ids[1]));
+  EXPECT_FALSE(keeps(ids[2])) << "iter_3 is now past the newest two";
+  // A file not at P is never released: reopening it changes nothing.
+  const uint64_t fresh = Mk("job/iter_4/extra.pt");
+  ASSERT_TRUE(Commit(fresh, 1).ok());
+  Result<proto::CkptEntry> e = table_->SetAttr({.path = "job/iter_4/extra.pt", .reopen = true});
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->gen, 1u);
+  EXPECT_TRUE(keeps(fresh));
 }
 
 TEST_F(CkptTableTest, LostUploadIsDrainedAgain) {

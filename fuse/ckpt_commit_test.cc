@@ -1,7 +1,7 @@
 // Checkpoint commits and opens for writing on a real kernel FUSE mount over
 // an in-process cluster: K comes from the coordinator (--ckpt-replicas,
 // carried by the cluster map); two first opens of one file do not overwrite
-// each other's bytes.
+// each other's bytes; a released file opened for writing is kept again.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -105,6 +105,50 @@ TEST(CkptCommitTest, ASecondFirstOpenDoesNotCopyOldBytesOverTheFirstHandlesWrite
   Result<std::string> back = ReadFile(path);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, written);
+}
+
+// A file whose copies retention released (P, older than the newest
+// --ckpt-keep-last checkpoints) is opened for writing: the coordinator keeps
+// it again, so that nodes do not evict the chunks sent ahead for its commit.
+TEST(CkptCommitTest, OpeningAReleasedFileForWritingKeepsItsCopiesAgain) {
+  using namespace std::chrono_literals;
+  hoard::testing::TempDir tmp("hoard-ckpt-reopen");
+  hoard::testing::TestCluster cluster(tmp.path(), "mem://o");
+  cluster.DrainCheckpoints();
+  ASSERT_TRUE(cluster.Start([](Coordinator::Options* o) { o->ckpt.keep_last = 1; }).ok());
+  CkptTestMount m = CkptTestMount::Start(cluster, 3);
+  ASSERT_FALSE(m.mnt.empty());
+  CkptTable& table = cluster.coordinator().checkpoints();
+  for (const char* step : {"step1", "step2"}) {
+    ASSERT_EQ(::mkdir(JoinPath(m.mnt, std::string("checkpoints/job/") + step).c_str(), 0755), 0);
+    ASSERT_TRUE(WriteFileAtomic(JoinPath(m.mnt, std::string("checkpoints/job/") + step + "/f"),
+                                hoard::testing::PseudoRandomBytes(100000, 3))
+                    .ok());
+  }
+  auto level = [&](const std::string& path) {
+    Result<proto::CkptEntry> e = table.Lookup(path);
+    return e.ok() ? e->level : uint8_t(255);
+  };
+  ASSERT_TRUE(hoard::testing::Eventually(
+      [&] { return level("job/step1/f") == uint8_t(proto::CkptLevel::kP) && level("job/step2/f") == uint8_t(proto::CkptLevel::kP); },
+      60s))
+      << "the drain did not bring both files to P";
+  const uint64_t id = table.Lookup("job/step1/f")->id;
+  auto kept = [&] {
+    std::vector<uint64_t> k = table.Work("node9", {}).keep_files;
+    return std::find(k.begin(), k.end(), id) != k.end();
+  };
+  ASSERT_FALSE(kept()) << "step1 is released: P and older than the newest checkpoint";
+  const int fd = ::open(JoinPath(m.mnt, "checkpoints/job/step1/f").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_TRUE(kept());
+  ASSERT_EQ(::pwrite(fd, "x", 1, 5), 1);
+  EXPECT_EQ(::close(fd), 0);
+  Result<proto::CkptEntry> e = table.Lookup("job/step1/f");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->gen, 2u);
+  EXPECT_EQ(e->size, 100000u);
+  EXPECT_TRUE(kept());
 }
 
 }  // namespace

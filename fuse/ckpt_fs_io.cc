@@ -73,6 +73,13 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& 
 }
 
 Result<std::shared_ptr<LocalFile>> CkptFs::OpenFirst(const proto::CkptEntry& e, bool truncate) {
+  if (e.gen > 0 && e.level == uint8_t(proto::CkptLevel::kP)) {
+    // Retention may release (or have released) a file at P: its copies
+    // would then be evicted, and with them the chunks sent ahead for our
+    // commit. The coordinator keeps it until that commit.
+    Result<proto::CkptEntryReply> kept = Ask(proto::CkptSetAttr{.path = e.path, .reopen = true});
+    if (!kept.ok()) return kept.status().Annotate("reopen checkpoint file " + e.path + " for writing");
+  }
   Result<std::shared_ptr<LocalFile>> opened = OpenLocalFile(files_dir_, e.id, truncate);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<LocalFile> f = *opened;

@@ -10,6 +10,10 @@
 //   c.origin().AddFile("a", "bytes");
 //   NodeAgent* n1 = c.StartAgent("node1");
 //   c.coordinator().AddDataset({.name = "ds", .source = c.source()});
+//
+// Checkpoints are not drained unless DrainCheckpoints() is called before
+// Start(): then the coordinator publishes to, and the agents drain to, a
+// local directory (DIR/ckpt-origin), as the daemons do by default.
 #pragma once
 
 #include <chrono>
@@ -20,6 +24,7 @@
 
 #include <spdlog/sinks/null_sink.h>
 
+#include "checkpoint/ckpt_origin.h"
 #include "common/file_util.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/service.h"
@@ -46,6 +51,10 @@ class TestCluster {
   // options first (timeouts, checkpoint settings).
   Status Start(const std::function<void(Coordinator::Options*)>& tweak = nullptr) {
     Coordinator::Options options{.data_dir = JoinPath(dir_, "coord"), .logger = log_, .open_origin = opener()};
+    if (drain_checkpoints_) {
+      options.ckpt.origin = ckpt_origin_dir();
+      options.ckpt.open_origin = [](const std::string& source) { return OpenCkptOrigin(source); };
+    }
     if (tweak) tweak(&options);
     HOARD_ASSIGN_OR_RETURN(coordinator_, Coordinator::Open(std::move(options)));
     service_ = std::make_unique<CoordinatorService>(
@@ -70,7 +79,10 @@ class TestCluster {
                                              .warm_retry_after = warm_retry_after,
                                              .logger = log_,
                                              .context = &zmq_,
-                                             .open_origin = opener()}));
+                                             .open_origin = opener(),
+                                             .ckpt_origin = drain_checkpoints_ ? ckpt_origin_dir() : "",
+                                             .open_ckpt_origin = drain_checkpoints_ ? OpenPosixCkptOrigin : nullptr,
+                                             .ckpt_poll_interval = std::chrono::milliseconds(drain_checkpoints_ ? 100 : 500)}));
     NodeAgent* raw = a.get();
     agents_[name] = std::move(a);
     return raw;
@@ -91,8 +103,15 @@ class TestCluster {
   zmq::context_t& zmq() { return zmq_; }
   const std::shared_ptr<spdlog::logger>& logger() const { return log_; }
   const std::string& dir() const { return dir_; }
+  // See the top; call before Start().
+  void DrainCheckpoints() { drain_checkpoints_ = true; }
+  std::string ckpt_origin_dir() const { return JoinPath(dir_, "ckpt-origin"); }
 
  private:
+  static Result<std::unique_ptr<CkptOrigin>> OpenPosixCkptOrigin(const std::string& source) {
+    return OpenCkptOrigin(source);
+  }
+
   std::string dir_;
   std::string source_;
   std::shared_ptr<spdlog::logger> log_;
@@ -101,6 +120,7 @@ class TestCluster {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<CoordinatorService> service_;
   std::map<std::string, std::unique_ptr<NodeAgent>> agents_;
+  bool drain_checkpoints_ = false;
   static inline int count_ = 0;
 };
 

@@ -203,7 +203,12 @@ struct CkptCommit {
                      level);
 };
 
-// chmod / utimens of an entry (truncate is a commit of new bytes).
+// chmod / utimens of an entry (truncate is a commit of new bytes), and
+// `reopen`: a mount opens the file (at P) for writing. Were its copies
+// released by retention (now or while it is written), nodes would evict the
+// chunks sent for its next commit before that commit names them; so it is
+// kept (in every node's keep_files) and not released until a commit of it
+// reaches P.
 struct CkptSetAttr {
   static constexpr MsgType kType = MsgType::kCkptSetAttr;
   using Reply = CkptEntryReply;
@@ -212,7 +217,8 @@ struct CkptSetAttr {
   uint32_t mode = 0;
   bool set_mtime = false;
   int64_t mtime_ns = 0;
-  MSGPACK_DEFINE_MAP(path, set_mode, mode, set_mtime, mtime_ns);
+  bool reopen = false;
+  MSGPACK_DEFINE_MAP(path, set_mode, mode, set_mtime, mtime_ns, reopen);
 };
 
 // ---- CLI -> coordinator ---------------------------------------------------
