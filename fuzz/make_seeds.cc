@@ -24,6 +24,7 @@
 #include "coordinator/state_store.h"
 #include "fuzz/fuzz_util.h"
 #include "node/chunk_file.h"
+#include "proto/data_channel.h"
 #include "proto/envelope.h"
 #include "proto/ordinals.h"
 #include "striping/manifest.h"
@@ -207,6 +208,45 @@ void OrdinalSeeds() {
   }
 }
 
+// ---- data channel ----------------------------------------------------------
+
+// fuzz/data_channel_fuzz.cc's input: flags, direction, seq, the frames, then
+// the offset and mask of the byte it alters (flag 2).
+std::string SealedInput(uint8_t flags, uint8_t direction, uint32_t seq, const std::vector<std::string>& frames,
+                        uint32_t offset = 0, uint8_t mask = 0) {
+  std::string in{static_cast<char>(flags), static_cast<char>(direction)};
+  auto u32 = [&](uint32_t v) {
+    for (int b = 0; b < 4; ++b) in.push_back(static_cast<char>(v >> (8 * b)));
+  };
+  u32(seq);
+  in.push_back(static_cast<char>(frames.size()));
+  for (const std::string& f : frames) in += fuzz::EncodePart(f);
+  u32(offset);
+  in.push_back(static_cast<char>(mask));
+  return in;
+}
+
+void DataChannelSeeds() {
+  // A GetCkptChunk request and a reply with a payload, as they travel:
+  // frame 0 is replaced by the seal (flag 1).
+  const std::string request = EncodeHeader(MsgType::kGetCkptChunk, 7, Status::Ok(),
+                                           GetCkptChunk{.id = 3, .gen = 1, .index = 0, .checksum = 42,
+                                                        .chunk_size = 4096, .chunk_length = 100});
+  const std::string reply = EncodeHeader(MsgType::kCkptChunkData, 7, Status::Ok(), CkptChunkData{.chunk_length = 100});
+  Seed("data_channel", "request", SealedInput(1, 0, 7, {"", request}));
+  Seed("data_channel", "reply", SealedInput(1, 1, 7, {"", reply, std::string(100, 'x')}));
+  Seed("data_channel", "altered-tag", SealedInput(3, 1, 9, {"", reply, std::string(100, 'y')}, 30, 0x40));
+  Seed("data_channel", "altered-payload", SealedInput(3, 0, 9, {"", request, "zz"}, 200, 0x01));
+  Seed("data_channel", "no-frames", SealedInput(1, 0, 1, {""}));
+  // As an attacker without the key sends it: a seal frame of its own.
+  std::string forged(kSealPrefixBytes + kSealTagBytes, '\0');
+  forged[0] = static_cast<char>(0xD5);
+  forged[1] = 1;
+  forged[18] = 1;
+  Seed("data_channel", "forged", SealedInput(0, 0, 0, {forged, request}));
+  Seed("data_channel", "plain", SealedInput(0, 0, 0, {request}));
+}
+
 // ---- manifests and chunk files ---------------------------------------------
 
 std::string SmallManifest(uint64_t uid, uint32_t version) {
@@ -368,6 +408,7 @@ int main(int argc, char** argv) {
   hoard::StateStoreSeeds();
   hoard::CkptStoreSeeds();
   hoard::ClusterMapSeeds();
+  hoard::DataChannelSeeds();
   std::printf("wrote %d seeds under %s\n", hoard::g_files, argv[1]);
   return 0;
 }
