@@ -2,6 +2,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -95,6 +96,8 @@ int main(int argc, char** argv) {
   mountpoint = resolved;
   const uint64_t files = hoard::RaiseFileLimit();
   zmq::context_t context(io_threads);
+  // ZeroMQ's default is 1,023 sockets; each peer client takes up to two.
+  context.set(zmq::ctxopt::max_sockets, static_cast<int>(std::clamp<uint64_t>(files / 4, 1024, 16384)));
   auto security = hoard::proto::DaemonSecurity(context, security_flags.keys_dir, security_flags.insecure, log);
   if (!security.ok()) {
     log->critical("cannot start: {}", security.status().message());

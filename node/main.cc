@@ -1,4 +1,6 @@
 // hoard-node: the node agent (chunk store, warm-up, peer chunk service).
+#include <algorithm>
+
 #include <CLI/CLI.hpp>
 
 #include "checkpoint/ckpt_origin.h"
@@ -49,13 +51,15 @@ int main(int argc, char** argv) {
 
   hoard::BlockTerminationSignals();
   auto log = hoard::MakeLogger("node", log_level);
-  hoard::RaiseFileLimit();
+  const uint64_t files = hoard::RaiseFileLimit();
   hoard::Result<uint64_t> cap = hoard::ParseBytes(capacity);
   if (!cap.ok()) {
     log->critical("--capacity: {}", cap.status().message());
     return 2;
   }
   zmq::context_t context;
+  // ZeroMQ's default is 1,023 sockets; each peer client takes up to two.
+  context.set(zmq::ctxopt::max_sockets, static_cast<int>(std::clamp<uint64_t>(files / 4, 1024, 16384)));
   auto security = hoard::proto::DaemonSecurity(context, security_flags.keys_dir, security_flags.insecure, log);
   if (!security.ok()) {
     log->critical("cannot start: {}", security.status().message());

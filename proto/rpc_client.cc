@@ -268,10 +268,14 @@ Result<Envelope> RpcClient::Receive(bool data, uint64_t id, Clock::time_point de
 ClientPool::Lease ClientPool::Acquire(const std::string& endpoint) {
   {
     std::lock_guard lock(mu_);
-    auto& idle = idle_[endpoint];
-    if (!idle.empty()) {
-      auto client = std::move(idle.back());
-      idle.pop_back();
+    auto it = idle_.find(endpoint);
+    if (it != idle_.end() && !it->second.empty()) {
+      // The most recently released one: its connection is the likeliest alive.
+      Lru::iterator place = it->second.back();
+      it->second.pop_back();
+      std::unique_ptr<RpcClient> client = std::move(*place);
+      lru_.erase(place);
+      if (it->second.empty()) idle_.erase(it);
       return Lease(this, std::move(client));
     }
   }
@@ -281,9 +285,31 @@ ClientPool::Lease ClientPool::Acquire(const std::string& endpoint) {
 }
 
 void ClientPool::Release(std::unique_ptr<RpcClient> client) {
+  std::unique_ptr<RpcClient> closed;  // destroyed after the lock is released
   std::lock_guard lock(mu_);
-  auto& idle = idle_[client->endpoint()];
-  if (idle.size() < max_idle_) idle.push_back(std::move(client));
+  auto& mine = idle_[client->endpoint()];
+  if (mine.size() >= max_idle_per_endpoint_) return;
+  lru_.push_front(std::move(client));
+  mine.push_back(lru_.begin());
+  if (lru_.size() <= max_idle_) return;
+  // The least recently used idle client is the oldest of its endpoint's.
+  Lru::iterator oldest = std::prev(lru_.end());
+  auto it = idle_.find((*oldest)->endpoint());
+  it->second.pop_front();
+  if (it->second.empty()) idle_.erase(it);
+  closed = std::move(*oldest);
+  lru_.erase(oldest);
+}
+
+size_t ClientPool::idle() const {
+  std::lock_guard lock(mu_);
+  return lru_.size();
+}
+
+size_t ClientPool::idle(const std::string& endpoint) const {
+  std::lock_guard lock(mu_);
+  auto it = idle_.find(endpoint);
+  return it == idle_.end() ? 0 : it->second.size();
 }
 
 }  // namespace hoard::proto

@@ -34,6 +34,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -154,12 +156,22 @@ class RpcClient {
 //   auto lease = pool.Acquire("tcp://127.0.0.1:7101");
 //   Result<proto::ChunkData> r = lease->Call(req, 500ms, &payload);
 //
+// Bounded: at most `max_idle_per_endpoint` idle clients per endpoint and
+// `max_idle` in all; past that the least recently used idle client is
+// closed. Each client holds up to two ZeroMQ sockets, and a context has 1,023
+// by default: a mount that read from every node of a 1,000-node cluster
+// would otherwise keep a client per node and fail to open new sockets.
+//
 // Thread-safety: Acquire may be called from any thread; a Lease is used by one.
 class ClientPool {
  public:
   explicit ClientPool(zmq::context_t& context, size_t max_idle_per_endpoint = 16,
-                      std::chrono::milliseconds connect_timeout = std::chrono::milliseconds::max())
-      : context_(context), max_idle_(max_idle_per_endpoint), connect_timeout_(connect_timeout) {}
+                      std::chrono::milliseconds connect_timeout = std::chrono::milliseconds::max(),
+                      size_t max_idle = 128)
+      : context_(context),
+        max_idle_per_endpoint_(max_idle_per_endpoint),
+        max_idle_(max_idle),
+        connect_timeout_(connect_timeout) {}
 
   class Lease {
    public:
@@ -178,14 +190,21 @@ class ClientPool {
 
   Lease Acquire(const std::string& endpoint);
 
+  size_t idle() const;                              // idle clients in all
+  size_t idle(const std::string& endpoint) const;   // ... of one endpoint
+
  private:
+  using Lru = std::list<std::unique_ptr<RpcClient>>;  // most recently released first
   void Release(std::unique_ptr<RpcClient> client);
 
   zmq::context_t& context_;
-  size_t max_idle_;
+  const size_t max_idle_per_endpoint_;
+  const size_t max_idle_;
   std::chrono::milliseconds connect_timeout_;
-  std::mutex mu_;
-  std::map<std::string, std::vector<std::unique_ptr<RpcClient>>> idle_;  // guarded by mu_
+  mutable std::mutex mu_;
+  Lru lru_;  // every idle client; guarded by mu_
+  // Per endpoint, its idle clients' places in lru_, oldest first. Guarded by mu_.
+  std::map<std::string, std::deque<Lru::iterator>> idle_;
 };
 
 }  // namespace hoard::proto

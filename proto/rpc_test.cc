@@ -239,6 +239,40 @@ TEST_F(RpcTest, PoolServesConcurrentCallers) {
   EXPECT_EQ(ok.load(), 400);
 }
 
+// Idle clients are capped per endpoint and in all (each holds sockets of a
+// context that has 1,023): past the cap the least recently used one closes.
+TEST_F(RpcTest, PoolKeepsFewIdleClientsAndClosesTheLeastRecentlyUsed) {
+  ClientPool pool(ctx_, /*max_idle_per_endpoint=*/2, 500ms, /*max_idle=*/3);
+  const std::string e1 = "tcp://127.0.0.1:1", e2 = "tcp://127.0.0.1:2", e3 = "tcp://127.0.0.1:3",
+                    e4 = "tcp://127.0.0.1:4";
+  {
+    auto a = pool.Acquire(e1);
+    auto b = pool.Acquire(e1);
+    auto c = pool.Acquire(e1);
+  }
+  EXPECT_EQ(pool.idle(e1), 2u);
+  { auto x = pool.Acquire(e2); }
+  EXPECT_EQ(pool.idle(), 3u);
+  { auto y = pool.Acquire(e3); }
+  EXPECT_EQ(pool.idle(), 3u);
+  EXPECT_EQ(pool.idle(e1), 1u) << "e1's oldest was the least recently used";
+  { auto z = pool.Acquire(e4); }
+  EXPECT_EQ(pool.idle(e1), 0u);
+  EXPECT_EQ(pool.idle(e2), 1u);
+  EXPECT_EQ(pool.idle(e3), 1u);
+  EXPECT_EQ(pool.idle(e4), 1u);
+  {
+    auto again = pool.Acquire(e2);  // reuses the idle one
+    EXPECT_EQ(pool.idle(e2), 0u);
+    EXPECT_EQ(pool.idle(), 2u);
+  }
+  // e2 is now the most recent: a new endpoint pushes out e3, the oldest.
+  { auto w = pool.Acquire(e1); }
+  EXPECT_EQ(pool.idle(e3), 0u);
+  EXPECT_EQ(pool.idle(e2), 1u);
+  EXPECT_EQ(pool.idle(e1), 1u);
+}
+
 // A peer in another process that takes one request and never answers it; the
 // test then kills or stops that process while the call waits.
 class SilentPeer {
