@@ -267,9 +267,10 @@ Status CkptTable::ApplyRetentionLocked(uint64_t job) {
   CkptRecord r;
   for (size_t i = options_.keep_last; i < checkpoints.size(); ++i) {
     ForEachFileLocked(checkpoints[i].second, [&](const CkptNode& f) {
-      // Never before P, nor a file reopened for writing (its next commit's
-      // chunks are on their way to holders that would evict them).
-      if (f.released || f.reopened || f.gen == 0 || f.level != uint8_t(CkptLevel::kP)) return;
+      // Never before P, nor a file opened for writing lately (its next
+      // commit's chunks are on their way to holders that would evict them).
+      const bool writing = f.reopened_unix_ms != 0 && NowMs() - f.reopened_unix_ms < options_.reopen_hold.count();
+      if (f.released || writing || f.gen == 0 || f.level != uint8_t(CkptLevel::kP)) return;
       CkptNode c = f;
       c.released = true;
       c.writer.clear();

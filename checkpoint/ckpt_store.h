@@ -66,14 +66,14 @@ struct CkptNode : proto::CkptEntry {
   // one. Decides whether a rename/unlink/rmdir is mirrored.
   bool on_origin = false;
   bool released = false;  // P and past retention: nodes may delete their copies
-  // Reopened for writing after it was released (CkptSetAttr::reopen): not
-  // released again until its next commit.
-  bool reopened = false;
+  // When a mount last opened it for writing (CkptSetAttr::reopen); 0 once a
+  // commit followed. Retention leaves it alone for Options::reopen_hold.
+  int64_t reopened_unix_ms = 0;
   // Durable so that a coordinator restart neither counts these holders
   // before they confirm nor forgets to send them their rebuild lists.
   std::vector<CkptUnconfirmed> unconfirmed;
   MSGPACK_DEFINE_MAP(MSGPACK_BASE_MAP(proto::CkptEntry), parent, name, commit_seq, uploaded_gen, uploaded_tmp, published_gen,
-                     on_origin, released, unconfirmed, reopened);
+                     on_origin, released, unconfirmed, reopened_unix_ms);
 };
 
 // An operation for the origin, applied in `seq` order by the Publisher.

@@ -174,12 +174,17 @@ Result<CkptEntry> CkptTable::SetAttr(const proto::CkptSetAttr& req) {
   CkptNode changed = *n;
   if (req.set_mode) changed.mode = req.mode & 07777;
   if (req.set_mtime) changed.mtime_ns = req.mtime_ns;
-  // Only a file at P can be released by retention (or already is).
-  if (req.reopen && !n->is_dir && n->gen > 0 && n->level == uint8_t(proto::CkptLevel::kP)) {
-    changed.released = false;
-    changed.reopened = true;
+  if (req.reopen && !n->is_dir && n->gen > 0) {
+    // Refreshed at most every half hold: a file opened again and again for
+    // writing costs a journal record per half hold, not per open.
+    const int64_t now = NowMs();
+    const int64_t hold = options_.reopen_hold.count();
+    if (n->released || n->reopened_unix_ms == 0 || now - n->reopened_unix_ms > hold / 2) {
+      changed.released = false;
+      changed.reopened_unix_ms = now;
+    }
   }
-  if (!req.set_mode && !req.set_mtime && changed.reopened == n->reopened) return ToEntryLocked(*n);
+  if (!req.set_mode && !req.set_mtime && changed.reopened_unix_ms == n->reopened_unix_ms) return ToEntryLocked(*n);
   HOARD_RETURN_IF_ERROR(SaveLocked(CkptRecord{.put = {changed}}));
   return ToEntryLocked(nodes_.at(changed.id));
 }
@@ -241,7 +246,7 @@ Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
   c.drained_unix_ms = 0;
   c.commit_seq = next_commit_seq_;
   c.released = false;
-  c.reopened = false;
+  c.reopened_unix_ms = 0;
   r.put.push_back(c);
   HOARD_RETURN_IF_ERROR(SaveLocked(r));
   leases_.erase(c.id);

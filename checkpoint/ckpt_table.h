@@ -58,9 +58,10 @@
 // replicas are cleared (reads go to the origin) and their ids leave
 // `keep_files`. Marker files directly in the job directory are never
 // released (tiny, and what a restore reads first). Nothing is released
-// before P. A released file a mount opens for writing (CkptSetAttr::reopen)
-// is kept again, and stays kept until a commit of it reaches P: nodes must
-// not evict the chunks sent ahead for that commit.
+// before P. A committed file a mount opens for writing (CkptSetAttr::reopen)
+// is kept (again, if it was released) and not released until a commit of it
+// reaches P, or for `reopen_hold` if none comes: nodes must not evict the
+// chunks sent ahead for that commit.
 //
 // Lost holders (ckpt_copies.cc): a node down for longer than the
 // coordinator's loss timeout is lost. Every chunk of a committed, undrained
@@ -124,6 +125,10 @@ class CkptTable {
     std::vector<std::string> commit_markers = {".metadata", "latest", "latest_checkpointed_iteration.txt"};
     // Checkpoints of a job whose local copies stay after P (see the top).
     uint32_t keep_last = 2;
+    // How long a file opened for writing (CkptSetAttr::reopen) is kept from
+    // release without a commit: a writer that never commits (it only read,
+    // or died) must not pin the file's copies for good.
+    std::chrono::milliseconds reopen_hold{std::chrono::hours(1)};
     // A committed generation not at P after this long counts as overdue in
     // Status (it is not dropped or reordered for it).
     std::chrono::milliseconds drain_deadline{std::chrono::seconds(600)};

@@ -826,42 +826,61 @@ TEST_F(CkptTableTest, RetentionKeepsTheNewestCheckpointsAndNeverReleasesBeforeP)
   EXPECT_FALSE(keeps(ids[0]));
 }
 
-// A mount opening a file at P for writing (CkptSetAttr::reopen) gets its
+// A mount opening a released file for writing (CkptSetAttr::reopen) gets its
 // copies kept again, and retention leaves it alone until a commit of it is
 // P: the chunks sent ahead for that commit must not be evicted by holders
 // whose keep list left the file out.
 TEST_F(CkptTableTest, AReopenedFileIsKeptUntilItsNextCommitIsP) {
   const std::vector<uint64_t> ids = MkCheckpoints(3, /*publish=*/true);
-  auto keeps = [&](uint64_t id) { return Keeps(id); };
-  ASSERT_FALSE(keeps(ids[0])) << "released: past the newest two, and P";
+  ASSERT_FALSE(Keeps(ids[0])) << "released: past the newest two, and P";
   ASSERT_TRUE(table_->SetAttr({.path = "job/iter_1/model.pt", .reopen = true}).ok());
-  EXPECT_TRUE(keeps(ids[0]));
-  // iter_2 is P and kept now; reopened, it is not released when it falls
-  // out of the newest two.
-  ASSERT_TRUE(table_->SetAttr({.path = "job/iter_2/model.pt", .reopen = true}).ok());
+  EXPECT_TRUE(Keeps(ids[0]));
   Reopen();  // durable
-  EXPECT_TRUE(keeps(ids[0]));
+  EXPECT_TRUE(Keeps(ids[0]));
   Mk("job/iter_4", true);
   ASSERT_TRUE(Commit(Mk("job/iter_4/model.pt"), 1).ok());
   DrainAndPublish("job/iter_4/model.pt");
-  EXPECT_TRUE(keeps(ids[0]));
-  EXPECT_TRUE(keeps(ids[1]));
-  // The rewrite commits: kept through R, and after P it is the job's newest
-  // checkpoint, so retention keeps it anyway; iter_2, whose reopen never
-  // led to a commit, stays kept.
+  EXPECT_TRUE(Keeps(ids[0])) << "still being written";
+  EXPECT_FALSE(Keeps(ids[1])) << "iter_2 is released as usual";
+  // The rewrite commits: kept at R, and at P it is the job's newest
+  // checkpoint. Two newer ones later it is released as any other.
   ASSERT_TRUE(Commit(ids[0], 2).ok());
-  EXPECT_TRUE(keeps(ids[0]));
+  EXPECT_TRUE(Keeps(ids[0]));
   DrainAndPublish("job/iter_1/model.pt");
-  EXPECT_TRUE(keeps(ids[0]));
-  EXPECT_TRUE(keeps(ids[1]));
-  EXPECT_FALSE(keeps(ids[2])) << "iter_3 is now past the newest two";
-  // A file not at P is never released: reopening it changes nothing.
-  const uint64_t fresh = Mk("job/iter_4/extra.pt");
-  ASSERT_TRUE(Commit(fresh, 1).ok());
-  Result<proto::CkptEntry> e = table_->SetAttr({.path = "job/iter_4/extra.pt", .reopen = true});
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
-  EXPECT_EQ(e->gen, 1u);
-  EXPECT_TRUE(keeps(fresh));
+  EXPECT_TRUE(Keeps(ids[0]));
+  for (const char* dir : {"job/iter_5", "job/iter_6"}) {
+    Mk(dir, true);
+    ASSERT_TRUE(Commit(Mk(std::string(dir) + "/model.pt"), 1).ok());
+    DrainAndPublish(std::string(dir) + "/model.pt");
+  }
+  EXPECT_FALSE(Keeps(ids[0]));
+}
+
+// Opened for writing while still at R, the file reaches P and falls out of
+// the newest checkpoints while it is written: not released. A reopen that
+// no commit follows (the job only read, or died) holds it for reopen_hold
+// (an hour) only.
+TEST_F(CkptTableTest, AFileOpenedForWritingIsNotReleasedWhileWrittenNorForever) {
+  const std::vector<uint64_t> ids = MkCheckpoints(2, /*publish=*/false);
+  ASSERT_TRUE(table_->SetAttr({.path = "job/iter_1/model.pt", .reopen = true}).ok());
+  DrainAndPublish("job/iter_1/model.pt");
+  DrainAndPublish("job/iter_2/model.pt");
+  for (const char* dir : {"job/iter_3", "job/iter_4"}) {
+    Mk(dir, true);
+    ASSERT_TRUE(Commit(Mk(std::string(dir) + "/model.pt"), 1).ok());
+    DrainAndPublish(std::string(dir) + "/model.pt");
+  }
+  EXPECT_TRUE(Keeps(ids[0])) << "opened for writing: its next commit's chunks must stay";
+  EXPECT_FALSE(Keeps(ids[1]));
+  now_ms_ += 3'600'001;
+  Mk("job/iter_5", true);
+  ASSERT_TRUE(Commit(Mk("job/iter_5/model.pt"), 1).ok());
+  DrainAndPublish("job/iter_5/model.pt");
+  EXPECT_FALSE(Keeps(ids[0])) << "an hour without a commit: released";
+  // Reopening a file again and again writes the journal once per half hold.
+  const uint64_t records = table_->TEST_store().seq();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(table_->SetAttr({.path = "job/iter_4/model.pt", .reopen = true}).ok());
+  EXPECT_EQ(table_->TEST_store().seq(), records + 1);
 }
 
 TEST_F(CkptTableTest, LostUploadIsDrainedAgain) {

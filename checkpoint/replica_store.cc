@@ -42,9 +42,11 @@ std::optional<uint64_t> ParseU64(std::string_view s) {
   return v;
 }
 
+// Exactly ChunkName's 16 lowercase hex digits (a name is rebuilt from the
+// number, so another spelling of it could never be removed).
 std::optional<uint64_t> ParseHex64(std::string_view s) {
   uint64_t v = 0;
-  if (s.size() != 16) return std::nullopt;
+  if (s.size() != 16 || s.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::nullopt;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 16);
   if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
   return v;

@@ -41,24 +41,48 @@ std::shared_ptr<LocalFile> CkptFs::OpenLocalLocked(uint64_t id) {
 Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& e, bool truncate) {
   if (files_dir_.empty()) return Status::InvalidArgument("this mount has no node store to write checkpoints to");
   std::shared_ptr<LocalFile> f;
+  bool waited = false;
   {
     // One first open of a file at a time: a second one, running beside it,
     // would copy the committed bytes in (or truncate) over what the first
     // one's handle writes meanwhile. It waits and shares the first's file.
     std::unique_lock lock(mu_);
-    first_open_done_.wait(lock, [&] { return !opening_.contains(e.id); });
+    while (opening_.contains(e.id)) {
+      waited = true;
+      first_open_done_.wait(lock);
+    }
     f = OpenLocalLocked(e.id);
     if (f == nullptr) opening_.insert(e.id);
   }
   if (f == nullptr) {
+    // Whatever happens below (an error, an exception), the id leaves
+    // opening_, or every later open of the file would wait forever.
+    struct Done {
+      CkptFs* fs;
+      uint64_t id;
+      std::shared_ptr<LocalFile> opened;
+      ~Done() {
+        {
+          std::lock_guard lock(fs->mu_);
+          fs->opening_.erase(id);
+          if (opened != nullptr) fs->local_[id] = opened;
+        }
+        fs->first_open_done_.notify_all();
+      }
+    } done{this, e.id, nullptr};
     if (test_before_first_open_) test_before_first_open_(e.id);
-    Result<std::shared_ptr<LocalFile>> opened = OpenFirst(e, truncate);
-    {
-      std::lock_guard lock(mu_);
-      opening_.erase(e.id);
-      if (opened.ok()) local_[e.id] = *opened;
+    // After a wait the entry may be older than the commits made meanwhile
+    // (by the handle we waited for, since closed): copying it in would
+    // bring back older bytes.
+    proto::CkptEntry now = e;
+    if (waited) {
+      Result<proto::CkptEntryReply> cur = Ask(proto::CkptLookup{.path = e.path});
+      if (!cur.ok()) return cur.status();
+      if (cur->entry.id != e.id) return Status::NotFound(e.path + " was replaced while it was being opened");
+      now = std::move(cur->entry);
     }
-    first_open_done_.notify_all();
+    Result<std::shared_ptr<LocalFile>> opened = OpenFirst(now, truncate);
+    if (opened.ok()) done.opened = *opened;
     return opened;
   }
   if (truncate) {
@@ -73,10 +97,10 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& 
 }
 
 Result<std::shared_ptr<LocalFile>> CkptFs::OpenFirst(const proto::CkptEntry& e, bool truncate) {
-  if (e.gen > 0 && e.level == uint8_t(proto::CkptLevel::kP)) {
-    // Retention may release (or have released) a file at P: its copies
-    // would then be evicted, and with them the chunks sent ahead for our
-    // commit. The coordinator keeps it until that commit.
+  if (e.gen > 0) {
+    // Retention may release (or have released) a committed file once it is
+    // P: its copies would then be evicted, and with them the chunks sent
+    // ahead for our commit. The coordinator keeps it until that commit.
     Result<proto::CkptEntryReply> kept = Ask(proto::CkptSetAttr{.path = e.path, .reopen = true});
     if (!kept.ok()) return kept.status().Annotate("reopen checkpoint file " + e.path + " for writing");
   }

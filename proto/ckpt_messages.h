@@ -204,11 +204,11 @@ struct CkptCommit {
 };
 
 // chmod / utimens of an entry (truncate is a commit of new bytes), and
-// `reopen`: a mount opens the file (at P) for writing. Were its copies
-// released by retention (now or while it is written), nodes would evict the
-// chunks sent for its next commit before that commit names them; so it is
-// kept (in every node's keep_files) and not released until a commit of it
-// reaches P.
+// `reopen`: a mount opens the (committed) file for writing. Were its copies
+// released by retention (before or while it is written), nodes would evict
+// the chunks sent for its next commit before that commit names them; so it
+// is kept (in every node's keep_files) and not released until a commit of it
+// reaches P (or, with no commit, for the coordinator's reopen hold).
 struct CkptSetAttr {
   static constexpr MsgType kType = MsgType::kCkptSetAttr;
   using Reply = CkptEntryReply;
