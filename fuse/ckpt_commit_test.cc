@@ -1,7 +1,9 @@
 // Checkpoint commits and opens for writing on a real kernel FUSE mount over
 // an in-process cluster: K comes from the coordinator (--ckpt-replicas,
 // carried by the cluster map); two first opens of one file do not overwrite
-// each other's bytes; a released file opened for writing is kept again.
+// each other's bytes; a released file opened for writing is kept again;
+// another node's mount that looked at a file while it was written reads all
+// of it once the writer closed it (close-to-open, as NFS gives).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -149,6 +151,45 @@ TEST(CkptCommitTest, OpeningAReleasedFileForWritingKeepsItsCopiesAgain) {
   EXPECT_EQ(e->gen, 2u);
   EXPECT_EQ(e->size, 100000u);
   EXPECT_TRUE(kept());
+}
+
+// A second node's mount stats a file while node 1 writes it (size 0 then)
+// and opens it right after node 1's close, well within the 1 s the kernel
+// may keep the attributes it got: it reads every byte (close-to-open, as NFS
+// gives), not the empty file the stale size says.
+TEST(CkptCommitTest, AnotherMountOpeningAfterTheCloseReadsTheWholeFile) {
+  hoard::testing::TempDir tmp("hoard-ckpt-cto");
+  hoard::testing::TestCluster cluster(tmp.path(), "mem://o");
+  ASSERT_TRUE(cluster.Start().ok());
+  CkptTestMount m = CkptTestMount::Start(cluster, 3);
+  ASSERT_FALSE(m.mnt.empty());
+  HoardFs::Options options = TestMountOptions(cluster, "mount-cache2");
+  options.local_store = JoinPath(cluster.dir(), "node2/store");
+  options.node_name = "node2";
+  HoardFs fs2(options);
+  const std::string mnt2 = JoinPath(cluster.dir(), "mnt2");
+  std::unique_ptr<TestMount> mount2 = TestMount::Start(&fs2, mnt2);
+  ASSERT_NE(mount2, nullptr);
+
+  for (int round = 0; round < 3; ++round) {
+    const std::string rel = "checkpoints/job/f" + std::to_string(round);
+    const std::string data = hoard::testing::PseudoRandomBytes(100000 + round, 40 + round);
+    const int fd = ::open(JoinPath(m.mnt, rel).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ASSERT_EQ(::write(fd, data.data(), data.size()), ssize_t(data.size()));
+    // Node 2 looks while it is written: nothing committed yet.
+    struct stat st;
+    ASSERT_EQ(::stat(JoinPath(mnt2, rel).c_str(), &st), 0) << std::strerror(errno);
+    EXPECT_EQ(st.st_size, 0);
+    ASSERT_EQ(::fsync(fd), 0);
+    ASSERT_EQ(::close(fd), 0);
+    Result<std::string> back = ReadFile(JoinPath(mnt2, rel));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->size(), data.size()) << "round " << round;
+    EXPECT_TRUE(*back == data) << "round " << round;
+    ASSERT_EQ(::stat(JoinPath(mnt2, rel).c_str(), &st), 0);
+    EXPECT_EQ(uint64_t(st.st_size), data.size()) << "round " << round << ": stat after the open";
+  }
 }
 
 }  // namespace

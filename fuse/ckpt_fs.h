@@ -9,8 +9,10 @@
 // `attr_timeout`, 1 s by default), and every change (create, mkdir, rename,
 // unlink, rmdir, chmod, utimens) is made there first, so all mounts see one
 // namespace. A file's bytes are its committed generation's; the mount that
-// has the file open for writing sees its own newer bytes at once (close-to-
-// open consistency, as NFS gives).
+// has the file open for writing sees its own newer bytes at once, and every
+// other mount sees them once the writer's close returned (close-to-open
+// consistency, as NFS gives: an open drops the attributes the kernel cached,
+// so a size from before the commit is not read up to).
 //
 // Writes: a file opened for writing is backed by STORE/ckpt/files/<id> on this
 // node's disk (the node agent's store directory), written in place at local
@@ -125,6 +127,10 @@ class CkptFs {
   // The attributes of kCheckpointsIno (for the root's listing).
   void StatRoot(struct stat* st) const;
 
+  // The kernel session, for invalidating attributes (null: none, e.g. after
+  // unmount). See Open.
+  void SetSession(fuse_session* session) { session_.store(session); }
+
  private:
   template <typename Req>
   Result<typename Req::Reply> Ask(const Req& req) {
@@ -183,6 +189,7 @@ class CkptFs {
   };
   uint64_t NewHandle(Handle h);
   std::unordered_map<uint64_t, Handle> handles_;                    // by fh; guarded by mu_
+  std::atomic<fuse_session*> session_{nullptr};
   uint64_t next_fh_ = 1;                                            // guarded by mu_
 };
 

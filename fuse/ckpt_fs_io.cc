@@ -258,6 +258,12 @@ void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fi->fh = NewHandle(std::move(h));
   // Pages cached by an earlier open may be of an older generation.
   fi->keep_cache = 0;
+  // So may the size the kernel cached (for up to attr_timeout) if it looked
+  // before another mount's commit: reads would stop there, and an empty file
+  // would read empty. Dropped, the attributes are asked again (GETATTR) when
+  // the reader stats or reads past the cached size. Only the attributes
+  // (offset -1): no page lock, so no deadlock with this OPEN.
+  if (fuse_session* se = session_.load()) (void)fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
   if (fuse_reply_open(req, fi) != 0) Release(nullptr, ino, fi);
 }
 

@@ -103,6 +103,7 @@ void HoardFs::SetSession(fuse_session* session) {
     });
   }
   session_.store(session);
+  ckpt_->SetSession(session);
 }
 
 Status HoardFs::Start() {
