@@ -184,7 +184,10 @@ Result<CkptEntry> CkptTable::SetAttr(const proto::CkptSetAttr& req) {
       changed.reopened_unix_ms = now;
     }
   }
-  if (!req.set_mode && !req.set_mtime && changed.reopened_unix_ms == n->reopened_unix_ms) return ToEntryLocked(*n);
+  if (!req.set_mode && !req.set_mtime && changed.released == n->released &&
+      changed.reopened_unix_ms == n->reopened_unix_ms) {
+    return ToEntryLocked(*n);
+  }
   HOARD_RETURN_IF_ERROR(SaveLocked(CkptRecord{.put = {changed}}));
   return ToEntryLocked(nodes_.at(changed.id));
 }

@@ -79,18 +79,27 @@ std::vector<std::string> Committer::Replicate(const ClusterView& view, const std
   return holders;
 }
 
+namespace {
+
+// The map's `field` if there is a map and it is in [1, max]; else the
+// default map's (a map from a newer or broken coordinator must not make the
+// mount commit what the coordinator refuses).
+template <typename T>
+T FromMap(const ClusterView* view, T proto::ClusterMap::*field, T max) {
+  const T fallback = proto::ClusterMap{}.*field;
+  if (view == nullptr) return fallback;
+  const T v = view->map().*field;
+  return v >= 1 && v <= max ? v : fallback;
+}
+
+}  // namespace
+
 uint32_t Committer::Replicas(const ClusterView* view) {
-  constexpr uint32_t kDefault = proto::ClusterMap{}.ckpt_replicas;
-  if (view == nullptr) return kDefault;
-  const uint32_t k = view->map().ckpt_replicas;
-  return k >= 1 && k <= proto::kMaxCkptReplicas ? k : kDefault;
+  return FromMap(view, &proto::ClusterMap::ckpt_replicas, proto::kMaxCkptReplicas);
 }
 
 uint64_t Committer::ChunkSize(const ClusterView* view) {
-  constexpr uint64_t kDefault = proto::ClusterMap{}.ckpt_chunk_size;
-  if (view == nullptr) return kDefault;
-  const uint64_t cs = view->map().ckpt_chunk_size;
-  return cs >= 1 && cs <= proto::kMaxCkptChunkSize ? cs : kDefault;
+  return FromMap(view, &proto::ClusterMap::ckpt_chunk_size, proto::kMaxCkptChunkSize);
 }
 
 std::vector<std::string> Committer::SendChunk(const ClusterView& view, uint64_t id, uint64_t gen, uint32_t index,
@@ -150,7 +159,7 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   std::shared_ptr<const ClusterView> view = current_view_();
   const uint64_t cs = ChunkSize(view.get());
-  const uint64_t chunks = size / cs + (size % cs != 0);
+  const uint64_t chunks = proto::CkptChunkCount(size, cs).value_or(0);  // cs is in range: always a count
   const size_t want = copies_wanted(view.get());
   proto::CkptCommit commit{.id = f.id,
                            .gen = f.gen + 1,
