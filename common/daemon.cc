@@ -1,5 +1,6 @@
 #include "common/daemon.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -13,6 +14,14 @@ std::shared_ptr<spdlog::logger> MakeLogger(const std::string& name, const std::s
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %n[%P]: %v");
   logger->flush_on(spdlog::level::info);
   return logger;
+}
+
+void KeepFreedBuffers() {
+  // 32 MiB is the largest threshold glibc accepts (half its heap size); a
+  // chunk (4 MiB by default) and its message fit well below it. Setting
+  // either value also turns off glibc's adaptive thresholds.
+  (void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  (void)mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
 uint64_t RaiseFileLimit() {

@@ -22,6 +22,14 @@ void BlockTerminationSignals();
 // Raises the soft limit on open files to the hard limit (a daemon serving many
 // readers holds many chunk files and sockets) and returns the new limit.
 uint64_t RaiseFileLimit();
+// Has malloc keep freed chunk-sized buffers for reuse instead of returning
+// them to the kernel. Daemons move chunks in buffers of a few MiB (ZeroMQ
+// messages, seals, reads); glibc maps each one afresh beyond its adaptive
+// threshold and unmaps it at free, so every message paid page faults and
+// the zeroing of its pages (measured: `bench/RESULTS.md`, issue 6). Keeps at
+// most what the daemon's busiest moment used, plus a 256 MiB trim margin.
+void KeepFreedBuffers();
+
 // Returns the signal number once SIGINT or SIGTERM arrives.
 int WaitForTermination();
 

@@ -3,9 +3,12 @@
 // carried by the cluster map); two first opens of one file do not overwrite
 // each other's bytes; a released file opened for writing is kept again;
 // another node's mount that looked at a file while it was written reads all
-// of it once the writer closed it (close-to-open, as NFS gives).
+// of it once the writer closed it (close-to-open, as NFS gives); a handle
+// open for writing skips the mount's page cache yet can be mapped shared.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -190,6 +193,64 @@ TEST(CkptCommitTest, AnotherMountOpeningAfterTheCloseReadsTheWholeFile) {
     ASSERT_EQ(::stat(JoinPath(mnt2, rel).c_str(), &st), 0);
     EXPECT_EQ(uint64_t(st.st_size), data.size()) << "round " << round << ": stat after the open";
   }
+}
+
+// FUSE_DIRECT_IO_ALLOW_MMAP is Linux 6.6's.
+bool KernelAtLeast(int major, int minor) {
+  utsname u;
+  int ma = 0, mi = 0;
+  return ::uname(&u) == 0 && std::sscanf(u.release, "%d.%d", &ma, &mi) == 2 &&
+         (ma > major || (ma == major && mi >= minor));
+}
+
+TEST(CkptCommitTest, AWritableHandleSkipsTheMountsPageCacheYetMapsShared) {
+  hoard::testing::TempDir tmp("hoard-ckpt-dio");
+  hoard::testing::TestCluster cluster(tmp.path(), "mem://o");
+  ASSERT_TRUE(cluster.Start().ok());
+  CkptTestMount m = CkptTestMount::Start(cluster, 2);
+  ASSERT_FALSE(m.mnt.empty());
+  if (!KernelAtLeast(6, 6)) GTEST_SKIP() << "the kernel cannot map direct_io files shared";
+  ASSERT_TRUE(m.fs->passthrough().direct_io_mmap()) << "the mount did not negotiate FUSE_DIRECT_IO_ALLOW_MMAP";
+
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  std::string data = hoard::testing::PseudoRandomBytes(kCs + 3 * page, 61);
+  const std::string path = JoinPath(m.mnt, "checkpoints/job/mapped.bin");
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644));
+  ASSERT_GE(fd.get(), 0) << std::strerror(errno);
+  ASSERT_EQ(::write(fd.get(), data.data(), data.size()), ssize_t(data.size()));
+  void* map = ::mmap(nullptr, data.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
+  char* p = static_cast<char*>(map);
+  // Written with cached I/O, every page would be in the mount's page cache.
+  std::vector<unsigned char> resident((data.size() + page - 1) / page);
+  ASSERT_EQ(::mincore(map, data.size(), resident.data()), 0) << std::strerror(errno);
+  EXPECT_EQ(std::count_if(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }), 0)
+      << "the written pages are cached by the mount";
+  EXPECT_EQ(std::memcmp(p, data.data(), data.size()), 0) << "the mapping reads what write(2) wrote";
+
+  // Writes through the mapping reach the file; writes through the fd reach
+  // the mapping.
+  std::memset(p + page, 'm', page);
+  data.replace(page, page, page, 'm');
+  ASSERT_EQ(::msync(map, data.size(), MS_SYNC), 0) << std::strerror(errno);
+  std::string back(page, '\0');
+  ASSERT_EQ(::pread(fd.get(), back.data(), page, off_t(page)), ssize_t(page));
+  EXPECT_EQ(back, std::string(page, 'm'));
+  const std::string w(page, 'w');
+  ASSERT_EQ(::pwrite(fd.get(), w.data(), page, off_t(2 * page)), ssize_t(page));
+  data.replace(2 * page, page, w);
+  EXPECT_EQ(std::string(p + 2 * page, page), w) << "the mapping still shows the bytes before the pwrite";
+  ASSERT_EQ(::munmap(map, data.size()), 0);
+  ASSERT_EQ(::close(fd.Release()), 0);
+
+  // Committed as written, every byte, at R.
+  Result<std::string> got = ReadFile(path);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data);
+  Result<proto::CkptEntry> e = cluster.coordinator().checkpoints().Lookup("job/mapped.bin");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->size, data.size());
+  EXPECT_EQ(e->level, uint8_t(proto::CkptLevel::kR));
 }
 
 }  // namespace

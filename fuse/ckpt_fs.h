@@ -22,6 +22,11 @@
 // gen+1 at level R (replicated) or L, and the call returns after that.
 // Chunks a sequential writer has finished are replicated meanwhile (fuse/
 // ckpt_write_behind.h), so the commit mostly waits for the last ones.
+// A handle open for writing skips the kernel's page cache of the mount
+// (direct_io, where the kernel allows it: Options::uncached_writes): the bytes
+// are cached once, as the local file's pages, rather than twice, which halves
+// the memory a large save fills and saves the writer a copy of every byte
+// into fresh pages (`bench/RESULTS.md`, issue 6).
 //
 // Reads of a file not open for writing here go through CkptChunks (fuse/
 // ckpt_chunks.h): this node's copies, then the other holders, then the
@@ -92,6 +97,10 @@ class CkptFs {
     zmq::context_t* context = nullptr;
     // The checkpoint origin, for files only there (P); null = none.
     std::function<Result<std::unique_ptr<CkptOrigin>>()> open_origin;
+    // Whether handles open for writing may skip the kernel's page cache of
+    // the mount (direct_io): only where the kernel still lets such a file be
+    // mapped shared (fuse/passthrough.h). Null = never.
+    std::function<bool()> uncached_writes;
   };
 
   CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view);
@@ -188,6 +197,7 @@ class CkptFs {
     std::shared_ptr<const proto::CkptEntry> entry;
   };
   uint64_t NewHandle(Handle h);
+  bool UncachedWrites() const { return options_.uncached_writes && options_.uncached_writes(); }
   std::unordered_map<uint64_t, Handle> handles_;                    // by fh; guarded by mu_
   std::atomic<fuse_session*> session_{nullptr};
   uint64_t next_fh_ = 1;                                            // guarded by mu_

@@ -223,6 +223,7 @@ void CkptFs::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t 
   }
   Remember(r->entry);
   fi->fh = NewHandle(Handle{*f, nullptr});
+  fi->direct_io = UncachedWrites();
   fuse_entry_param p;
   std::memset(&p, 0, sizeof p);
   p.ino = CkptIno(r->entry.id);
@@ -258,6 +259,7 @@ void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fi->fh = NewHandle(std::move(h));
   // Pages cached by an earlier open may be of an older generation.
   fi->keep_cache = 0;
+  fi->direct_io = Writable(fi->flags) && UncachedWrites();
   // So may the size the kernel cached (for up to attr_timeout) if it looked
   // before another mount's commit: reads would stop there, and an empty file
   // would read empty. Dropped, the attributes are asked again (GETATTR) when

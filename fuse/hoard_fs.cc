@@ -88,7 +88,8 @@ HoardFs::HoardFs(Options options)
                                                      .write_behind_threads = options_.ckpt_write_behind_threads,
                                                      .logger = options_.logger,
                                                      .context = options_.context,
-                                                     .open_origin = options_.open_ckpt_origin},
+                                                     .open_origin = options_.open_ckpt_origin,
+                                                     .uncached_writes = [this] { return passthrough_.direct_io_mmap(); }},
                                      [this] { return watcher_.Current(); })),
       passthrough_(options_.logger),
       start_time_(static_cast<int64_t>(::time(nullptr))) {}
@@ -98,9 +99,14 @@ HoardFs::~HoardFs() { Stop(); }
 void HoardFs::SetSession(fuse_session* session) {
   if (session != nullptr && options_.passthrough && session_.load() == nullptr) {
     // The session's userdata is this HoardFs (fuse_session_new in main.cc).
-    (void)passthrough_.Install(session, [](int fd, iovec* iov, int count, void* userdata) {
-      return static_cast<HoardFs*>(userdata)->passthrough_.Writev(fd, iov, count);
-    });
+    (void)passthrough_.Install(
+        session,
+        [](int fd, iovec* iov, int count, void* userdata) {
+          return static_cast<HoardFs*>(userdata)->passthrough_.Writev(fd, iov, count);
+        },
+        [](int fd, void* buf, size_t len, void* userdata) {
+          return static_cast<HoardFs*>(userdata)->passthrough_.Read(fd, buf, len);
+        });
   }
   session_.store(session);
   ckpt_->SetSession(session);

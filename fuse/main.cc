@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   mountpoint = resolved;
+  hoard::KeepFreedBuffers();
   const uint64_t files = hoard::RaiseFileLimit();
   zmq::context_t context(io_threads);
   // ZeroMQ's default is 1,023 sockets; each peer client takes up to two.

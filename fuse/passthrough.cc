@@ -18,7 +18,11 @@ namespace {
 // The parts of <linux/fuse.h> from Linux 6.9 that Debian 12's headers (6.1)
 // lack. The kernel's ABI, so they cannot change.
 constexpr uint32_t kInitPassthroughFlag2 = 1u << (37 - 32);  // FUSE_PASSTHROUGH, in flags2
+constexpr uint32_t kInitDirectIoMmapFlag2 = 1u << (36 - 32);  // FUSE_DIRECT_IO_ALLOW_MMAP, in flags2
 constexpr uint32_t kInitExtFlag = 1u << 30;                   // FUSE_INIT_EXT: flags2 is meaningful
+constexpr uint32_t kOpcodeInit = 26;                          // FUSE_INIT
+constexpr size_t kInitInFlagsOffset = sizeof(fuse_in_header) + 12;   // fuse_init_in.flags
+constexpr size_t kInitInFlags2Offset = sizeof(fuse_in_header) + 16;  // fuse_init_in.flags2
 constexpr size_t kInitOutFlagsOffset = 12;                    // fuse_init_out.flags
 constexpr size_t kInitOutFlags2Offset = 32;                   // fuse_init_out.flags2
 constexpr size_t kInitOutStackDepthOffset = 36;               // fuse_init_out.max_stack_depth
@@ -51,10 +55,10 @@ ssize_t Splice(int fdin, off_t* offin, int fdout, off_t* offout, size_t len, uns
 
 }  // namespace
 
-bool Passthrough::Install(fuse_session* se, WritevFn writev) {
+bool Passthrough::Install(fuse_session* se, WritevFn writev, ReadFn read) {
   fuse_custom_io io{};
   io.writev = writev;
-  io.read = [](int fd, void* buf, size_t len, void*) -> ssize_t { return ::read(fd, buf, len); };
+  io.read = read;
   // Without these libfuse would stop splicing local chunks to the kernel.
   io.splice_send = &Splice;
   io.splice_receive = &Splice;
@@ -72,8 +76,28 @@ bool Passthrough::Install(fuse_session* se, WritevFn writev) {
   }
   se_ = se;
   init_replied_.store(false);
+  init_read_.store(false);
+  kernel_flags2_.store(0);
+  direct_io_mmap_.store(false);
   enabled_.store(true, std::memory_order_relaxed);
   return true;
+}
+
+ssize_t Passthrough::Read(int fd, void* buf, size_t len) {
+  const ssize_t n = ::read(fd, buf, len);
+  // INIT is the first request a session reads; libfuse reads it (with
+  // read(2), not splice) before it calls the file system's init.
+  if (n < 0 || init_read_.load(std::memory_order_acquire)) return n;
+  const char* in = static_cast<const char*>(buf);
+  if (size_t(n) >= kInitInFlags2Offset + 4 &&
+      reinterpret_cast<const fuse_in_header*>(in)->opcode == kOpcodeInit) {
+    uint32_t flags = 0, flags2 = 0;
+    std::memcpy(&flags, in + kInitInFlagsOffset, 4);
+    if (flags & kInitExtFlag) std::memcpy(&flags2, in + kInitInFlags2Offset, 4);
+    kernel_flags2_.store(flags2);
+  }
+  init_read_.store(true, std::memory_order_release);
+  return n;
 }
 
 ssize_t Passthrough::Writev(int fd, iovec* iov, int count) {
@@ -100,10 +124,14 @@ ssize_t Passthrough::Writev(int fd, iovec* iov, int count) {
   uint32_t flags2 = 0;
   std::memcpy(&flags2, out + kInitOutFlags2Offset, 4);
   flags2 |= kInitPassthroughFlag2;
+  const bool mmap = (kernel_flags2_.load() & kInitDirectIoMmapFlag2) != 0;
+  if (mmap) flags2 |= kInitDirectIoMmapFlag2;
   std::memcpy(out + kInitOutFlags2Offset, &flags2, 4);
   std::memcpy(out + kInitOutStackDepthOffset, &kMaxStackDepth, 4);
   iovec patched[2] = {iov[0], {out, iov[1].iov_len}};
-  return ::writev(fd, patched, 2);
+  const ssize_t n = ::writev(fd, patched, 2);
+  if (n >= 0 && mmap) direct_io_mmap_.store(true, std::memory_order_release);
+  return n;
 }
 
 Passthrough::Decision Passthrough::Open(fuse_ino_t ino, int fd) {

@@ -13,6 +13,10 @@
 //   - Install puts custom I/O on the mounted session whose writev adds
 //     FUSE_PASSTHROUGH and a stack depth of 1 to the INIT reply (the first
 //     reply a session sends). A kernel without passthrough ignores them.
+//     The same patch asks for FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6) when the
+//     INIT request (seen by the custom read) offers it: then a file opened
+//     with direct_io can still be mapped shared, which checkpoint files
+//     opened for writing need (fuse/ckpt_fs.h).
 //   - An open is answered with FOPEN_PASSTHROUGH and a backing id that
 //     FUSE_DEV_IOC_BACKING_OPEN registered for the chunk file (it needs
 //     CAP_SYS_ADMIN). The first failure of that ioctl (an older kernel, no
@@ -53,8 +57,10 @@ class Passthrough {
   // the session's writev: it gets the session's userdata and must call this
   // object's Writev. Returns false (and passthrough stays off) if libfuse
   // refuses.
+  // `read` likewise must call Read.
   using WritevFn = ssize_t (*)(int fd, iovec* iov, int count, void* userdata);
-  bool Install(fuse_session* se, WritevFn writev);
+  using ReadFn = ssize_t (*)(int fd, void* buf, size_t len, void* userdata);
+  bool Install(fuse_session* se, WritevFn writev, ReadFn read);
 
   // How an open of a dataset file goes.
   struct Decision {
@@ -75,6 +81,9 @@ class Passthrough {
   static int ReplyOpen(fuse_req_t req, const fuse_file_info& fi, int32_t backing_id);
 
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+  // The INIT reply granted FUSE_DIRECT_IO_ALLOW_MMAP: a direct_io open may be
+  // mapped shared (without it such an mmap fails with ENODEV).
+  bool direct_io_mmap() const { return direct_io_mmap_.load(std::memory_order_acquire); }
   // Inodes with open files that the table follows (tests, and a leak check).
   size_t open_inodes() const {
     std::lock_guard lock(mu_);
@@ -83,6 +92,8 @@ class Passthrough {
 
   // The session's writev: patches the INIT reply, sends everything else as is.
   ssize_t Writev(int fd, iovec* iov, int count);
+  // The session's read: notes what the INIT request offers.
+  ssize_t Read(int fd, void* buf, size_t len);
 
  private:
   struct Inode {
@@ -98,6 +109,9 @@ class Passthrough {
   std::atomic<fuse_session*> se_{nullptr};  // set by Install, before the session loops
   std::atomic<bool> enabled_{false};
   std::atomic<bool> init_replied_{false};
+  std::atomic<bool> init_read_{false};
+  std::atomic<uint32_t> kernel_flags2_{0};  // the INIT request's flags2; written before init_read_
+  std::atomic<bool> direct_io_mmap_{false};
   mutable std::mutex mu_;
   std::unordered_map<fuse_ino_t, Inode> inodes_;  // guarded by mu_; only inodes with opens
 };

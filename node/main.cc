@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
 
   hoard::BlockTerminationSignals();
   auto log = hoard::MakeLogger("node", log_level);
+  hoard::KeepFreedBuffers();
   const uint64_t files = hoard::RaiseFileLimit();
   hoard::Result<uint64_t> cap = hoard::ParseBytes(capacity);
   if (!cap.ok()) {
