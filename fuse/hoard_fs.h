@@ -74,7 +74,9 @@ class HoardFs {
     // default (128 KiB, which makes a 256 MiB file 2,048 round trips).
     uint32_t read_ahead_kb = 4096;
     // Kernel passthrough (fuse/passthrough.h) for dataset files whose bytes
-    // are all in one chunk file on this node's disk.
+    // are all in one chunk file on this node's disk. The same INIT patch lets
+    // checkpoint files open for writing skip the mount's page cache
+    // (CkptFs::Options::uncached_writes): off, they are cached as well.
     bool passthrough = true;
     // The mount's own read-ahead of chunks for sequential readers
     // (fuse/chunk_reader.h): chunks ahead (ChunkReader::kAutoReadahead:
