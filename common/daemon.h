@@ -26,8 +26,10 @@ uint64_t RaiseFileLimit();
 // them to the kernel. Daemons move chunks in buffers of a few MiB (ZeroMQ
 // messages, seals, reads); glibc maps each one afresh beyond its adaptive
 // threshold and unmaps it at free, so every message paid page faults and
-// the zeroing of its pages (measured: `bench/RESULTS.md`, issue 6). Keeps at
-// most what the daemon's busiest moment used, plus a 256 MiB trim margin.
+// the zeroing of its pages (measured: `bench/RESULTS.md`, issue 6). The cost:
+// each malloc arena (one per allocating thread, up to 8 per core) keeps what
+// it held at its busiest, as thread arenas are trimmed only past the
+// threshold and the main arena keeps up to 256 MiB free.
 void KeepFreedBuffers();
 
 // Returns the signal number once SIGINT or SIGTERM arrives.

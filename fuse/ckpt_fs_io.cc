@@ -223,7 +223,7 @@ void CkptFs::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t 
   }
   Remember(r->entry);
   fi->fh = NewHandle(Handle{*f, nullptr});
-  fi->direct_io = UncachedWrites();
+  fi->direct_io = UncachedWrites();  // backed by the local file, as in Open
   fuse_entry_param p;
   std::memset(&p, 0, sizeof p);
   p.ino = CkptIno(r->entry.id);
@@ -256,16 +256,21 @@ void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     h.file = OpenLocal(e.id);
     h.entry = std::make_shared<const proto::CkptEntry>(std::move(e));
   }
+  const bool written_here = h.file != nullptr;
   fi->fh = NewHandle(std::move(h));
   // Pages cached by an earlier open may be of an older generation.
   fi->keep_cache = 0;
-  fi->direct_io = Writable(fi->flags) && UncachedWrites();
   // So may the size the kernel cached (for up to attr_timeout) if it looked
   // before another mount's commit: reads would stop there, and an empty file
   // would read empty. Dropped, the attributes are asked again (GETATTR) when
   // the reader stats or reads past the cached size. Only the attributes
   // (offset -1): no page lock, so no deadlock with this OPEN.
   if (fuse_session* se = session_.load()) (void)fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
+  // Writes skip the mount's page cache (Options::uncached_writes); so do
+  // reads of a file this node is writing: a direct write drops the cached
+  // range only before it is sent, so a cached read racing it could keep old
+  // bytes until the next open.
+  fi->direct_io = written_here && UncachedWrites();
   if (fuse_reply_open(req, fi) != 0) Release(nullptr, ino, fi);
 }
 

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   app.add_option("--passthrough", passthrough,
                  "Let the kernel read dataset files held whole in one local chunk file straight from it (FUSE "
                  "passthrough, Linux 6.9+; falls back by itself where the kernel has none); also lets checkpoint writes skip "
-                 "the mount's page cache (Linux 6.6+)")
+                 "the mount's page cache (Linux 6.9+)")
       ->capture_default_str();
   app.add_option("--readahead-chunks", readahead_chunks,
                  "Chunks fetched ahead of a sequential reader (-1: 16 MiB worth, at least 4; 0: none)")

@@ -124,7 +124,12 @@ ssize_t Passthrough::Writev(int fd, iovec* iov, int count) {
   uint32_t flags2 = 0;
   std::memcpy(&flags2, out + kInitOutFlags2Offset, 4);
   flags2 |= kInitPassthroughFlag2;
-  const bool mmap = (kernel_flags2_.load() & kInitDirectIoMmapFlag2) != 0;
+  // Only where the kernel has passthrough too (6.9): the 6.6-6.8 kernels
+  // that first offered the flag failed msync and writeback of such shared
+  // mappings until a later stable fix ("fuse: fix VM_MAYSHARE and
+  // direct_io_allow_mmap"), and cached handles work on every kernel.
+  const uint32_t offered = kernel_flags2_.load();
+  const bool mmap = (offered & kInitDirectIoMmapFlag2) && (offered & kInitPassthroughFlag2);
   if (mmap) flags2 |= kInitDirectIoMmapFlag2;
   std::memcpy(out + kInitOutFlags2Offset, &flags2, 4);
   std::memcpy(out + kInitOutStackDepthOffset, &kMaxStackDepth, 4);

@@ -13,10 +13,11 @@
 //   - Install puts custom I/O on the mounted session whose writev adds
 //     FUSE_PASSTHROUGH and a stack depth of 1 to the INIT reply (the first
 //     reply a session sends). A kernel without passthrough ignores them.
-//     The same patch asks for FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6) when the
-//     INIT request (seen by the custom read) offers it: then a file opened
-//     with direct_io can still be mapped shared, which checkpoint files
-//     opened for writing need (fuse/ckpt_fs.h).
+//     The same patch asks for FUSE_DIRECT_IO_ALLOW_MMAP when the INIT
+//     request (seen by the custom read) offers it along with passthrough
+//     (Linux 6.9; the flag's first kernels mishandled such mappings): then a
+//     file opened with direct_io can still be mapped shared, which checkpoint
+//     files opened for writing need (fuse/ckpt_fs.h).
 //   - An open is answered with FOPEN_PASSTHROUGH and a backing id that
 //     FUSE_DEV_IOC_BACKING_OPEN registered for the chunk file (it needs
 //     CAP_SYS_ADMIN). The first failure of that ioctl (an older kernel, no
