@@ -193,6 +193,20 @@ Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, ui
       std::lock_guard lock(cache_mu_);
       if (Bytes b = LookupLocked(key)) return {b};
     }
+    {
+      // So may one that had this node's agent store the chunk (it keeps no
+      // copy in memory then): read that copy, not the network.
+      // (Its own fd: one from the thread's cache could evict an fd that
+      // the request calling us has queued for its reply.)
+      if (UniqueFd fd(OpenLocal(ds, entry, index, 0, key)); fd.valid()) {
+        auto local = std::make_shared<std::string>(ChunkLength(ds.manifest().entry(entry).size,
+                                                               ds.manifest().chunk_size(), index), '\0');
+        if (PreadAll(fd.get(), local->data(), local->size(), 0).ok()) {
+          counters_.local_bytes.fetch_add(local->size(), std::memory_order_relaxed);
+          return {Bytes(std::move(local))};
+        }
+      }
+    }
     Result<Bytes> f = FetchUncached(ds, entry, index, /*ahead=*/false);
     if (f.ok()) {
       Remember(key, *f, /*ahead=*/false);
@@ -557,8 +571,15 @@ void ChunkReader::FetchAhead(const AheadTask& task) {
   }
   if (HeldLocally(task.key)) return;
   counters_.readahead_chunks.fetch_add(1, std::memory_order_relaxed);
-  bool leader = false;
+  bool leader = false, transferred = false;
   auto fetch = [&]() -> Fetched {
+    {
+      // A demand read that ended between the check above and this flight
+      // left the chunk in the cache: no second transfer.
+      std::lock_guard lock(cache_mu_);
+      if (auto hit = lru_index_.find(task.key); hit != lru_index_.end()) return {hit->second->bytes, /*ahead=*/true};
+    }
+    transferred = true;
     Result<Bytes> f = FetchUncached(*task.ds, task.entry, task.index, /*ahead=*/true);
     // This node's own agent may have stored it while serving us (it owns
     // it): the demand read will open the file, so keep no second copy.
@@ -572,7 +593,7 @@ void ChunkReader::FetchAhead(const AheadTask& task) {
   // Bytes a demand read fetched, which this read-ahead merely joined, are
   // not read-ahead bytes.
   if (r.ok()) {
-    if (leader) counters_.readahead_bytes.fetch_add((*r)->size(), std::memory_order_relaxed);
+    if (leader && transferred) counters_.readahead_bytes.fetch_add((*r)->size(), std::memory_order_relaxed);
   } else {
     // Silent: the demand read of the chunk tries again, and reports.
     counters_.readahead_failures.fetch_add(1, std::memory_order_relaxed);
