@@ -101,6 +101,10 @@ def _now():
     return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t % 1 * 1000):03d}"
 
 
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 class HostCluster:
     def __init__(self, workdir, nodes=3, export_dir=None, nfs_port=20490, mounts="all", coordinator_args=(),
                  node_args=(), mount_args=(), nfs_access="RO"):
@@ -136,6 +140,13 @@ class HostCluster:
         self.keys = os.path.join(self.workdir, "keys")
         self.coordinator = None
         self.nodes = 0  # node hosts so far (add_node adds one)
+        # A run ended by SIGTERM (timeout(1), a cancelled job) unwinds like an
+        # exception, so the caller's close() (a finally, a tearDown) still
+        # removes the mounts, processes and namespaces. Python's default would
+        # die on the spot and leave them all.
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
             self._build_network(nodes)
             if export_dir is not None:
