@@ -24,7 +24,7 @@ namespace hoard {
 
 struct PlacementMember {
   std::string name;   // node name, unique
-  double weight = 1;  // > 0, e.g. the node's cache capacity in GiB
+  double weight = 1;  // > 0, e.g. the node's cache capacity in MiB
 };
 
 class Placement {
