@@ -23,6 +23,10 @@ Measured, per run:
   nfs       hoard-nfsread reads the same files straight from the NFS export
             over the throttled link, same threads: the baseline of restore
 
+With --holder-stores DIR (e.g. /dev/shm), the stores of nodes 2 and 3, which
+hold the replicas, are on DIR: on this one-disk machine that emulates holders
+with disks of their own (the CPU is still shared).
+
 Every file read back is compared with what was written. Needs root and a
 build (HOARD_BUILD_DIR, default build/). Usage:
 
@@ -184,31 +188,43 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--node-arg", action="append", default=[], help="extra hoard-node argument (repeatable)")
     ap.add_argument("--mount-arg", action="append", default=[], help="extra hoard-fuse argument (repeatable)")
+    ap.add_argument("--holder-stores", metavar="DIR",
+                    help="put the stores of nodes 2 and 3 (the replica holders) under DIR, e.g. /dev/shm: emulates "
+                         "holders with disks of their own, so that only node 1's copy goes to this machine's disk")
     a = ap.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     export = os.path.join(a.work, "export")
     os.makedirs(os.path.join(export, "ckpt"))
     ckpt = ["--ckpt-origin", "{nfs:ckpt}"]
-    c = hosts.HostCluster(os.path.join(a.work, "cluster"), nodes=3, export_dir=export, nfs_access="RW",
-                          nfs_port=20490 + 2 * (os.getpid() % 1000), coordinator_args=ckpt, node_args=ckpt + a.node_arg,
-                          mount_args=ckpt + a.mount_arg)
+    stores = {}
+    if a.holder_stores:
+        holders = os.path.join(a.holder_stores, f"hoard-ckpt-bench-{os.getpid()}")
+        stores = {i: os.path.join(holders, f"node{i}") for i in (2, 3)}
     runs = []
+    c = None
     try:
+        c = hosts.HostCluster(os.path.join(a.work, "cluster"), nodes=3, export_dir=export, nfs_access="RW",
+                              nfs_port=20490 + 2 * (os.getpid() % 1000), coordinator_args=ckpt,
+                              node_args=ckpt + a.node_arg, mount_args=ckpt + a.mount_arg, stores=stores)
         c.throttle_storage(a.rate)
         for run in range(a.runs):
             runs.append(one_run(c, a, run, export))
     finally:
-        c.close()
-        left = c.leftovers()
-        if left:
-            log(f"left over after close: {left}")
+        if c is not None:
+            c.close()
+            left = c.leftovers()
+            if left:
+                log(f"left over after close: {left}")
+        if stores:
+            shutil.rmtree(holders, ignore_errors=True)
     med = lambda f: statistics.median(f(r) for r in runs)  # noqa: E731
     w = med(lambda r: r["write_R"]["bytes_per_s"])
     loc = med(lambda r: r["local"]["bytes_per_s"])
     rst = med(lambda r: r["restore"]["bytes_per_s"])
     nfs = med(lambda r: r["nfs"]["bytes_per_s"])
     lines = ["| measure | hoard | baseline | ratio | target |", "|---|---:|---:|---:|---:|",
-             f"| write to R (K=2), {a.writers} writers x {a.file_mib} MiB, first write to last close | "
+             f"| write to R (K=2), {a.writers} writers x {a.file_mib} MiB, first write to last close"
+             f"{', holders on ' + a.holder_stores if a.holder_stores else ''} | "
              f"{w / 1e6:.0f} MB/s | local disk {loc / 1e6:.0f} MB/s | **{med(lambda r: r['write_R']['bytes_per_s'] / r['local']['bytes_per_s']):.2f}** | 0.5 |",
              f"| write to R, against the raw disk (O_DIRECT, same writers) | {w / 1e6:.0f} MB/s | "
              f"raw disk {med(lambda r: r['raw_disk']['bytes_per_s']) / 1e6:.0f} MB/s | "

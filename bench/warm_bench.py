@@ -23,9 +23,18 @@ of each run's ratio, whose two sides ran back to back):
                 against hoard-nfsread reading the same files with the same
                 threads and read size straight from NFS over the same link
                 (raw libnfs, one connection per thread)
+  store_*       (shown beside second_*) node 1's chunk files read directly
+                with hoard-readtree, its store and its read tier, which the
+                second pass reads: the mount's own cost, without the
+                difference between the store's layout and the export's
   second_*      the second pass through the mount against hoard-readtree
                 over the export directory on this machine's disk: "local
-                speed"
+                speed". Both read a cold disk for a few seconds, and this
+                VM's disk swings by a third from one second to the next, so
+                each is measured --local-reps times, alternating (ABBA:
+                mount, disk, disk, mount, ...), and its rate is the sum of
+                the bytes over the sum of the seconds (each rep is in the
+                JSON's "reps")
 
 Every phase starts with the page cache dropped. Those that read NFS (warm-up,
 the first pass, hoard-nfsread) then have the storage host's files of their
@@ -371,6 +380,23 @@ def read_phase(cluster, a, fn, export_kind):
     return r
 
 
+def add_rep(acc, r):
+    """Folds one more pass `r` into `acc` (None at the first): bytes and
+    seconds add up, the rate is their quotient, and every pass stays in
+    "reps". Each must have read the same bytes."""
+    if acc is None:
+        return dict(r, reps=[dict(r)])
+    if r["checksum"] != acc["checksum"] or r["bytes"] != acc["bytes"] // len(acc["reps"]):
+        raise RuntimeError(f"{r['dir']}: two passes read different bytes")
+    acc["reps"].append(r)
+    acc["bytes"] += r["bytes"]
+    acc["seconds"] += r["seconds"]
+    acc["files"] += r["files"]
+    acc["bytes_per_s"] = acc["bytes"] / acc["seconds"]
+    acc["files_per_s"] = acc["files"] / acc["seconds"]
+    return acc
+
+
 def one_run(cluster, a, run, sizes, link_rate):
     res = {}
     kinds = a.kinds
@@ -398,24 +424,32 @@ def one_run(cluster, a, run, sizes, link_rate):
         root = cluster.dataset_root(name)
         cluster.wait_for(lambda: os.path.isdir(root), 30, f"{root} in the mount")
         # (key, what, the pass, whether it reads NFS)
-        passes = [("rt", "first pass through the mount", lambda: readtree_pass(root, kind, a), True),
-                  ("nfs", "the same files straight from NFS with libnfs",
-                   lambda: nfs_pass(cluster.nfs_source(kind), kind, a), True),
-                  ("second", "second pass through the mount", lambda: readtree_pass(root, kind, a), False),
-                  ("local", "the same files from the local disk",
-                   lambda: readtree_pass(os.path.join(a.export, kind), kind, a), False)]
-        for key, what, fn, reads_nfs in passes:
+        first = [("rt", "first pass through the mount", lambda: readtree_pass(root, kind, a), True),
+                 ("nfs", "the same files straight from NFS with libnfs",
+                  lambda: nfs_pass(cluster.nfs_source(kind), kind, a), True)]
+        store = os.path.join(cluster.store_dir(1), "store")
+        local = [("second", "second pass through the mount", lambda: readtree_pass(root, kind, a), False),
+                 ("local", "the same files from the local disk",
+                  lambda: readtree_pass(os.path.join(a.export, kind), kind, a), False),
+                 ("store", "node 1's chunk files read directly (its store and read tier)",
+                  lambda: readtree_pass(store, kind, a), False)]
+        # ABC CBA: with an even count, drift in the disk's speed hits every side alike.
+        for i in range(a.local_reps):
+            first += local if i % 2 == 0 else local[::-1]
+        for key, what, fn, reads_nfs in first:
             log(f"run {run}: {kind}: {what} (load {load()})")
             before = cluster.mount_stats(1)
             r = read_phase(cluster, a, fn, kind if reads_nfs else None)
             if key in ("rt", "second"):
                 r["mount"] = counter_delta(mount_counters(cluster), before)
-            res[f"{key}_{kind}"] = r
             steady = r["steady_sent_bytes_per_s"]
             log(f"  {r['bytes_per_s'] / 1e6:.1f} MB/s, {r['files_per_s']:.0f} files/s (storage host: "
                 f"{r['sent_bytes'] / 1e6:.1f} MB sent, steady {steady / 1e6 if steady else 0:.1f} MB/s); "
                 f"load {r['load']}; cpu {r['cpu']}" +
                 (f"; NODES MARKED DOWN: {r['nodes_marked_down']}" if r["nodes_marked_down"] else ""))
+            if key in ("second", "local", "store"):
+                r = add_rep(res.get(f"{key}_{kind}"), r)
+            res[f"{key}_{kind}"] = r
         if not a.keep:
             cluster.cli("dataset", "rm", name)
             settle(cluster)
@@ -424,6 +458,11 @@ def one_run(cluster, a, run, sizes, link_rate):
         for p in ("rt", "nfs", "second"):
             if res[f"{p}_{kind}"]["checksum"] != want:
                 raise RuntimeError(f"{p}_{kind} read other bytes than the local disk holds")
+        # The store's files have other names (so another checksum) and
+        # trailers or records of their own: only their amount is compared.
+        got = res[f"store_{kind}"]["bytes"] // len(res[f"store_{kind}"]["reps"])
+        if abs(got - sizes[kind][0]) > sizes[kind][0] // 100:
+            log(f"  note: node 1's store held {got} bytes, the dataset {sizes[kind][0]}")
     res["link"] = link_rate
     return res
 
@@ -464,18 +503,22 @@ def table(runs, link, nominal):
         out[f"warm_{kind}_steady_ratio"] = steady
         out[f"warm_{kind}_tail_s"] = tail
         out[f"warm_{kind}_head_s"] = head
-    for key, what, base, base_what, target in (("rt", "first pass through the mount", "nfs", "libnfs direct", 0.9),
-                                                ("second", "second pass through the mount", "local", "local disk",
-                                                 1.0)):
+    # (measure, its label, baseline, its label, target or None); the last
+    # row is the mount's own cost: the same chunk files read without it.
+    rows = (("rt", "first pass through the mount", "nfs", "libnfs direct", 0.9),
+            ("second", "second pass through the mount", "local", "local disk", 1.0),
+            ("second", "second pass, against its chunk files read directly", "store", "node 1's store", None))
+    for key, what, base, base_what, target in rows:
         for kind in ("large", "small"):
             h = median(runs, f"{key}_{kind}", "bytes_per_s")
             b = median(runs, f"{base}_{kind}", "bytes_per_s")
             if h is None or b is None:
                 continue
             ratio = median_ratio(runs, f"{key}_{kind}", f"{base}_{kind}")
-            lines.append(f"| {what}, {kind} | {h / 1e6:.1f} | {base_what} {b / 1e6:.1f} | **{ratio:.3f}** | "
-                         f"{target} |")
-            out[f"{key}_{kind}_ratio"] = ratio
+            shown = f"**{ratio:.3f}**" if target else f"{ratio:.3f}"
+            lines.append(f"| {what}, {kind} | {h / 1e6:.1f} | {base_what} {b / 1e6:.1f} | {shown} | "
+                         f"{target or ''} |")
+            out[f"{key}_{kind}_ratio" if base != "store" else f"{key}_{kind}_store_ratio"] = ratio
             if base == "nfs":
                 out[f"nfs_{kind}_link_ratio"] = b / link
     return "\n".join(lines), out
@@ -502,6 +545,8 @@ def main():
     ap.add_argument("--small-kib", type=int, default=110)
     ap.add_argument("--small-dirs", type=int, default=300)
     ap.add_argument("--link-mib", type=int, default=400, help="bytes of the raw TCP probe")
+    ap.add_argument("--local-reps", type=int, default=2,
+                    help="times the second pass and the local-disk pass are each measured (alternating)")
     ap.add_argument("--node-arg", action="append", default=[], help="extra hoard-node argument (repeatable)")
     ap.add_argument("--mount-arg", action="append", default=[], help="extra hoard-fuse argument (repeatable)")
     ap.add_argument("--nfsread-arg", action="append", default=[], help="extra hoard-nfsread argument (repeatable)")
@@ -521,6 +566,8 @@ def main():
     for b in (READTREE, NFSREAD, os.path.join(BIN, "hoard")):
         if not os.path.exists(b):
             sys.exit(f"warm_bench: {b} is missing: build first (scripts/build)")
+    if a.local_reps < 1:
+        sys.exit("warm_bench: --local-reps must be at least 1")
     a.phases = a.phases.split(",")
     a.kinds = a.kinds.split(",")
     a.export = os.path.join(a.work, "data")

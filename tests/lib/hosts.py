@@ -107,13 +107,16 @@ def _exit_on_sigterm(signum, frame):
 
 class HostCluster:
     def __init__(self, workdir, nodes=3, export_dir=None, nfs_port=20490, mounts="all", coordinator_args=(),
-                 node_args=(), mount_args=(), nfs_access="RO"):
+                 node_args=(), mount_args=(), nfs_access="RO", stores=None):
         """`mounts`: "all" (a mount on every node host, also those added
         later) or "first" (node 1 only). `coordinator_args`, `node_args` and
         `mount_args` are extra flags for every start of the coordinator, the
         node agents and the mounts. `nfs_access` "RW" exports read-write (a
-        checkpoint origin)."""
+        checkpoint origin). `stores` maps a node number to its --store
+        directory where it is not WORKDIR/nodeI (a benchmark can put a node's
+        store on another filesystem); the caller removes those."""
         self.nfs_access = nfs_access
+        self.stores = dict(stores or {})
         self.coordinator_args = list(coordinator_args)
         self.node_args = list(node_args)
         self.mount_args = list(mount_args)
@@ -178,7 +181,7 @@ class HostCluster:
 
     def store_dir(self, i):
         """Node i's --store (its chunks are under STORE/store/chunks)."""
-        return os.path.join(self.workdir, f"node{i}")
+        return self.stores.get(i) or os.path.join(self.workdir, f"node{i}")
 
     def mount_path(self, i):
         return os.path.join(self.workdir, f"mnt{i}")
