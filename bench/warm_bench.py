@@ -31,10 +31,10 @@ of each run's ratio, whose two sides ran back to back):
                 over the export directory on this machine's disk: "local
                 speed". Both read a cold disk for a few seconds, and this
                 VM's disk swings by a third from one second to the next, so
-                each is measured --local-reps times, alternating (ABBA:
-                mount, disk, disk, mount, ...), and its rate is the sum of
-                the bytes over the sum of the seconds (each rep is in the
-                JSON's "reps")
+                each (and store_*) is measured --local-reps times, in ABC CBA
+                order (mount, disk, store, store, disk, mount, ...), and its
+                rate is the sum of the bytes over the sum of the seconds
+                (each rep is in the JSON's "reps")
 
 Every phase starts with the page cache dropped. Those that read NFS (warm-up,
 the first pass, hoard-nfsread) then have the storage host's files of their
@@ -380,13 +380,14 @@ def read_phase(cluster, a, fn, export_kind):
     return r
 
 
-def add_rep(acc, r):
+def add_rep(acc, r, same_bytes=True):
     """Folds one more pass `r` into `acc` (None at the first): bytes and
     seconds add up, the rate is their quotient, and every pass stays in
-    "reps". Each must have read the same bytes."""
+    "reps". With `same_bytes`, each must have read the same bytes (a store,
+    which its agent and read tier may still write to, need not)."""
     if acc is None:
         return dict(r, reps=[dict(r)])
-    if r["checksum"] != acc["checksum"] or r["bytes"] != acc["bytes"] // len(acc["reps"]):
+    if same_bytes and (r["checksum"] != acc["checksum"] or r["bytes"] != acc["reps"][0]["bytes"]):
         raise RuntimeError(f"{r['dir']}: two passes read different bytes")
     acc["reps"].append(r)
     acc["bytes"] += r["bytes"]
@@ -448,7 +449,7 @@ def one_run(cluster, a, run, sizes, link_rate):
                 f"load {r['load']}; cpu {r['cpu']}" +
                 (f"; NODES MARKED DOWN: {r['nodes_marked_down']}" if r["nodes_marked_down"] else ""))
             if key in ("second", "local", "store"):
-                r = add_rep(res.get(f"{key}_{kind}"), r)
+                r = add_rep(res.get(f"{key}_{kind}"), r, same_bytes=key != "store")
             res[f"{key}_{kind}"] = r
         if not a.keep:
             cluster.cli("dataset", "rm", name)
@@ -546,7 +547,7 @@ def main():
     ap.add_argument("--small-dirs", type=int, default=300)
     ap.add_argument("--link-mib", type=int, default=400, help="bytes of the raw TCP probe")
     ap.add_argument("--local-reps", type=int, default=2,
-                    help="times the second pass and the local-disk pass are each measured (alternating)")
+                    help="times the second pass and its two baselines are each measured (alternating)")
     ap.add_argument("--node-arg", action="append", default=[], help="extra hoard-node argument (repeatable)")
     ap.add_argument("--mount-arg", action="append", default=[], help="extra hoard-fuse argument (repeatable)")
     ap.add_argument("--nfsread-arg", action="append", default=[], help="extra hoard-nfsread argument (repeatable)")
