@@ -571,7 +571,7 @@ void ChunkReader::FetchAhead(const AheadTask& task) {
   }
   if (HeldLocally(task.key)) return;
   counters_.readahead_chunks.fetch_add(1, std::memory_order_relaxed);
-  bool leader = false, transferred = false;
+  bool transferred = false;  // by this read-ahead (only a flight's leader runs `fetch`)
   auto fetch = [&]() -> Fetched {
     {
       // A demand read that ended between the check above and this flight
@@ -589,11 +589,11 @@ void ChunkReader::FetchAhead(const AheadTask& task) {
     }
     return {std::move(f), /*ahead=*/true};
   };
-  Result<Bytes> r = flights_.Do(task.key, fetch, &leader).bytes;
-  // Bytes a demand read fetched, which this read-ahead merely joined, are
-  // not read-ahead bytes.
+  Result<Bytes> r = flights_.Do(task.key, fetch).bytes;
+  // Bytes a demand read fetched, which this read-ahead merely joined or
+  // found cached, are not read-ahead bytes.
   if (r.ok()) {
-    if (leader && transferred) counters_.readahead_bytes.fetch_add((*r)->size(), std::memory_order_relaxed);
+    if (transferred) counters_.readahead_bytes.fetch_add((*r)->size(), std::memory_order_relaxed);
   } else {
     // Silent: the demand read of the chunk tries again, and reports.
     counters_.readahead_failures.fetch_add(1, std::memory_order_relaxed);
