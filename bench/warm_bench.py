@@ -35,8 +35,21 @@ of each run's ratio, whose two sides ran back to back):
                 order (mount, disk, store, store, disk, mount, ...), and its
                 rate is the sum of the bytes over the sum of the seconds
                 (each rep is in the JSON's "reps")
+  *_epoch_*     (with --epoch) second_*, local_* and store_* again, after
+                all of those, with only the page cache dropped: a later epoch
+                over a dataset larger than memory, whose data is gone from
+                the page cache but whose metadata (the kernel's dentries and
+                inodes, the directories' blocks: some 40 MB for the small
+                tree, against its 4 GB of data) a node keeps. The passes
+                above drop those too (drop_caches 3), so each of their opens
+                reads its file's metadata from the disk: through the mount
+                the chunk file's directory and inode, in series with the
+                OPEN's round trip. Their order is BAC CAB: no side but the
+                store is read twice in a row (this VM's disk serves a range
+                it read seconds ago faster)
 
-Every phase starts with the page cache dropped. Those that read NFS (warm-up,
+Every phase starts with the page cache dropped (and the dentries and inodes,
+but for the *_epoch_* passes). Those that read NFS (warm-up,
 the first pass, hoard-nfsread) then have the storage host's files of their
 dataset read back into it, unless --cold-export: the storage host's disk is
 this machine's only disk, where the node agents' chunk stores write too, and
@@ -266,13 +279,14 @@ def reader_args(kind, a):
     return args
 
 
-def drop_caches(a, export_kind=None):
-    """Drops the page cache. With `export_kind`, the storage host's files of
+def drop_caches(a, export_kind=None, level=3):
+    """Drops the page cache (`level` as /proc/sys/vm/drop_caches: 3 with the
+    dentries and inodes). With `export_kind`, the storage host's files of
     that dataset are then read back into it (unless --cold-export): the
     storage host's disk is this machine's disk, which the node agents' chunk
     stores write to as well, and their writeback would otherwise slow the
     NFS server's reads, which a real storage host's disks never see."""
-    hosts.drop_caches()
+    hosts.drop_caches(level)
     if export_kind is not None and not a.cold_export:
         run_json([READTREE, os.path.join(a.export, export_kind), "--threads", "4"])
 
@@ -360,11 +374,11 @@ def downs(cluster):
         return 0
 
 
-def read_phase(cluster, a, fn, export_kind):
+def read_phase(cluster, a, fn, export_kind, level=3):
     """Drops the page cache (see drop_caches), then runs one read pass `fn()`
     under the CPU meter and the storage host's byte sampler; adds what they
     saw to its result."""
-    drop_caches(a, export_kind)
+    drop_caches(a, export_kind, level)
     meter = CpuMeter(cluster)
     sampler = TxSampler(cluster)
     downs0 = downs(cluster)
@@ -424,40 +438,47 @@ def one_run(cluster, a, run, sizes, link_rate):
         cluster.cli("dataset", "add", name, cluster.nfs_source(kind), timeout=1800)
         root = cluster.dataset_root(name)
         cluster.wait_for(lambda: os.path.isdir(root), 30, f"{root} in the mount")
-        # (key, what, the pass, whether it reads NFS)
-        first = [("rt", "first pass through the mount", lambda: readtree_pass(root, kind, a), True),
+        # (key, what, the pass, whether it reads NFS, drop_caches level)
+        first = [("rt", "first pass through the mount", lambda: readtree_pass(root, kind, a), True, 3),
                  ("nfs", "the same files straight from NFS with libnfs",
-                  lambda: nfs_pass(cluster.nfs_source(kind), kind, a), True)]
+                  lambda: nfs_pass(cluster.nfs_source(kind), kind, a), True, 3)]
         store = os.path.join(cluster.store_dir(1), "store")
-        local = [("second", "second pass through the mount", lambda: readtree_pass(root, kind, a), False),
+        local = [("second", "second pass through the mount", lambda: readtree_pass(root, kind, a)),
                  ("local", "the same files from the local disk",
-                  lambda: readtree_pass(os.path.join(a.export, kind), kind, a), False),
+                  lambda: readtree_pass(os.path.join(a.export, kind), kind, a)),
                  ("store", "node 1's chunk files read directly (its store and read tier)",
-                  lambda: readtree_pass(store, kind, a), False)]
-        # ABC CBA: with an even count, drift in the disk's speed hits every side alike.
+                  lambda: readtree_pass(store, kind, a))]
+        # ABC CBA: with an even count, drift in the disk's speed hits every
+        # side alike. Then the epoch passes, which find the metadata those
+        # left.
         for i in range(a.local_reps):
-            first += local if i % 2 == 0 else local[::-1]
-        for key, what, fn, reads_nfs in first:
+            for key, what, fn in (local if i % 2 == 0 else local[::-1]):
+                first.append((key, what + ", all caches dropped", fn, False, 3))
+        epoch = [local[1], local[0], local[2]]
+        for i in range(a.local_reps if a.epoch else 0):
+            for key, what, fn in (epoch if i % 2 == 0 else epoch[::-1]):
+                first.append((f"{key}_epoch", what + ", page cache dropped", fn, False, 1))
+        for key, what, fn, reads_nfs, level in first:
             log(f"run {run}: {kind}: {what} (load {load()})")
             before = cluster.mount_stats(1)
-            r = read_phase(cluster, a, fn, kind if reads_nfs else None)
-            if key in ("rt", "second"):
+            r = read_phase(cluster, a, fn, kind if reads_nfs else None, level)
+            if key in ("rt", "second", "second_epoch"):
                 r["mount"] = counter_delta(mount_counters(cluster), before)
             steady = r["steady_sent_bytes_per_s"]
             log(f"  {r['bytes_per_s'] / 1e6:.1f} MB/s, {r['files_per_s']:.0f} files/s (storage host: "
                 f"{r['sent_bytes'] / 1e6:.1f} MB sent, steady {steady / 1e6 if steady else 0:.1f} MB/s); "
                 f"load {r['load']}; cpu {r['cpu']}" +
                 (f"; NODES MARKED DOWN: {r['nodes_marked_down']}" if r["nodes_marked_down"] else ""))
-            if key in ("second", "local", "store"):
-                r = add_rep(res.get(f"{key}_{kind}"), r, same_bytes=key != "store")
+            if key not in ("rt", "nfs"):
+                r = add_rep(res.get(f"{key}_{kind}"), r, same_bytes=not key.startswith("store"))
             res[f"{key}_{kind}"] = r
         if not a.keep:
             cluster.cli("dataset", "rm", name)
             settle(cluster)
         # Same bytes everywhere.
         want = res[f"local_{kind}"]["checksum"]
-        for p in ("rt", "nfs", "second"):
-            if res[f"{p}_{kind}"]["checksum"] != want:
+        for p in ("rt", "nfs", "second", "second_epoch", "local_epoch"):
+            if f"{p}_{kind}" in res and res[f"{p}_{kind}"]["checksum"] != want:
                 raise RuntimeError(f"{p}_{kind} read other bytes than the local disk holds")
         # The store's files have other names (so another checksum) and
         # trailers or records of their own: only their amount is compared.
@@ -508,7 +529,10 @@ def table(runs, link, nominal):
     # row is the mount's own cost: the same chunk files read without it.
     rows = (("rt", "first pass through the mount", "nfs", "libnfs direct", 0.9),
             ("second", "second pass through the mount", "local", "local disk", 1.0),
-            ("second", "second pass, against its chunk files read directly", "store", "node 1's store", None))
+            ("second", "second pass, against its chunk files read directly", "store", "node 1's store", None),
+            ("second_epoch", "second pass, page cache dropped (--epoch)", "local_epoch", "local disk", None),
+            ("second_epoch", "second pass, page cache dropped, against its chunk files", "store_epoch",
+             "node 1's store", None))
     for key, what, base, base_what, target in rows:
         for kind in ("large", "small"):
             h = median(runs, f"{key}_{kind}", "bytes_per_s")
@@ -519,7 +543,7 @@ def table(runs, link, nominal):
             shown = f"**{ratio:.3f}**" if target else f"{ratio:.3f}"
             lines.append(f"| {what}, {kind} | {h / 1e6:.1f} | {base_what} {b / 1e6:.1f} | {shown} | "
                          f"{target or ''} |")
-            out[f"{key}_{kind}_ratio" if base != "store" else f"{key}_{kind}_store_ratio"] = ratio
+            out[f"{key}_{kind}_ratio" if not base.startswith("store") else f"{key}_{kind}_store_ratio"] = ratio
             if base == "nfs":
                 out[f"nfs_{kind}_link_ratio"] = b / link
     return "\n".join(lines), out
@@ -553,6 +577,8 @@ def main():
     ap.add_argument("--nfsread-arg", action="append", default=[], help="extra hoard-nfsread argument (repeatable)")
     ap.add_argument("--phases", default="warm,read", help="warm (warm-up), read (passes); both by default")
     ap.add_argument("--kinds", default="large,small", help="datasets: large, small or both")
+    ap.add_argument("--epoch", action="store_true",
+                    help="also measure the second pass with only the page cache dropped (*_epoch_*)")
     ap.add_argument("--keep", action="store_true", help="keep the read-through datasets (to look at them)")
     ap.add_argument("--cold-export", action="store_true",
                     help="leave the storage host's files out of the page cache for the passes that read NFS")
