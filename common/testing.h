@@ -2,7 +2,8 @@
 //
 // Helpers shared by hoard's tests (never linked into a daemon):
 //   - TempDir: a fresh directory under /tmp, removed with everything in it
-//     when the object goes away, also when the test failed;
+//     when the object goes away, also when the test failed; making it fails
+//     the test;
 //   - PseudoRandomBytes: reproducible bytes that differ per seed and per
 //     offset, so a chunk served from the wrong place never compares equal;
 //   - Eventually: polls a condition until it holds or a deadline passes,
@@ -11,7 +12,10 @@
 
 #include <stdlib.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -21,9 +25,14 @@ namespace hoard::testing {
 
 class TempDir {
  public:
+  // Throws if the directory cannot be made (a full or missing /tmp): the
+  // test fails there, instead of writing its files under "/".
   explicit TempDir(const std::string& prefix = "hoard-test") {
     std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      throw std::runtime_error("TempDir: mkdtemp " + tmpl + ": " + std::strerror(errno));
+    }
+    path_ = tmpl;
   }
   ~TempDir() {
     if (!path_.empty()) (void)RemoveTree(path_);

@@ -47,7 +47,6 @@ class CoordinatorCkptTest : public ::testing::Test {
 };
 
 TEST_F(CoordinatorCkptTest, DrainGoesToAnUpHolderAndStatusShowsTheJob) {
-  CkptTable& t = coord_->checkpoints();
   ASSERT_NO_FATAL_FAILURE(CommitModel());
   auto first = coord_->CkptWork("node1");
   ASSERT_TRUE(first.ok()) << first.status().ToString();

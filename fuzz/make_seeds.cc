@@ -272,7 +272,7 @@ void ManifestSeeds() {
 }
 
 void ChunkFileSeeds() {
-  for (const std::string data : {std::string(), std::string("hello chunk"), std::string(300, 'x')}) {
+  for (const std::string& data : {std::string(), std::string("hello chunk"), std::string(300, 'x')}) {
     char trailer[kChunkMetaSize];
     EncodeChunkMeta({.length = data.size(), .checksum = Checksum64(data.data(), data.size()), .dataset_uid = 7},
                        trailer);
