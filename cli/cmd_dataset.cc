@@ -1,6 +1,7 @@
 // hoard dataset add|refresh|ls|rm
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -17,6 +18,15 @@ struct AddArgs {
   int timeout_s = 1800;
 };
 
+// The coordinator got the request and is still walking: not a cluster that
+// is down (exit 3), and asking again now would find the name taken.
+int FailWalkTimeout(Context& ctx, const std::string& name, int timeout_s) {
+  return ctx.Fail(Status::Unavailable("no reply within " + std::to_string(timeout_s) + " s (--walk-timeout); the walk of " +
+                                      name + "'s source may still be running: `hoard dataset ls` shows its "
+                                      "result once it is done"),
+                  /*reached=*/true);
+}
+
 int RunAdd(Context& ctx, const AddArgs& a) {
   Result<uint64_t> chunk = ParseBytes(a.chunk_size);
   if (!chunk.ok()) return ctx.Fail(chunk.status().Annotate("--chunk-size"));
@@ -29,7 +39,8 @@ int RunAdd(Context& ctx, const AddArgs& a) {
     // The coordinator runs elsewhere (another cwd): send an absolute path.
     char resolved[PATH_MAX];
     if (::realpath(source.c_str(), resolved) == nullptr) {
-      return ctx.Fail(Status::FromErrno(errno, "source " + source));
+      // Bad input (exit 2), whatever errno says: a missing or unreadable directory.
+      return ctx.Fail(Status::InvalidArgument("source " + source + ": " + std::strerror(errno)));
     }
     source = resolved;
   }
@@ -37,6 +48,7 @@ int RunAdd(Context& ctx, const AddArgs& a) {
   Result<proto::DatasetAddReply> r = ctx.Call(
       proto::DatasetAdd{.name = a.name, .source = source, .chunk_size = *chunk, .replicas = a.replicas},
       std::chrono::seconds(a.timeout_s));
+  if (!r.ok() && ctx.timed_out()) return FailWalkTimeout(ctx, a.name, a.timeout_s);
   if (!r.ok()) return ctx.Fail(r.status());
   nlohmann::json doc = ToJson(r->meta);
   doc["walk_ms"] = r->walk_ms;
@@ -54,6 +66,7 @@ std::string Files(uint64_t n) { return Thousands(n) + (n == 1 ? " file" : " file
 int RunRefresh(Context& ctx, const std::string& name, int timeout_s) {
   Result<proto::DatasetRefreshReply> r =
       ctx.Call(proto::DatasetRefresh{.name = name}, std::chrono::seconds(timeout_s));
+  if (!r.ok() && ctx.timed_out()) return FailWalkTimeout(ctx, name, timeout_s);
   if (!r.ok()) return ctx.Fail(r.status());
   // The dataset as now recorded (as `dataset add` prints it), then what changed.
   nlohmann::json doc = ToJson(r->meta);
@@ -125,7 +138,8 @@ void AddDatasetCommands(CLI::App& app, Action* action) {
       ->capture_default_str();
   add->add_option("--replicas", add_args->replicas, "Copies of each chunk across nodes")->capture_default_str();
   add->add_option("--walk-timeout", add_args->timeout_s, "Seconds to wait for the walk of SOURCE")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, INT_MAX));
   add->callback([action, add_args] { *action = [add_args](Context& ctx) { return RunAdd(ctx, *add_args); }; });
 
   auto refresh_name = std::make_shared<std::string>();
@@ -134,7 +148,8 @@ void AddDatasetCommands(CLI::App& app, Action* action) {
       "refresh", "Walk the dataset's source again and adopt what changed there as a new version");
   refresh->add_option("name", *refresh_name, "Dataset name")->required();
   refresh->add_option("--walk-timeout", *refresh_timeout, "Seconds to wait for the walk of the source")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, INT_MAX));
   refresh->callback([action, refresh_name, refresh_timeout] {
     *action = [refresh_name, refresh_timeout](Context& ctx) { return RunRefresh(ctx, *refresh_name, *refresh_timeout); };
   });

@@ -86,6 +86,7 @@ class Prewarm {
     Result<proto::WarmReply> warm = ctx_.Call(proto::Warm{.name = a_.name});
     if (!warm.ok()) return EndWith(warm.status());
     ProgressBar bar("prewarm " + a_.name, kLogEvery);
+    limits_.RestartStall();  // the add's walk is not a stalled warm-up
     wait_ = WaitComplete(ctx_, a_.name, limits_, bar,
                          {.poll = kPoll, .stop_on_permanent_failure = true, .unreachable_grace = kUnreachableGrace});
     const proto::DatasetStatus& d = wait_.dataset;
@@ -272,7 +273,14 @@ int ParseErrorExit(CLI::App& app, const GlobalOptions& global, const CLI::ParseE
   const bool hook = app.got_subcommand("hook");
   // One line, as every other failure.
   std::cerr << "hoard: " << e.what() << " (see hoard " << (hook ? "hook prewarm " : "") << "--help)" << std::endl;
-  if (!hook) return 2;
+  if (!hook) {
+    // The same document as Context::Fail's: --json promises one on stdout, errors too.
+    if (global.json) {
+      nlohmann::json doc = {{"error", e.what()}, {"code", std::string(CodeName(Code::kInvalidArgument))}};
+      std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    }
+    return 2;
+  }
   if (global.json) {
     nlohmann::json doc = {{"exit_code", int(kUsage)}, {"outcome", "usage"}, {"reason", e.what()}};
     std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;

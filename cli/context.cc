@@ -71,9 +71,16 @@ int Context::Done(const nlohmann::json& doc, const std::string& text) {
   return 0;
 }
 
-int Context::Fail(const Status& status) {
+Status Context::CheckEndpoint() const {
+  const std::string ep = CoordinatorEndpoint();
+  if (ep.rfind("tcp://", 0) == 0 || ep.rfind("ipc://", 0) == 0) return Status::Ok();
+  return Status::InvalidArgument("coordinator endpoint '" + ep + "': use tcp://HOST:PORT (or ipc://PATH)");
+}
+
+int Context::Fail(const Status& status, bool reached) {
+  const bool unreachable = unreachable_ && !reached;
   std::string reason = status.message();
-  if (unreachable_) {
+  if (unreachable) {
     const std::string keys = KeysDir();
     reason += " (is the cluster up? coordinator: " + CoordinatorEndpoint() +
               (keys.empty() ? "; no keys: if the cluster has keys, pass --keys DIR or set HOARD_KEYS"
@@ -88,7 +95,7 @@ int Context::Fail(const Status& status) {
   // answers with (an origin that is down, a busy server) is a failed
   // operation, and a script must not take it for a cluster that is not there.
   if (status.code() == Code::kInvalidArgument) return 2;
-  if (unreachable_) return 3;
+  if (unreachable) return 3;
   if (status.code() == Code::kPermissionDenied) return 4;
   return 1;
 }

@@ -66,6 +66,7 @@ class Context {
   template <typename Req>
   Result<typename Req::Reply> Call(const Req& req, std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
     if (!client_) {
+      if (Status s = CheckEndpoint(); !s.ok()) return s;
       if (Status s = EnableKeys(); !s.ok()) return s;
       client_ = std::make_unique<proto::RpcClient>(zmq_, CoordinatorEndpoint());
       // A coordinator that is not there should be reported in seconds; the
@@ -75,6 +76,7 @@ class Context {
     auto t = timeout.count() > 0 ? timeout : std::chrono::milliseconds(options_.timeout_ms);
     auto r = client_->Call(req, t);
     unreachable_ = !client_->last_call_answered();
+    timed_out_ = client_->last_call_timed_out();
     return r;
   }
 
@@ -84,15 +86,22 @@ class Context {
 
   // The last call got no answer at all (no coordinator there, or it died).
   bool unreachable() const { return unreachable_; }
+  // ... because its timeout passed while the coordinator was connected: it
+  // got the request and may still be working on it (unreachable() too).
+  bool timed_out() const { return timed_out_; }
 
   // Prints `doc` (with --json) or `text` (otherwise) and returns 0.
   int Done(const nlohmann::json& doc, const std::string& text);
-  // Prints the failure as described above and returns the exit code.
-  int Fail(const Status& status);
+  // Prints the failure as described above and returns the exit code. With
+  // `reached`, a call that got no answer is not reported as an unreachable
+  // coordinator (exit 1, not 3): the caller knows it got the request.
+  int Fail(const Status& status, bool reached = false);
 
  private:
   // Loads the keys (KeysDir) onto zmq_, once.
   Status EnableKeys();
+  // InvalidArgument (exit 2) for an endpoint that is not tcp:// or ipc://.
+  Status CheckEndpoint() const;
   // The local cluster's record (DIR/cluster.json), or null.
   nlohmann::json LocalRecord() const;
 
@@ -101,6 +110,7 @@ class Context {
   std::unique_ptr<proto::CurveSecurity> security_;  // before client_: outlives it
   std::unique_ptr<proto::RpcClient> client_;
   bool unreachable_ = false;  // the last call got no answer at all: exit status 3
+  bool timed_out_ = false;
 };
 
 }  // namespace hoard::cli

@@ -1,4 +1,5 @@
 // hoard: the cluster operations CLI.
+#include <climits>
 #include <csignal>
 #include <iostream>
 
@@ -32,7 +33,9 @@ int main(int argc, char** argv) {
   app.add_option("--keys", global.keys,
                  "Directory with the cluster's keys (cluster.key or cluster.pub, and admin.key for changes; "
                  "default: $HOARD_KEYS, else the local cluster's)");
-  app.add_option("--timeout-ms", global.timeout_ms, "Per-request timeout")->capture_default_str();
+  app.add_option("--timeout-ms", global.timeout_ms, "Per-request timeout")
+      ->capture_default_str()
+      ->check(CLI::Range(1, INT_MAX));  // a negative one would wait forever, 0 fail every call
 
   hoard::cli::Action action;
   hoard::cli::AddStatusCommand(app, &action);

@@ -66,6 +66,9 @@ class WaitLimits {
   double elapsed() const { return std::chrono::duration<double>(Now() - start_).count(); }
   // The --timeout has passed (a reason from Check() is then that one).
   bool timed_out() const { return timeout_s_ > 0 && elapsed() > timeout_s_; }
+  // Starts the --stall-timeout afresh: for a wait that begins after other
+  // work (a walk of the source) that this clock was already running over.
+  void RestartStall() { last_progress_ = Now(); }
   // Seconds left before the --timeout; `otherwise` when there is none.
   double remaining_or(double otherwise) const {
     return timeout_s_ > 0 ? std::max(0.0, timeout_s_ - elapsed()) : otherwise;

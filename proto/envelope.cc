@@ -6,7 +6,7 @@ namespace {
 // Decoder limits: generous for real messages, small enough that a hostile
 // header cannot make the decoder allocate much more than its own size (msgpack
 // allocates an array's slots when it reads the array's header).
-const msgpack::unpack_limit kLimits(/*array=*/1u << 16, /*map=*/1u << 12, /*str=*/1u << 20,
+const msgpack::unpack_limit kLimits(/*array=*/kMaxArrayEntries, /*map=*/1u << 12, /*str=*/1u << 20,
                                     /*bin=*/kMaxHeaderBytes, /*ext=*/0, /*depth=*/10);
 
 std::string Size(size_t bytes) { return std::to_string(bytes) + " bytes"; }

@@ -47,6 +47,9 @@ namespace hoard::proto {
 inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr size_t kMaxHeaderBytes = 16u << 20;
 inline constexpr size_t kMaxPayloadBytes = 80u << 20;  // > the largest chunk (64 MiB)
+// The most entries one array of a header may have (the decoder refuses more):
+// e.g. a checkpoint file's chunks, one checksum each in its commit.
+inline constexpr uint32_t kMaxArrayEntries = 1u << 16;
 
 enum class MsgType : uint16_t {
   kError = 1,

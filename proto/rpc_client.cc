@@ -175,6 +175,7 @@ Result<Envelope> RpcClient::SendAndReceive(bool data, std::vector<zmq::message_t
   answered_ = false;
   busy_ = false;
   sent_ = false;
+  timed_out_ = false;
   std::unique_ptr<zmq::socket_t>& socket = data ? data_socket_ : socket_;
   const std::string& endpoint = data ? data_endpoint_ : endpoint_;
   if (!socket) data ? ConnectData() : Reconnect();
@@ -205,6 +206,7 @@ Result<Envelope> RpcClient::Receive(bool data, uint64_t id, Clock::time_point de
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
+      timed_out_ = true;
       return Status::Unavailable("no reply from " + endpoint + " in time");
     }
     std::vector<zmq::message_t> frames;

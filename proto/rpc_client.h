@@ -80,6 +80,10 @@ class RpcClient {
   // full, so it did not look at the request (an error reply with id 0 and
   // kUnavailable). Unlike a handler's kUnavailable, worth asking again soon.
   bool last_call_busy() const { return busy_; }
+  // Whether the last call's request went out on a live connection and no
+  // reply came before its timeout: the server is there but slow (or stuck),
+  // unlike a peer that never connected or dropped the connection.
+  bool last_call_timed_out() const { return timed_out_; }
 
   // Caps how long a call waits for a connection to the peer (the rest of its
   // timeout is for the reply). A dead peer then costs this much, not the whole
@@ -142,7 +146,8 @@ class RpcClient {
   uint64_t next_id_ = 0;
   bool answered_ = false;
   bool busy_ = false;
-  bool sent_ = false;  // the last exchange's request went out
+  bool sent_ = false;
+  bool timed_out_ = false;  // see last_call_timed_out  // the last exchange's request went out
   std::chrono::milliseconds connect_timeout_{std::chrono::milliseconds::max()};
 
   DataState data_state_ = DataState::kUnknown;

@@ -144,6 +144,9 @@ TEST_F(RpcTest, DeadPeerFailsWithinTheTimeout) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnavailable);
   EXPECT_LT(took, 1500ms);
+  // Never sent: not a slow server (the CLI tells the two apart).
+  EXPECT_FALSE(c.last_call_answered());
+  EXPECT_FALSE(c.last_call_timed_out());
 }
 
 TEST_F(RpcTest, LateRepliesAreNotMistakenForNewOnes) {
@@ -151,10 +154,14 @@ TEST_F(RpcTest, LateRepliesAreNotMistakenForNewOnes) {
   RpcClient c(ctx_, server_->bound_endpoint());
   Result<ChunkData> slow = c.Call(GetChunk{.dataset = "slow", .index = 0, .length = 10}, 100ms);
   ASSERT_EQ(slow.status().code(), Code::kUnavailable);
+  // The server got it and is still working: timed out, not unreachable.
+  EXPECT_TRUE(c.last_call_timed_out());
+  EXPECT_FALSE(c.last_call_answered());
   std::this_thread::sleep_for(400ms);  // the slow reply arrives and waits in the socket
   zmq::message_t payload;
   Result<ChunkData> fast = c.Call(GetChunk{.dataset = "fast", .index = 1, .length = 10}, 2000ms, &payload);
   ASSERT_TRUE(fast.ok());
+  EXPECT_FALSE(c.last_call_timed_out());
   EXPECT_EQ(static_cast<const char*>(payload.data())[0], 'b');
 }
 

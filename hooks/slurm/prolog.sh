@@ -38,9 +38,14 @@ set -f  # the words of SLURM_JOB_EXTRA are not file patterns
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 conf=${HOARD_HOOKS_ENV:-/etc/default/hoard-hooks}
-if [ -r "$conf" ]; then
+# A file that does not parse or fails must not fail the prolog (and drain
+# the node): it is tried in a subshell first, and skipped if that fails.
+# shellcheck disable=SC1090  # the site's settings file
+if [ -r "$conf" ] && ! (. "$conf") >/dev/null 2>&1; then
+  echo "hoard-prolog: job ${SLURM_JOB_ID:-?}: cannot read the settings in $conf; going on without them" >&2
+elif [ -r "$conf" ]; then
   set -a  # export what it sets: hoard reads HOARD_COORDINATOR and HOARD_KEYS
-  # shellcheck disable=SC1090  # the site's settings file
+  # shellcheck disable=SC1090
   . "$conf"
   set +a
 fi

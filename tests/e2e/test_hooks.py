@@ -428,6 +428,14 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(self.init_container("ready", HOARD_COORDINATOR=None).returncode, USAGE)
         r = self.prolog(extra="hoard=ready", HOARD_PROLOG_TIMEOUT="soon")
         self.assertIn("hoard hook prewarm exited 64", r.stderr)
+        # A settings file that does not parse: logged, and the node stays in service.
+        broken = os.path.join(self.tmp.path, "broken.env")
+        with open(broken, "w") as f:
+            f.write("HOARD_COORDINATOR=tcp://127.0.0.1:1\nif then fi (\n")
+        r = run(["/bin/sh", PROLOG], {"SLURM_JOB_ID": "4244", "SLURM_JOB_EXTRA": "hoard=ready",
+                                      "HOARD_HOOKS_ENV": broken, "HOARD": HOARD, "HOARD_PROLOG_TIMEOUT": "5"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"cannot read the settings in {broken}", r.stderr)
 
 
 if __name__ == "__main__":
