@@ -195,6 +195,68 @@ TEST(CkptCommitTest, AnotherMountOpeningAfterTheCloseReadsTheWholeFile) {
   }
 }
 
+// A reader on the writer's node that closes its fd while the save goes on
+// does not commit the writer's unfinished file (a commit nobody asked for,
+// of a partial file, which would drain to NFS); the writer's close does.
+TEST(CkptCommitTest, AReadersCloseDoesNotCommitTheWritersFile) {
+  hoard::testing::TempDir tmp("hoard-ckpt-reader");
+  hoard::testing::TestCluster cluster(tmp.path(), "mem://o");
+  ASSERT_TRUE(cluster.Start().ok());
+  CkptTestMount m = CkptTestMount::Start(cluster, 3);
+  ASSERT_FALSE(m.mnt.empty());
+  const std::string path = JoinPath(m.mnt, "checkpoints/job/model.pt");
+  const std::string data = hoard::testing::PseudoRandomBytes(3 * kCs / 2, 11);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::write(fd, data.data(), kCs), ssize_t(kCs));
+  Result<proto::CkptEntry> before = cluster.coordinator().checkpoints().Lookup("job/model.pt");
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+
+  const int rfd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(rfd, 0) << std::strerror(errno);
+  char buf[4096];
+  ASSERT_EQ(::pread(rfd, buf, sizeof buf, 0), ssize_t(sizeof buf));  // the writer's bytes
+  EXPECT_EQ(std::memcmp(buf, data.data(), sizeof buf), 0);
+  ASSERT_EQ(::close(rfd), 0);
+  Result<proto::CkptEntry> after = cluster.coordinator().checkpoints().Lookup("job/model.pt");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->gen, before->gen) << "the reader's close committed the writer's file";
+  EXPECT_EQ(after->size, before->size);
+
+  ASSERT_EQ(::write(fd, data.data() + kCs, data.size() - kCs), ssize_t(data.size() - kCs));
+  ASSERT_EQ(::close(fd), 0);
+  Result<proto::CkptEntry> done = cluster.coordinator().checkpoints().Lookup("job/model.pt");
+  ASSERT_TRUE(done.ok());
+  EXPECT_GT(done->gen, before->gen);
+  EXPECT_EQ(done->size, data.size());
+  Result<std::string> back = ReadFile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == data);
+}
+
+// A file past what one commit can list (65,536 chunks) is refused when it is
+// written or truncated there (EFBIG), not at its close after all its bytes.
+TEST(CkptCommitTest, AFileTooLargeToCommitFailsAtTheWrite) {
+  hoard::testing::TempDir tmp("hoard-ckpt-efbig");
+  hoard::testing::TestCluster cluster(tmp.path(), "mem://o");
+  ASSERT_TRUE(cluster.Start().ok());
+  CkptTestMount m = CkptTestMount::Start(cluster, 3);
+  ASSERT_FALSE(m.mnt.empty());
+  const std::string path = JoinPath(m.mnt, "checkpoints/job/huge.pt");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const off_t limit = off_t(proto::kMaxArrayEntries) * off_t(kCs);
+  EXPECT_EQ(::pwrite(fd, "x", 1, limit), -1);
+  EXPECT_EQ(errno, EFBIG);
+  EXPECT_EQ(::ftruncate(fd, limit + 1), -1);
+  EXPECT_EQ(errno, EFBIG);
+  ASSERT_EQ(::pwrite(fd, "hello", 5, 0), 5);  // the file is still usable
+  ASSERT_EQ(::close(fd), 0);
+  Result<std::string> back = ReadFile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, "hello");
+}
+
 // The mount asks for FUSE_DIRECT_IO_ALLOW_MMAP only with passthrough (6.9).
 bool KernelAtLeast(int major, int minor) {
   utsname u;

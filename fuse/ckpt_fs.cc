@@ -281,6 +281,10 @@ void CkptFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_s
       fuse_reply_err(req, EISDIR);
       return;
     }
+    if (attr->st_size < 0 || uint64_t(attr->st_size) > MaxFileSize()) {
+      fuse_reply_err(req, EFBIG);
+      return;
+    }
     // Truncation is new bytes: through the local file, committed at once
     // unless a handle has it open (then at its fsync/close).
     const bool was_open = OpenLocal(cur->entry.id) != nullptr;

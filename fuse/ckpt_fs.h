@@ -195,8 +195,16 @@ class CkptFs {
   struct Handle {
     std::shared_ptr<LocalFile> file;
     std::shared_ptr<const proto::CkptEntry> entry;
+    // Opened for writing: only such a handle's close commits. A reader on
+    // the writer's node shares `file` but must not commit a save under way.
+    bool writable = false;
   };
   uint64_t NewHandle(Handle h);
+  // Flush (`closing`) and Fsync: commits the handle's file if it is dirty.
+  void Sync(fuse_req_t req, fuse_file_info* fi, bool closing);
+  // A commit lists every chunk in one array (proto::kMaxArrayEntries): 256
+  // GiB at 4 MiB chunks. Writes and truncations past it fail with EFBIG.
+  uint64_t MaxFileSize() const { return uint64_t(proto::kMaxArrayEntries) * committer_.chunk_size(); }
   bool UncachedWrites() const { return options_.uncached_writes && options_.uncached_writes(); }
   std::unordered_map<uint64_t, Handle> handles_;                    // by fh; guarded by mu_
   std::atomic<fuse_session*> session_{nullptr};

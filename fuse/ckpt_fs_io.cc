@@ -222,7 +222,7 @@ void CkptFs::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t 
     return;
   }
   Remember(r->entry);
-  fi->fh = NewHandle(Handle{*f, nullptr});
+  fi->fh = NewHandle(Handle{.file = *f, .entry = nullptr, .writable = true});
   fi->direct_io = UncachedWrites();  // backed by the local file, as in Open
   fuse_entry_param p;
   std::memset(&p, 0, sizeof p);
@@ -251,6 +251,7 @@ void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       return;
     }
     h.file = *f;
+    h.writable = true;
   } else {
     // A reader on the node that is writing the file sees the writer's bytes.
     h.file = OpenLocal(e.id);
@@ -316,6 +317,10 @@ void CkptFs::Write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, of
     fuse_reply_err(req, EBADF);
     return;
   }
+  if (uint64_t(off) + size > MaxFileSize()) {
+    fuse_reply_err(req, EFBIG);  // now, not as an EINVAL at close after all the bytes
+    return;
+  }
   std::lock_guard lock(f->mu);
   if (Status s = PwriteAll(f->fd.get(), data, size, off); !s.ok()) {
     fuse_reply_err(req, ToErrno(s));
@@ -327,17 +332,21 @@ void CkptFs::Write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, of
   fuse_reply_write(req, size);
 }
 
-void CkptFs::Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Fsync(req, ino, 0, fi); }
+void CkptFs::Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Sync(req, fi, /*closing=*/true); }
 
-void CkptFs::Fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
+void CkptFs::Fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { Sync(req, fi, /*closing=*/false); }
+
+void CkptFs::Sync(fuse_req_t req, fuse_file_info* fi, bool closing) {
   std::shared_ptr<LocalFile> f;
   {
     std::lock_guard lock(mu_);
     auto it = handles_.find(fi->fh);
-    if (it != handles_.end()) f = it->second.file;
+    // A close commits what its handle wrote; a reader's close has nothing to
+    // make durable. An fsync(2) asks for the file's durability on any fd.
+    if (it != handles_.end() && (it->second.writable || !closing)) f = it->second.file;
   }
   if (f == nullptr) {
-    fuse_reply_err(req, 0);  // a reader's handle: nothing to make durable
+    fuse_reply_err(req, 0);  // nothing of this node's to make durable
     return;
   }
   Status s = CommitIfDirty(*f);
