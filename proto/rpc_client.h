@@ -146,8 +146,8 @@ class RpcClient {
   uint64_t next_id_ = 0;
   bool answered_ = false;
   bool busy_ = false;
-  bool sent_ = false;
-  bool timed_out_ = false;  // see last_call_timed_out  // the last exchange's request went out
+  bool sent_ = false;       // the last exchange's request went out
+  bool timed_out_ = false;  // see last_call_timed_out
   std::chrono::milliseconds connect_timeout_{std::chrono::milliseconds::max()};
 
   DataState data_state_ = DataState::kUnknown;
