@@ -90,7 +90,8 @@ int RunDown(Context& ctx, bool purge) {
     return 1;
   }
   std::string text = "hoard local cluster in " + dir + " stopped";
-  if (purge) text += " and its directory removed";
+  if (!doc["found"].get<bool>()) text = "no hoard local cluster in " + dir + ": nothing to stop";
+  else if (purge) text += " and its directory removed";
   else text += " (cached chunks kept; --purge removes them)";
   return ctx.Done(doc, text);
 }

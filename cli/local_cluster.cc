@@ -445,7 +445,10 @@ Result<json> LocalUp(const LocalUpOptions& o) {
 }
 
 Result<json> LocalDown(const std::string& given, bool purge) {
-  json result = {{"dir", given}, {"stopped", json::array()}, {"not_stopped", json::array()}, {"purged", purge}};
+  // "found": whether a cluster was recorded there (a down without one is
+  // not an error: there is nothing to stop, as after a second down).
+  json result = {{"dir", given},           {"found", false}, {"stopped", json::array()},
+                 {"not_stopped", json::array()}, {"purged", purge}};
   Result<std::string> resolved = RealPath(given);
   if (!resolved.ok()) {
     // Nothing there (or a dangling symlink): nothing runs from it.
@@ -464,6 +467,7 @@ Result<json> LocalDown(const std::string& given, bool purge) {
   }
   HOARD_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir, "down"));
   HOARD_ASSIGN_OR_RETURN(json doc, ReadRecord(cluster_file));
+  result["found"] = true;
   Recorded r = ParseRecord(doc);
   // The mount first, so no reader is left hanging on a stopped node.
   HOARD_RETURN_IF_ERROR(UnmountRecorded(r, dir));

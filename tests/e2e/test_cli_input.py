@@ -53,6 +53,15 @@ class CliInputTest(unittest.TestCase):
         doc, _ = self.run_json("--coordinator", NOBODY, "dataset", "add", "x", "/nonexistent/hoard-source", want=2)
         self.assertIn("/nonexistent/hoard-source", doc["error"])
 
+    def test_local_down_where_no_cluster_is_says_so(self):
+        # Not an error (a second down finds nothing either), but not "stopped".
+        r = harness.hoard("--dir", "/nonexistent/hoard-local", "local", "down", "--json", timeout=30)
+        doc = json.loads(r.stdout)
+        self.assertFalse(doc["found"])
+        self.assertEqual(doc["stopped"], [])
+        r = harness.hoard("--dir", "/nonexistent/hoard-local", "local", "down", timeout=30)
+        self.assertIn("nothing to stop", r.stdout)
+
     def test_coordinator_not_there_exits_3_within_seconds(self):
         doc, took = self.run_json("--coordinator", NOBODY, "status", want=3)
         self.assertIn("is the cluster up?", doc["error"])

@@ -197,7 +197,7 @@ class LocalClusterTest(unittest.TestCase):
         # Every failure: non-zero, one line on stderr, JSON error with --json.
         for args, code in ((["warm", "nope"], 1), (["dataset", "rm", "nope"], 1),
                            (["dataset", "add", "bad name", self.origin], 2),
-                           (["dataset", "add", "x", "/does/not/exist"], 1),
+                           (["dataset", "add", "x", "/does/not/exist"], 2),
                            (["dataset", "add", "x", self.origin, "--chunk-size", "3M"], 2),
                            (["frobnicate"], 2)):
             r = c.cli(*args, check=False)
@@ -205,9 +205,8 @@ class LocalClusterTest(unittest.TestCase):
             lines = r.stderr.strip().splitlines()
             self.assertEqual(len(lines), 1, (args, r.stderr))
             self.assertTrue(lines[0].startswith("hoard: "), lines[0])
-            if args[0] != "frobnicate":
-                r = c.cli(*args, "--json", check=False)
-                self.assertIn("error", json.loads(r.stdout))
+            r = c.cli(*args, "--json", check=False)
+            self.assertIn("error", json.loads(r.stdout))
         for cmd in (["status"], ["dataset", "add"], ["warm"], ["local", "up"], ["local", "down"]):
             r = harness.hoard(*cmd, "--help", check=False)
             self.assertEqual(r.returncode, 0, cmd)
