@@ -270,17 +270,13 @@ void AddHookCommands(CLI::App& app, Action* action) {
 }
 
 int ParseErrorExit(CLI::App& app, const GlobalOptions& global, const CLI::ParseError& e) {
-  const bool hook = app.got_subcommand("hook");
-  // One line, as every other failure.
-  std::cerr << "hoard: " << e.what() << " (see hoard " << (hook ? "hook prewarm " : "") << "--help)" << std::endl;
-  if (!hook) {
-    // The same document as Context::Fail's: --json promises one on stdout, errors too.
-    if (global.json) {
-      nlohmann::json doc = {{"error", e.what()}, {"code", std::string(CodeName(Code::kInvalidArgument))}};
-      std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
-    }
-    return 2;
+  // Every other command reports it as any failure of bad input (one line,
+  // and with --json the same document as the rest: exit 2).
+  if (!app.got_subcommand("hook")) {
+    Context ctx(global);
+    return ctx.Fail(Status::InvalidArgument(std::string(e.what()) + " (see hoard --help)"));
   }
+  std::cerr << "hoard: " << e.what() << " (see hoard hook prewarm --help)" << std::endl;
   if (global.json) {
     nlohmann::json doc = {{"exit_code", int(kUsage)}, {"outcome", "usage"}, {"reason", e.what()}};
     std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
