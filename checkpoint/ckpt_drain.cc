@@ -21,7 +21,7 @@ std::optional<std::string> CkptTable::DrainerLocked(const CkptNode& n, const std
 }
 
 proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std::string>& up_nodes, bool rebuild,
-                                     double dataset_fill_bytes_per_s, uint64_t rebuilt) {
+                                     double dataset_fill_bytes_per_s, uint64_t rebuilt, uint64_t dropped) {
   std::lock_guard lock(mu_);
   proto::CkptWorkReply reply;
   // The node holds the whole list we sent it last: the copies on it count.
@@ -29,7 +29,26 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
   if (auto l = listed_.find(node); l != listed_.end() && rebuilt != 0 && rebuilt == l->second.first) {
     if (ConfirmLocked(node, l->second.second).ok()) listed_.erase(l);
   }
+  // The node deleted what we listed up to `dropped` (drops are listed in
+  // seq order, so everything of its up to there). Not durable yet: it is
+  // listed again, and deleting twice is harmless.
+  if (auto mine = drops_by_node_.find(node); dropped != 0 && mine != drops_by_node_.end()) {
+    CkptRecord done;
+    for (uint64_t seq : mine->second) {
+      if (seq > dropped) break;
+      done.drops_done.push_back(seq);
+    }
+    if (!done.drops_done.empty()) {
+      if (Status s = SaveLocked(std::move(done)); !s.ok()) {
+        options_.logger->warn("checkpoint copies deleted by {} not recorded yet: {}", node, s.ToString());
+      }
+    }
+  }
   const auto now = options_.clock->Now();
+  // Files some mount still has open for writing are not drained: a commit
+  // made before its writer closed may be half of what it writes.
+  std::erase_if(writing_commits_, [&](const auto& kv) { return kv.second <= now; });
+  auto writing = [&](uint64_t id) { return writing_.contains(id) || writing_commits_.contains(id); };
   uint32_t held = 0;
   for (const auto& [id, l] : leases_) held += (l.node == node && l.expiry > now) ? 1 : 0;
   // Two passes over the undrained files in commit order: flushed ones first.
@@ -39,7 +58,7 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
       if (urgent_.contains(id) != (pass == 0)) continue;
       const CkptNode& n = nodes_.at(id);
       if (auto l = leases_.find(id); l != leases_.end() && l->second.gen == n.gen && l->second.expiry > now) continue;
-      if (DrainerLocked(n, up_nodes) != node) continue;
+      if (writing(id) || DrainerLocked(n, up_nodes) != node) continue;
       leases_[id] = Lease{.gen = n.gen, .node = node, .expiry = now + options_.lease};
       reply.drain.push_back({.entry = ToEntryLocked(n), .tmp_path = StagingPath(n.id, n.gen, node)});
       ++held;
@@ -48,7 +67,7 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
   // Every copy not released is wanted, not only those naming this node: a
   // replica stored for a commit that has not arrived yet names nobody.
   for (const auto& [id, n] : nodes_) {
-    if (!n.is_dir && !n.released) reply.keep_files.push_back(id);
+    if (!n.is_dir && (!n.released || !n.old_gens.empty())) reply.keep_files.push_back(id);
   }
   reply.keep_from_id = next_id_;
   // A node given new copies (Rereplicate) gets its list now, not at its next
@@ -64,7 +83,7 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
   bool more = false;
   for (auto it = nodes_.lower_bound(from_id); rebuild && !more && it != nodes_.end(); ++it) {
     const auto& [id, n] = *it;
-    if (n.is_dir || n.released || n.gen == 0 || n.chunk_size == 0) continue;
+    if (n.is_dir || n.orphan || n.released || n.gen == 0 || n.chunk_size == 0) continue;
     for (uint32_t i = id == from_id ? from_index : 0; i < n.checksums.size(); ++i) {
       if (reply.rebuild.size() == options_.rebuild_page) {
         rebuild_cursor_[node] = {id, i};
@@ -74,7 +93,7 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
       std::vector<std::string> holders = proto::CkptChunkHolders(n, i);
       if (std::erase(holders, node) == 0) continue;  // not one of its chunks
       proto::CkptChunkRef ref{.id = id,
-                              .gen = n.gen,
+                              .gen = proto::CkptChunkGen(n, i),
                               .index = i,
                               .checksum = n.checksums[i],
                               .length = std::min<uint64_t>(n.chunk_size, n.size - uint64_t(i) * n.chunk_size),
@@ -91,6 +110,24 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
     reply.rebuild_seq = next_rebuild_seq_++;
     // Holding this page confirms the new copies on it (and only those).
     listed_[node] = {reply.rebuild_seq, std::move(page_unconfirmed)};
+  }
+  if (auto mine = drops_by_node_.find(node); mine != drops_by_node_.end()) {
+    for (uint64_t seq : mine->second) {
+      if (reply.drop.size() + reply.drop_files.size() >= options_.drop_page) break;
+      const CkptDrop& d = drops_.at(seq);
+      if (d.whole) {
+        // Not while this node's copy holds a generation someone may read.
+        const CkptNode* n = FindLocked(d.id);
+        const bool live = n != nullptr && ((!n->orphan && n->writer == node && n->gen > d.gen) ||
+                                           std::any_of(n->old_gens.begin(), n->old_gens.end(), [&](const CkptOldGen& g) {
+                                             return g.writer == node && g.gen > d.gen;
+                                           }));
+        if (!live) reply.drop_files.push_back({.id = d.id, .gen = d.gen});
+      } else {
+        reply.drop.push_back({.id = d.id, .gen = d.gen, .index = d.index, .checksum = d.checksum});
+      }
+      reply.drop_seq = seq;
+    }
   }
   if (const uint64_t budget = DrainBudgetLocked(dataset_fill_bytes_per_s); budget != 0) {
     // At least 1: 0 would mean unlimited to the node.
@@ -153,7 +190,7 @@ Result<proto::CkptDrainedReply> CkptTable::Drained(const proto::CkptDrained& req
                           req.error);
     return proto::CkptDrainedReply{.level = n == nullptr ? uint8_t(0) : n->level};
   }
-  const bool current = n != nullptr && n->gen == req.gen;
+  const bool current = n != nullptr && !n->orphan && n->gen == req.gen;
   const std::string tmp = StagingPath(req.id, req.gen, req.node);
   if (!current || n->published_gen == req.gen || n->uploaded_gen == req.gen) {
     // Removed, re-committed since, or uploaded by another node too (a lease

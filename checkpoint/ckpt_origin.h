@@ -59,6 +59,10 @@ class CkptOrigin {
   virtual Status Rename(std::string_view from, std::string_view to) = 0;
   virtual Status Unlink(std::string_view path) = 0;
   virtual Status Rmdir(std::string_view path) = 0;
+  // Creates a symlink at `path` to `target` (any text, not checked as a
+  // path: it is the user's); its parent must exist. kAlreadyExists when
+  // `path` exists.
+  virtual Status Symlink(std::string_view target, std::string_view path) = 0;
   // Attributes (symlinks not followed); kNotFound when absent.
   virtual Result<OriginEntry> Stat(std::string_view path) = 0;
   // For reads of checkpoints that are only on the origin.

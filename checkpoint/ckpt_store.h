@@ -50,6 +50,37 @@ struct CkptUnconfirmed {
   MSGPACK_DEFINE_MAP(gen, index, node);
 };
 
+// A committed generation that stopped being a file's current one (a newer
+// commit, or the file was removed or replaced) while a reader may still have
+// it open: its copies stay until no mount holds it (CkptSession) and
+// CkptTable::Options::retire_grace has passed (ckpt_table.h, "Old
+// generations").
+struct CkptOldGen {
+  uint64_t gen = 0;
+  uint64_t size = 0;
+  uint64_t chunk_size = 0;
+  std::vector<uint64_t> checksums;
+  std::vector<uint64_t> chunk_gens;  // as CkptEntry::chunk_gens
+  std::string writer;                // whose whole-file copy still holds it ("" none)
+  std::vector<std::vector<std::string>> replicas;
+  int64_t retired_unix_ms = 0;
+  MSGPACK_DEFINE_MAP(gen, size, chunk_size, checksums, chunk_gens, writer, replicas, retired_unix_ms);
+};
+
+// A copy a node must delete (CkptWorkReply.drop, .drop_files): a replica
+// file, or (`whole`) the whole-file copy files/<id> if it holds `gen` or
+// older. `seq` orders them per node; the node echoes the last one done.
+struct CkptDrop {
+  uint64_t seq = 0;
+  std::string node;
+  uint64_t id = 0;
+  uint64_t gen = 0;
+  uint32_t index = 0;
+  uint64_t checksum = 0;
+  bool whole = false;
+  MSGPACK_DEFINE_MAP(seq, node, id, gen, index, checksum, whole);
+};
+
 // One namespace entry as stored: the wire entry (its `path` left empty: an
 // entry is stored by parent id and name, so moving a directory rewrites one
 // entry, not its whole subtree) plus what the table needs beyond it. The
@@ -72,23 +103,31 @@ struct CkptNode : proto::CkptEntry {
   // Durable so that a coordinator restart neither counts these holders
   // before they confirm nor forgets to send them their rebuild lists.
   std::vector<CkptUnconfirmed> unconfirmed;
+  // Generations readers may still read (see CkptOldGen), oldest first.
+  std::vector<CkptOldGen> old_gens;
+  // Removed (or replaced by a rename) while its last generation may still be
+  // read: kept, out of the namespace (parent 0, no name), only for its
+  // old_gens; deleted with the last of them.
+  bool orphan = false;
   MSGPACK_DEFINE_MAP(MSGPACK_BASE_MAP(proto::CkptEntry), parent, name, commit_seq, uploaded_gen, uploaded_tmp, published_gen,
-                     on_origin, released, unconfirmed, reopened_unix_ms);
+                     on_origin, released, unconfirmed, reopened_unix_ms, old_gens, orphan);
 };
 
 // An operation for the origin, applied in `seq` order by the Publisher.
 struct OriginOp {
-  enum Kind : uint8_t { kPublish = 0, kRename = 1, kUnlink = 2, kRmdir = 3 };
+  enum Kind : uint8_t { kPublish = 0, kRename = 1, kUnlink = 2, kRmdir = 3, kSymlink = 4 };
   uint64_t seq = 0;
   uint8_t kind = kPublish;
-  std::string from;  // kPublish: the staging name; kRename: the old path
-  std::string path;  // kPublish/kRename: the target; kUnlink/kRmdir: the path
+  // kPublish: the staging name; kRename: the old path; kSymlink: the target
+  std::string from;
+  std::string path;  // kPublish/kRename/kSymlink: the target path; kUnlink/kRmdir: the path
   uint64_t id = 0;   // kPublish: the file and generation that becomes P
   uint64_t gen = 0;
   MSGPACK_DEFINE_MAP(seq, kind, from, path, id, gen);
 };
 
-// One durable change. Applied in this order: put, del, ops_add, ops_done.
+// One durable change. Applied in this order: put, del, ops_add, ops_done,
+// drops_add, drops_done.
 struct CkptRecord {
   uint64_t next_id = 0;          // counters after the change (never go back)
   uint64_t next_commit_seq = 0;
@@ -97,7 +136,11 @@ struct CkptRecord {
   std::vector<uint64_t> del;     // removed ids
   std::vector<OriginOp> ops_add;
   std::vector<uint64_t> ops_done;
-  MSGPACK_DEFINE_MAP(next_id, next_commit_seq, next_op_seq, put, del, ops_add, ops_done);
+  uint64_t next_drop_seq = 0;
+  std::vector<CkptDrop> drops_add;
+  std::vector<uint64_t> drops_done;  // by seq
+  MSGPACK_DEFINE_MAP(next_id, next_commit_seq, next_op_seq, put, del, ops_add, ops_done, next_drop_seq, drops_add,
+                     drops_done);
 };
 
 // The whole state, as written to the snapshot (and as loaded).
@@ -108,7 +151,9 @@ struct CkptSnapshot {
   uint64_t next_op_seq = 1;
   std::vector<CkptNode> nodes;
   std::vector<OriginOp> ops;
-  MSGPACK_DEFINE_MAP(seq, next_id, next_commit_seq, next_op_seq, nodes, ops);
+  uint64_t next_drop_seq = 1;
+  std::vector<CkptDrop> drops;
+  MSGPACK_DEFINE_MAP(seq, next_id, next_commit_seq, next_op_seq, nodes, ops, next_drop_seq, drops);
 };
 
 class CkptStore {

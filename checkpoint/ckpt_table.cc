@@ -21,6 +21,17 @@ Status CheckPath(const std::string& path) {
   return Status::Ok();
 }
 
+// The root's attributes: root's, 1777 (see the top of ckpt_table.h).
+const CkptNode& Root() {
+  static const CkptNode kRoot = [] {
+    CkptNode root;
+    root.is_dir = true;
+    root.mode = 01777;
+    return root;
+  }();
+  return kRoot;
+}
+
 }  // namespace
 
 // ---- lookups --------------------------------------------------------------
@@ -32,13 +43,7 @@ const CkptNode* CkptTable::FindLocked(uint64_t id) const {
 
 Result<const CkptNode*> CkptTable::ResolveLocked(const std::string& path) const {
   HOARD_RETURN_IF_ERROR(CheckPath(path));
-  static const CkptNode kRoot = [] {
-    CkptNode root;
-    root.is_dir = true;
-    root.mode = 0755;
-    return root;
-  }();
-  const CkptNode* cur = &kRoot;
+  const CkptNode* cur = &Root();
   size_t start = 0;
   while (start < path.size()) {
     if (!cur->is_dir) return Status::NotDirectory("checkpoint path " + path + ": " + cur->name + " is a file");
@@ -102,10 +107,34 @@ void CkptTable::ForEachFileLocked(uint64_t id, const std::function<void(const Ck
 
 int64_t CkptTable::NowMs() const { return options_.now_unix_ms(); }
 
+uint32_t CkptTable::NlinkLocked(const CkptNode& n) const {
+  if (!n.is_dir) return 1;
+  auto it = subdirs_.find(n.id);
+  return 2 + (it == subdirs_.end() ? 0 : it->second);
+}
+
 CkptEntry CkptTable::ToEntryLocked(const CkptNode& n) const {
   CkptEntry e = n;  // the wire part; the path is computed, never stored
   e.path = PathLocked(n.id);
+  e.nlink = NlinkLocked(n);
+  if (n.id == 0) {
+    e.mtime_ns = root_mtime_ns_;
+    e.ctime_ns = e.atime_ns = root_ctime_ns_;
+  }
   return e;
+}
+
+void CkptTable::TouchLocked(CkptRecord* r, uint64_t id, int64_t now_ns, bool mtime) {
+  if (id == 0) {
+    root_ctime_ns_ = now_ns;
+    if (mtime) root_mtime_ns_ = now_ns;
+    return;
+  }
+  const CkptNode* n = FindLocked(id);
+  if (n == nullptr) return;
+  CkptNode* c = PutLocked(r, *n);
+  c->ctime_ns = now_ns;
+  if (mtime) c->mtime_ns = now_ns;
 }
 
 // ---- the level users see ("Shown level" in ckpt_table.h) ------------------
@@ -138,6 +167,28 @@ Result<CkptEntry> CkptTable::Lookup(const std::string& path) const {
   return ShownLocked(*n);
 }
 
+Result<CkptEntry> CkptTable::LookupForRead(const std::string& path) {
+  std::lock_guard lock(mu_);
+  HOARD_ASSIGN_OR_RETURN(const CkptNode* n, ResolveLocked(path));
+  // relatime: a read moves atime only when it is not newer than the last
+  // change, or is a day old; so reading a file again and again costs one
+  // journal record, not one per open.
+  const int64_t now = NowNs();
+  const int64_t atime = n->atime_ns != 0 ? n->atime_ns : n->mtime_ns;
+  const bool due = atime <= n->mtime_ns || atime <= n->ctime_ns || now - atime > int64_t(86400) * 1'000'000'000;
+  if (n->id != 0 && !n->is_dir && due) {
+    CkptNode c = *n;
+    c.atime_ns = now;
+    // A journal that cannot be written must not fail the open: the atime is
+    // only late.
+    if (Status s = SaveLocked(CkptRecord{.put = {c}}); !s.ok()) {
+      options_.logger->warn("checkpoint atime of {} not recorded: {}", path, s.ToString());
+    }
+    n = FindLocked(c.id);
+  }
+  return ShownLocked(*n);
+}
+
 Result<proto::CkptListReply> CkptTable::List(const std::string& path) const {
   std::lock_guard lock(mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* n, ResolveLocked(path));
@@ -155,16 +206,34 @@ Result<CkptEntry> CkptTable::Create(const proto::CkptCreate& req) {
   std::lock_guard lock(mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* parent, ResolveParentLocked(req.path));
   if (ResolveLocked(req.path).ok()) return Status::AlreadyExists("checkpoint path " + req.path + " exists");
+  const bool symlink = !req.target.empty();
+  if (symlink && (req.is_dir || req.target.size() > proto::kMaxCkptTargetBytes ||
+                  req.target.find('\0') != std::string::npos)) {
+    return Status::InvalidArgument("bad symlink target for checkpoint path " + req.path);
+  }
   CkptNode n;
   n.id = next_id_;
   n.parent = parent->id;
   n.name = BaseName(req.path);
   n.is_dir = req.is_dir;
-  n.mode = req.mode & 07777;
-  n.mtime_ns = NowMs() * 1'000'000;
-  CkptRecord r{.put = {n}};
+  n.is_symlink = symlink;
+  n.target = req.target;
+  n.mode = symlink ? 0777 : req.mode & 07777;
+  n.uid = req.uid;
+  n.gid = req.gid;
+  n.mtime_ns = n.atime_ns = n.ctime_ns = NowNs();
+  CkptRecord r;
+  if (symlink) {
+    // A symlink is on the origin at once, like a published file: a restore
+    // from the origin alone must find it.
+    QueueOriginOpLocked(&r, OriginOp::kSymlink, req.target, req.path);
+    MarkAncestorsOnOriginLocked(&r, parent->id);
+    n.on_origin = true;
+  }
+  r.put.push_back(n);
+  TouchLocked(&r, parent->id, n.mtime_ns, /*mtime=*/true);
   HOARD_RETURN_IF_ERROR(SaveLocked(r));
-  return ToEntryLocked(nodes_.at(r.put[0].id));
+  return ToEntryLocked(nodes_.at(n.id));
 }
 
 Result<CkptEntry> CkptTable::SetAttr(const proto::CkptSetAttr& req) {
@@ -172,8 +241,13 @@ Result<CkptEntry> CkptTable::SetAttr(const proto::CkptSetAttr& req) {
   HOARD_ASSIGN_OR_RETURN(const CkptNode* n, ResolveLocked(req.path));
   if (n->id == 0) return Status::InvalidArgument("the checkpoint root's attributes are fixed");
   CkptNode changed = *n;
-  if (req.set_mode) changed.mode = req.mode & 07777;
+  if (req.set_mode) changed.mode = n->is_symlink ? 0777 : req.mode & 07777;
   if (req.set_mtime) changed.mtime_ns = req.mtime_ns;
+  if (req.set_atime) changed.atime_ns = req.atime_ns;
+  if (req.set_uid) changed.uid = req.uid;
+  if (req.set_gid) changed.gid = req.gid;
+  const bool changes = req.set_mode || req.set_mtime || req.set_atime || req.set_uid || req.set_gid;
+  if (changes) changed.ctime_ns = NowNs();
   if (req.reopen && !n->is_dir && n->gen > 0) {
     // Refreshed at most every half hold: a file opened again and again for
     // writing costs a journal record per half hold, not per open.
@@ -184,8 +258,7 @@ Result<CkptEntry> CkptTable::SetAttr(const proto::CkptSetAttr& req) {
       changed.reopened_unix_ms = now;
     }
   }
-  if (!req.set_mode && !req.set_mtime && changed.released == n->released &&
-      changed.reopened_unix_ms == n->reopened_unix_ms) {
+  if (!changes && changed.released == n->released && changed.reopened_unix_ms == n->reopened_unix_ms) {
     return ToEntryLocked(*n);
   }
   HOARD_RETURN_IF_ERROR(SaveLocked(CkptRecord{.put = {changed}}));
@@ -217,7 +290,10 @@ void CkptTable::DropUploadLocked(CkptRecord* r, CkptNode* n) {
 Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
   std::lock_guard lock(mu_);
   const CkptNode* n = FindLocked(req.id);
-  if (n == nullptr) return Status::NotFound("checkpoint file " + std::to_string(req.id) + " does not exist");
+  // An orphan was removed: its bytes have nowhere to go (as after unlink).
+  if (n == nullptr || n->orphan) {
+    return Status::NotFound("checkpoint file " + std::to_string(req.id) + " does not exist");
+  }
   if (n->is_dir) return Status::IsDirectory("checkpoint id " + std::to_string(req.id) + " is a directory");
   if (req.gen <= n->gen) {
     return Status::Stale("checkpoint file " + std::to_string(req.id) + " is at generation " + std::to_string(n->gen) +
@@ -226,16 +302,23 @@ Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
   const std::optional<uint64_t> count = proto::CkptChunkCount(req.size, req.chunk_size);
   const uint64_t chunks = count.value_or(0);
   if (!count || req.checksums.size() != chunks || (!req.replicas.empty() && req.replicas.size() != chunks) ||
-      req.replicas_wanted > proto::kMaxCkptReplicas || req.writer.empty() ||
+      (!req.chunk_gens.empty() && req.chunk_gens.size() != chunks) ||
+      req.replicas_wanted > proto::kMaxCkptReplicas || req.writer.empty() || n->is_symlink ||
       (req.level != uint8_t(proto::CkptLevel::kL) && req.level != uint8_t(proto::CkptLevel::kR))) {
     return Status::InvalidArgument("malformed commit of checkpoint file " + std::to_string(req.id));
   }
+  HOARD_RETURN_IF_ERROR(CheckReuseLocked(*n, req));
   CkptRecord r;
   CkptNode c = *n;
   DropUploadLocked(&r, &c);  // an older generation waiting in staging is superseded
   c.gen = req.gen;
   c.size = req.size;
   c.mtime_ns = req.mtime_ns;
+  c.ctime_ns = req.ctime_ns != 0 ? req.ctime_ns : NowNs();
+  c.chunk_gens = req.chunk_gens;
+  if (std::all_of(c.chunk_gens.begin(), c.chunk_gens.end(), [&](uint64_t g) { return g == req.gen; })) {
+    c.chunk_gens.clear();  // every chunk new: the short form
+  }
   if (req.mode != 0) c.mode = req.mode & 07777;
   c.level = req.level;
   c.chunk_size = req.chunk_size;
@@ -250,8 +333,27 @@ Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
   c.commit_seq = next_commit_seq_;
   c.released = false;
   c.reopened_unix_ms = 0;
+  KeepOldGenLocked(&c, *n);
+  // Sends the commit did not count: their holders delete them (a send of
+  // the same bytes the commit did count is the same file: kept).
+  std::set<std::tuple<std::string, uint32_t, uint64_t>> queued;
+  for (const proto::CkptReplicaRef& d : req.discard) {
+    if (d.id != c.id || d.gen != c.gen || d.node.empty() || !proto::IsSafeCkptPath(d.node) ||
+        d.node.find('/') != std::string::npos) {
+      continue;
+    }
+    const bool counted = d.index < c.checksums.size() && proto::CkptChunkGen(c, d.index) == c.gen &&
+                         c.checksums[d.index] == d.checksum &&
+                         std::find(c.replicas[d.index].begin(), c.replicas[d.index].end(), d.node) !=
+                             c.replicas[d.index].end();
+    if (counted || !queued.insert({d.node, d.index, d.checksum}).second) continue;
+    const uint64_t seq = r.drops_add.empty() ? next_drop_seq_ : r.drops_add.back().seq + 1;
+    r.drops_add.push_back(CkptDrop{.seq = seq, .node = d.node, .id = c.id, .gen = c.gen, .index = d.index,
+                                   .checksum = d.checksum});
+  }
   r.put.push_back(c);
   HOARD_RETURN_IF_ERROR(SaveLocked(r));
+  if (req.writing) writing_commits_[c.id] = options_.clock->Now() + options_.writing_hold;
   leases_.erase(c.id);
   HOARD_RETURN_IF_ERROR(ApplyRetentionLocked(JobOfLocked(c.id)));
   return ToEntryLocked(nodes_.at(c.id));
@@ -268,10 +370,13 @@ Result<uint64_t> CkptTable::Remove(const proto::CkptRemove& req) {
   CkptNode c = *n;
   DropUploadLocked(&r, &c);
   if (c.on_origin) QueueOriginOpLocked(&r, c.is_dir ? OriginOp::kRmdir : OriginOp::kUnlink, "", req.path);
-  r.del.push_back(c.id);
+  const uint64_t id = c.id, parent = c.parent;
+  if (c.is_dir) r.del.push_back(id);
+  else RemoveFileLocked(&r, std::move(c));
+  TouchLocked(&r, parent, NowNs(), /*mtime=*/true);
   HOARD_RETURN_IF_ERROR(SaveLocked(r));
   HOARD_RETURN_IF_ERROR(PublishReadyMarkersLocked());  // a marker may have waited for this file
-  return c.id;
+  return id;
 }
 
 Result<CkptEntry> CkptTable::Rename(const proto::CkptRename& req) {
@@ -304,16 +409,21 @@ Result<CkptEntry> CkptTable::Rename(const proto::CkptRename& req) {
     if (gone.on_origin && !src->on_origin) {
       QueueOriginOpLocked(&r, gone.is_dir ? OriginOp::kRmdir : OriginOp::kUnlink, "", req.to);
     }
-    r.del.push_back(gone.id);
+    if (gone.is_dir) r.del.push_back(gone.id);
+    else RemoveFileLocked(&r, std::move(gone));  // an open file outlives its name
   }
+  const int64_t now = NowNs();
+  TouchLocked(&r, src->parent, now, /*mtime=*/true);
+  TouchLocked(&r, parent->id, now, /*mtime=*/true);
   CkptNode moved = *src;
   moved.parent = parent->id;
   moved.name = BaseName(req.to);
+  moved.ctime_ns = now;
   if (moved.on_origin) {
     QueueOriginOpLocked(&r, OriginOp::kRename, req.from, req.to);
     MarkAncestorsOnOriginLocked(&r, parent->id);
   }
-  PutLocked(&r, moved);
+  *PutLocked(&r, moved) = moved;
   HOARD_RETURN_IF_ERROR(SaveLocked(r));
   HOARD_RETURN_IF_ERROR(PublishReadyMarkersLocked());
   return ToEntryLocked(nodes_.at(moved.id));

@@ -14,7 +14,29 @@
 // (kInvalidArgument); Remove takes a file or an empty directory. Errors:
 // kNotFound, kAlreadyExists, kNotEmpty, kIsDirectory, kNotDirectory,
 // kInvalidArgument (a bad path, the root), kStale (Commit of a generation not
-// above the current one).
+// above the current one, or reusing copies the current one does not have).
+// Entries are files, directories and symlinks, each with an owner, a group,
+// a mode and POSIX's three times: a change moves the entry's ctime, and a
+// create, remove or rename moves its directories' mtime and ctime. Who may
+// change what is the mount's to check (it knows the caller); the table
+// applies. The root (checkpoints/ itself) is owned by root with mode 1777,
+// like /tmp: any user may create a job directory and owns it.
+//
+// Old generations: a commit over a committed generation, or the removal
+// (or replacement by rename) of a committed file, does not drop the old
+// generation's copies at once: a mount may have it open (POSIX: an open file
+// keeps its bytes after a rename over it or an unlink). The old generation
+// is kept (CkptNode::old_gens; a removed file stays as an orphan, out of the
+// namespace) until no mount's session holds it (SetSessions) and
+// `retire_grace` has passed since it was superseded (and since this table
+// was opened, so that mounts have told a restarted coordinator what they
+// hold). Then CollectGarbage retires it: every replica file it used that no
+// newer or held generation shares is queued for deletion on its holder
+// (CkptDrop, handed out in Work replies and removed once the node reports it
+// done), and so is its writer's whole-file copy if no live generation is in
+// it. A commit reuses the copies of chunks it did not change
+// (CkptEntry::chunk_gens), so a rewrite costs space and traffic only for the
+// chunks that changed.
 //
 // Durability: every change is in the journal (ckpt_store.h, DATA/ckpt/)
 // before the call returns, so a mount's fsync that waited for Commit survives
@@ -151,6 +173,14 @@ class CkptTable {
     // asked for it, or the deadline passed). 1 turns the share off.
     double drain_share = 0.25;
     uint64_t drain_min_bytes_per_s = 16ull << 20;
+    // How long a superseded or removed generation is kept at least (see
+    // "Old generations"): longer than a mount takes to report an open.
+    std::chrono::milliseconds retire_grace{std::chrono::seconds(15)};
+    // A commit made while its file stays open for writing (CkptCommit.
+    // writing) is not drained for this long unless a session says more.
+    std::chrono::milliseconds writing_hold{std::chrono::seconds(5)};
+    // Drops handed out per Work reply.
+    size_t drop_page = 4096;
     CkptStore::Options store;
     Clock* clock = Clock::Real();  // leases
     std::function<int64_t()> now_unix_ms;  // null: the system clock
@@ -167,6 +197,8 @@ class CkptTable {
 
   // ---- mount -> coordinator (proto/ckpt_messages.h) ----
   Result<proto::CkptEntry> Lookup(const std::string& path) const;
+  // Lookup for an open for reading: moves the atime first (relatime).
+  Result<proto::CkptEntry> LookupForRead(const std::string& path);
   Result<proto::CkptListReply> List(const std::string& path) const;
   Result<proto::CkptEntry> Create(const proto::CkptCreate& req);
   Result<proto::CkptEntry> Rename(const proto::CkptRename& req);
@@ -191,8 +223,9 @@ class CkptTable {
   // origin right now (see Options::drain_share).
   // `rebuilt`: the node's CkptWork.rebuilt (the rebuild list it holds in
   // full), which confirms the copies Rereplicate gave it.
+  // `dropped`: the node's CkptWork.dropped (the drops it carried out).
   proto::CkptWorkReply Work(const std::string& node, const std::set<std::string>& up_nodes, bool rebuild = false,
-                            double dataset_fill_bytes_per_s = 0, uint64_t rebuilt = 0);
+                            double dataset_fill_bytes_per_s = 0, uint64_t rebuilt = 0, uint64_t dropped = 0);
   // The nodes up now (the coordinator's view, after each change of it): the
   // level shown for a file (see "Shown level" above) counts only holders that
   // are up. Until the first call, levels are shown as committed.
@@ -216,6 +249,24 @@ class CkptTable {
   // Chunks given a new holder since this table was opened.
   uint64_t rereplicated_chunks() const { return rereplicated_chunks_.load(std::memory_order_relaxed); }
   Result<proto::CkptDrainedReply> Drained(const proto::CkptDrained& req);
+
+  // ---- sessions (checkpoint/ckpt_sessions.h) ----
+  // What every live mount session holds (generations open for reading) and
+  // writes (files open for writing): held generations are not retired,
+  // files being written are not drained. Each call replaces the last.
+  void SetSessions(std::set<proto::CkptHold> holds, std::set<uint64_t> writing);
+  // Retires old generations no one holds (see "Old generations"), durably.
+  // Returns how many; the coordinator calls it periodically.
+  Result<size_t> CollectGarbage();
+  // Drops not yet done, over all nodes (tests, metrics).
+  size_t pending_drops() const;
+  // Old generations kept for readers, over all files (metrics).
+  size_t old_generations() const;
+  // Whether some live session holds generation `gen` of `id` (tests).
+  bool TEST_held(uint64_t id, uint64_t gen) const {
+    std::lock_guard lock(mu_);
+    return holds_.contains(proto::CkptHold{.id = id, .gen = gen});
+  }
 
   // ---- the publisher ----
   // The oldest origin operation not yet done, if any.
@@ -301,6 +352,24 @@ class CkptTable {
   bool AnyOverdueLocked() const;
   std::optional<std::string> DrainerLocked(const CkptNode& n, const std::set<std::string>& up) const;
 
+  // The generation-level pieces of "Old generations" (ckpt_gens.cc).
+  // Keeps `old` (the generation `n` had before a commit or removal) in `c`
+  // when it still has copies; `c` is the entry as it will be.
+  void KeepOldGenLocked(CkptNode* c, const CkptNode& old) const;
+  // Turns `gone` (a committed file removed or replaced) into an orphan in
+  // `r`, or deletes it when nothing of it is left to read.
+  void RemoveFileLocked(CkptRecord* r, CkptNode gone);
+  // Queues into `r` the drops of what `retired` used that no generation
+  // still in `n` (after the change) uses.
+  void QueueDropsLocked(CkptRecord* r, const CkptNode& n, const CkptOldGen& retired);
+  // Checks a commit's reuse of copies against `n`'s current generation.
+  Status CheckReuseLocked(const CkptNode& n, const proto::CkptCommit& req) const;
+  // Moves ctime (and, for a directory, mtime) of the entry `id` to `now` in
+  // `r`; the root's times are kept in memory only.
+  void TouchLocked(CkptRecord* r, uint64_t id, int64_t now_ns, bool mtime);
+  int64_t NowNs() const;
+  uint32_t NlinkLocked(const CkptNode& n) const;
+
   Options options_;
   CkptStore store_;
   mutable std::mutex mu_;
@@ -308,10 +377,16 @@ class CkptTable {
   std::map<uint64_t, CkptNode> nodes_;
   std::map<uint64_t, std::map<std::string, uint64_t>> children_;  // dir id -> name -> id
   std::map<uint64_t, OriginOp> ops_;  // by seq: the origin queue
-  uint64_t next_id_ = 1, next_commit_seq_ = 1, next_op_seq_ = 1;
+  std::map<uint64_t, CkptDrop> drops_;  // by seq: copies nodes must delete
+  std::map<std::string, std::set<uint64_t>> drops_by_node_;  // derived from drops_
+  uint64_t next_id_ = 1, next_commit_seq_ = 1, next_op_seq_ = 1, next_drop_seq_ = 1;
+  // The root's times (not durable: a restart starts them at the open).
+  int64_t root_mtime_ns_ = 0, root_ctime_ns_ = 0;
   // Derived indexes (rebuilt by Apply on replay), guarded by mu_:
   std::set<std::pair<uint64_t, uint64_t>> undrained_;  // (commit_seq, id): committed, neither uploaded nor published
   std::set<uint64_t> held_markers_;                    // ids with an upload waiting for publish
+  std::set<uint64_t> with_old_gens_;                   // ids whose old_gens is not empty
+  std::map<uint64_t, uint32_t> subdirs_;               // dir id -> directories in it (nlink)
   // Not durable, on purpose, guarded by mu_: leases are re-issued after a
   // restart anyway, and a flush is a hint the CLI repeats with --wait.
   std::map<uint64_t, Lease> leases_;  // by id
@@ -331,6 +406,13 @@ class CkptTable {
   uint64_t next_rebuild_seq_ = 1;  // starts at the wall clock's microseconds (see the constructor)
   std::atomic<uint64_t> rereplicated_chunks_{0};
   std::function<void()> listener_;    // guarded by mu_
+  // Sessions (not durable: mounts report again within retire_grace), guarded
+  // by mu_.
+  std::set<proto::CkptHold> holds_;
+  std::set<uint64_t> writing_;
+  std::map<uint64_t, std::chrono::steady_clock::time_point> writing_commits_;  // CkptCommit.writing, by id
+  std::chrono::steady_clock::time_point opened_at_;
+  bool wall_injected_ = false;  // Options::now_unix_ms was given (tests): NowNs follows it
 };
 
 }  // namespace hoard

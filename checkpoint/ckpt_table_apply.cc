@@ -8,6 +8,8 @@ namespace hoard {
 
 CkptTable::CkptTable(Options options)
     : options_(std::move(options)), store_(options_.dir, options_.store) {
+  wall_injected_ = static_cast<bool>(options_.now_unix_ms);
+  opened_at_ = options_.clock->Now();
   if (!options_.now_unix_ms) {
     options_.now_unix_ms = [] {
       return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -40,7 +42,9 @@ Status CkptTable::Load() {
                   .next_commit_seq = loaded.snapshot.next_commit_seq,
                   .next_op_seq = loaded.snapshot.next_op_seq,
                   .put = std::move(loaded.snapshot.nodes),
-                  .ops_add = std::move(loaded.snapshot.ops)};
+                  .ops_add = std::move(loaded.snapshot.ops),
+                  .next_drop_seq = loaded.snapshot.next_drop_seq,
+                  .drops_add = std::move(loaded.snapshot.drops)};
   Apply(base);  // children_ is keyed by parent id, so puts may come in any order
   for (const CkptRecord& r : loaded.records) Apply(r);
   HOARD_RETURN_IF_ERROR(CheckLoadedLocked().Annotate("checkpoint namespace in " + options_.dir +
@@ -48,8 +52,11 @@ Status CkptTable::Load() {
   // New holders that had not confirmed before the restart may never have
   // been told: tell them at their next Work.
   for (const auto& [node, chunks] : unconfirmed_) rebuild_due_.insert(node);
-  options_.logger->info("checkpoint namespace: {} entries, {} origin operations queued, {} uploads awaiting publish",
-                        nodes_.size(), ops_.size(), held_markers_.size());
+  root_mtime_ns_ = root_ctime_ns_ = NowNs();
+  options_.logger->info(
+      "checkpoint namespace: {} entries, {} origin operations queued, {} uploads awaiting publish, {} old "
+      "generations kept for readers, {} copies to delete on nodes",
+      nodes_.size(), ops_.size(), held_markers_.size(), with_old_gens_.size(), drops_.size());
   return Status::Ok();
 }
 
@@ -79,6 +86,15 @@ Status CkptTable::CheckLoadedLocked() {
   for (const auto& [id, n] : nodes_) {
     const std::string what = "entry " + std::to_string(id) + " ('" + n.name + "')";
     if (id == 0) return Damaged("an entry has id 0, the root's");
+    if (n.orphan) {
+      // Out of the namespace, kept for its old generations only.
+      if (n.is_dir || n.parent != 0 || !n.name.empty()) return Damaged(what + " is an orphan inside the namespace");
+      next_id_ = std::max(next_id_, id + 1);
+      continue;
+    }
+    if (n.is_symlink && (n.is_dir || n.target.empty() || n.target.size() > proto::kMaxCkptTargetBytes)) {
+      return Damaged(what + " is a symlink with a bad target");
+    }
     if (n.name.empty() || n.name.find('/') != std::string::npos || !proto::IsSafeCkptPath(n.name)) {
       return Damaged(what + " has an unsafe name");
     }
@@ -97,7 +113,7 @@ Status CkptTable::CheckLoadedLocked() {
     // Walk up to the root or an entry already known to reach it; more steps
     // than there are entries means a cycle.
     std::vector<uint64_t> path;
-    for (uint64_t cur = id; cur != 0 && !rooted.contains(cur); cur = nodes_.at(cur).parent) {
+    for (uint64_t cur = id; cur != 0 && !rooted.contains(cur) && !nodes_.at(cur).orphan; cur = nodes_.at(cur).parent) {
       if (path.size() > nodes_.size()) return Damaged(what + " is in a cycle of parent directories");
       path.push_back(cur);
     }
@@ -107,11 +123,20 @@ Status CkptTable::CheckLoadedLocked() {
   }
   for (const auto& [seq, op] : ops_) {
     const bool needs_from = op.kind == OriginOp::kPublish || op.kind == OriginOp::kRename;
-    if (op.kind > OriginOp::kRmdir || op.path.empty() || !proto::IsSafeCkptPath(op.path) ||
+    const bool bad_target = op.kind == OriginOp::kSymlink &&
+                            (op.from.empty() || op.from.size() > proto::kMaxCkptTargetBytes ||
+                             op.from.find('\0') != std::string::npos);
+    if (op.kind > OriginOp::kSymlink || op.path.empty() || !proto::IsSafeCkptPath(op.path) || bad_target ||
         (needs_from && (op.from.empty() || !proto::IsSafeCkptPath(op.from)))) {
       return Damaged("origin operation " + std::to_string(seq) + " is of an unknown kind or on an unsafe path");
     }
     next_op_seq_ = std::max(next_op_seq_, seq + 1);
+  }
+  for (const auto& [seq, d] : drops_) {
+    if (d.node.empty() || d.node.find('/') != std::string::npos || !proto::IsSafeCkptPath(d.node)) {
+      return Damaged("copy deletion " + std::to_string(seq) + " names a bad node");
+    }
+    next_drop_seq_ = std::max(next_drop_seq_, seq + 1);
   }
   return Status::Ok();
 }
@@ -119,7 +144,17 @@ Status CkptTable::CheckLoadedLocked() {
 // ---- records --------------------------------------------------------------
 
 void CkptTable::IndexLocked(const CkptNode& n, bool add) {
-  if (n.is_dir) return;
+  if (!n.old_gens.empty()) {
+    if (add) with_old_gens_.insert(n.id);
+    else with_old_gens_.erase(n.id);
+  }
+  if (n.orphan) return;
+  if (n.is_dir) {
+    uint32_t& count = subdirs_[n.parent];
+    count = add ? count + 1 : (count > 0 ? count - 1 : 0);
+    if (count == 0) subdirs_.erase(n.parent);
+    return;
+  }
   const bool undrained = n.gen != 0 && n.published_gen != n.gen && n.uploaded_gen != n.gen;
   if (undrained) {
     if (add) undrained_.insert({n.commit_seq, n.id});
@@ -144,12 +179,18 @@ void CkptTable::ApplyPut(const CkptNode& n) {
   auto it = nodes_.find(n.id);
   if (it != nodes_.end()) {
     IndexLocked(it->second, false);
-    if (it->second.parent != n.parent || it->second.name != n.name) children_[it->second.parent].erase(it->second.name);
+    const CkptNode& was = it->second;
+    if (!was.orphan && (n.orphan || was.parent != n.parent || was.name != n.name)) {
+      // Only if the name is still ours: a rename in the same record may have
+      // given it to the entry that replaced us.
+      auto& siblings = children_[was.parent];
+      if (auto s = siblings.find(was.name); s != siblings.end() && s->second == n.id) siblings.erase(s);
+    }
     it->second = n;
   } else {
     it = nodes_.emplace(n.id, n).first;
   }
-  children_[n.parent][n.name] = n.id;
+  if (!n.orphan) children_[n.parent][n.name] = n.id;
   IndexLocked(n, true);
 }
 
@@ -157,8 +198,10 @@ void CkptTable::ApplyDel(uint64_t id) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
   IndexLocked(it->second, false);
-  auto& siblings = children_[it->second.parent];
-  if (auto s = siblings.find(it->second.name); s != siblings.end() && s->second == id) siblings.erase(s);
+  if (!it->second.orphan) {
+    auto& siblings = children_[it->second.parent];
+    if (auto s = siblings.find(it->second.name); s != siblings.end() && s->second == id) siblings.erase(s);
+  }
   children_.erase(id);
   leases_.erase(id);
   urgent_.erase(id);
@@ -173,12 +216,27 @@ void CkptTable::Apply(const CkptRecord& r) {
   for (uint64_t id : r.del) ApplyDel(id);
   for (const OriginOp& op : r.ops_add) ops_[op.seq] = op;
   for (uint64_t seq : r.ops_done) ops_.erase(seq);
+  next_drop_seq_ = std::max(next_drop_seq_, r.next_drop_seq);
+  for (const CkptDrop& d : r.drops_add) {
+    drops_[d.seq] = d;
+    drops_by_node_[d.node].insert(d.seq);
+  }
+  for (uint64_t seq : r.drops_done) {
+    auto it = drops_.find(seq);
+    if (it == drops_.end()) continue;
+    auto& mine = drops_by_node_[it->second.node];
+    mine.erase(seq);
+    if (mine.empty()) drops_by_node_.erase(it->second.node);
+    drops_.erase(it);
+  }
 }
 
 CkptSnapshot CkptTable::SnapshotLocked() const {
-  CkptSnapshot s{.next_id = next_id_, .next_commit_seq = next_commit_seq_, .next_op_seq = next_op_seq_};
+  CkptSnapshot s{.next_id = next_id_, .next_commit_seq = next_commit_seq_, .next_op_seq = next_op_seq_,
+                 .next_drop_seq = next_drop_seq_};
   for (const auto& [id, n] : nodes_) s.nodes.push_back(n);
   for (const auto& [seq, op] : ops_) s.ops.push_back(op);
+  for (const auto& [seq, d] : drops_) s.drops.push_back(d);
   return s;
 }
 
@@ -186,6 +244,8 @@ Status CkptTable::SaveLocked(CkptRecord r) {
   r.next_id = next_id_;
   r.next_commit_seq = next_commit_seq_;
   r.next_op_seq = next_op_seq_;
+  r.next_drop_seq = next_drop_seq_;
+  for (const CkptDrop& d : r.drops_add) r.next_drop_seq = std::max(r.next_drop_seq, d.seq + 1);
   for (const CkptNode& n : r.put) r.next_id = std::max(r.next_id, n.id + 1);
   for (const CkptNode& n : r.put) r.next_commit_seq = std::max(r.next_commit_seq, n.commit_seq + 1);
   for (const OriginOp& op : r.ops_add) r.next_op_seq = std::max(r.next_op_seq, op.seq + 1);

@@ -54,7 +54,8 @@ Status Drainer::RunOnce(int* drained) {
   const auto now = std::chrono::steady_clock::now();
   proto::CkptWork req{.node = options_.node,
                       .rebuild = !asked_rebuild_ || now - last_rebuild_ask_ >= options_.rebuild_interval,
-                      .rebuilt = rebuilt_seq_};
+                      .rebuilt = rebuilt_seq_,
+                      .dropped = dropped_seq_};
   // Eviction spares files changed since (about) now: the reply cannot know them.
   const auto asked_at = std::chrono::system_clock::now();
   Result<proto::CkptWorkReply> work = coordinator_->Call(req, options_.rpc_timeout);
@@ -77,6 +78,17 @@ Status Drainer::RunOnce(int* drained) {
     options_.logger->warn("checkpoint eviction skipped: the coordinator's keep list misses files it still drains");
   }
 
+  // Copies no generation anyone may read uses (older generations of files
+  // rewritten since, removed files', sends a commit did not count).
+  if (!work->drop.empty() || !work->drop_files.empty()) {
+    std::vector<ReplicaStore::Ref> refs;
+    for (const proto::CkptReplicaRef& d : work->drop) refs.push_back({d.id, d.gen, d.index, d.checksum});
+    std::vector<std::pair<uint64_t, uint64_t>> files;
+    for (const auto& f : work->drop_files) files.emplace_back(f.id, f.gen);
+    counters_.dropped_copies += store_->DropReplicas(refs) + store_->DropWholeFiles(files);
+  }
+  dropped_seq_ = std::max(dropped_seq_, work->drop_seq);
+
   Status result = Rebuild(work->rebuild);
   if (!result.ok()) {
     asked_rebuild_ = false;  // ask for the list again next round
@@ -97,7 +109,6 @@ Status Drainer::Drain(const std::vector<proto::CkptDrainTask>& tasks, int* drain
   auto stream = [&](size_t slot) {
     for (size_t k = next++; k < tasks.size() && !failed.load() && !stopping(); k = next++) {
       const proto::CkptEntry& e = tasks[k].entry;
-      store_->DropStale(e.id, e.gen, e.checksums);  // a drain task is a committed generation
       Status up = Upload(tasks[k], slot);
       if (up.ok()) {
         counters_.drained_files += 1;
@@ -179,10 +190,11 @@ Status Drainer::WriteAll(const proto::CkptEntry& e, CkptWriter* writer) {
 Result<std::string> Drainer::FetchChunk(const proto::CkptEntry& e, uint32_t i) {
   const uint64_t offset = uint64_t(i) * e.chunk_size;
   const uint64_t length = std::min(e.chunk_size, e.size - offset);
-  Result<std::string> local = store_->Read(e.id, e.gen, i, e.checksums[i], e.chunk_size, length);
+  const uint64_t gen = proto::CkptChunkGen(e, i);  // the generation whose copy holds it
+  Result<std::string> local = store_->Read(e.id, gen, i, e.checksums[i], e.chunk_size, length);
   if (local.ok()) return local;
   return FetchFromPeers(proto::CkptChunkHolders(e, i), proto::GetCkptChunk{.id = e.id,
-                                                                          .gen = e.gen,
+                                                                          .gen = gen,
                                                                           .index = i,
                                                                           .checksum = e.checksums[i],
                                                                           .chunk_size = e.chunk_size,

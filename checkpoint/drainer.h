@@ -6,7 +6,9 @@
 //   2. eviction: deletes the local copies of files not in the reply's
 //      keep_files (ReplicaStore::DropFilesExcept), only after the coordinator
 //      answered a well-formed reply; an unreachable or erring coordinator
-//      never causes a deletion;
+//      never causes a deletion; and the copies the reply's drop lists name
+//      (retired generations: ReplicaStore::DropReplicas, DropWholeFiles),
+//      echoed as done in the next CkptWork;
 //   3. rebuild: fetches the replicas the reply lists and the disk lacks from
 //      their other holders (GetCkptChunk), never from the origin;
 //   4. drain: uploads each task's generation to the checkpoint origin at
@@ -84,6 +86,7 @@ class Drainer {
     std::atomic<uint64_t> failures{0};       // uploads reported ok=false
     std::atomic<uint64_t> rebuilt_chunks{0};
     std::atomic<uint64_t> evicted_files{0};
+    std::atomic<uint64_t> dropped_copies{0};  // replicas and whole-file copies of retired generations
   };
 
   Drainer(Options options, ReplicaStore* store);
@@ -130,6 +133,7 @@ class Drainer {
   std::chrono::steady_clock::time_point last_rebuild_ask_;  // RunOnce's thread only
   bool asked_rebuild_ = false;                              // RunOnce's thread only
   uint64_t rebuilt_seq_ = 0;  // the last rebuild list held in full (RunOnce's thread only)
+  uint64_t dropped_seq_ = 0;  // the last drop list carried out (RunOnce's thread only)
 
   std::thread thread_;
   std::atomic<bool> stopping_{false};

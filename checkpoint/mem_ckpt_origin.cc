@@ -15,6 +15,8 @@ struct MemCkptOrigin::Node {
   std::string data;                                                    // files
   bool complete = false;                                               // files: see the header
   int64_t mtime_ns = 0;
+  bool is_symlink = false;
+  std::string target;  // symlinks
 };
 
 namespace {
@@ -99,6 +101,7 @@ class ForwardingCkptOrigin : public CkptOrigin {
   Status Rename(std::string_view from, std::string_view to) override { return to_->Rename(from, to); }
   Status Unlink(std::string_view path) override { return to_->Unlink(path); }
   Status Rmdir(std::string_view path) override { return to_->Rmdir(path); }
+  Status Symlink(std::string_view target, std::string_view path) override { return to_->Symlink(target, path); }
   Result<OriginEntry> Stat(std::string_view path) override { return to_->Stat(path); }
   Result<std::unique_ptr<OriginFile>> Open(std::string_view path) override { return to_->Open(path); }
   Result<uint64_t> FreeBytes() override { return to_->FreeBytes(); }
@@ -251,6 +254,23 @@ Status MemCkptOrigin::Unlink(std::string_view path) { return Remove(CkptOp::kUnl
 
 Status MemCkptOrigin::Rmdir(std::string_view path) { return Remove(CkptOp::kRmdir, path); }
 
+Status MemCkptOrigin::Symlink(std::string_view target, std::string_view path) {
+  HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, path, /*root_ok=*/false));
+  HOARD_RETURN_IF_ERROR(Enter(CkptOp::kSymlink));
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string what = source_ + ": symlink " + Quote(path);
+  HOARD_ASSIGN_OR_RETURN(auto parent, ParentLocked(path));
+  if (parent.first->children.contains(parent.second)) return Status::AlreadyExists(what + ": exists");
+  auto node = std::make_shared<Node>();
+  node->is_symlink = true;
+  node->complete = true;
+  node->target = std::string(target);
+  node->mtime_ns = NowNs();
+  parent.first->children[parent.second] = node;
+  log_.push_back("symlink " + std::string(path) + " " + std::string(target));
+  return Status::Ok();
+}
+
 Status MemCkptOrigin::Remove(CkptOp op, std::string_view path) {
   const bool rmdir = op == CkptOp::kRmdir;
   HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, path, /*root_ok=*/false));
@@ -278,7 +298,7 @@ Result<OriginEntry> MemCkptOrigin::Stat(std::string_view path) {
   if (!node.ok()) return Status::NotFound(node.status().message());  // as every origin's Stat
   OriginEntry e;
   e.path = std::string(path);
-  e.type = (*node)->is_dir ? EntryType::kDir : EntryType::kFile;
+  e.type = (*node)->is_dir ? EntryType::kDir : (*node)->is_symlink ? EntryType::kSymlink : EntryType::kFile;
   e.mode = (*node)->is_dir ? (S_IFDIR | 0755) : (S_IFREG | 0644);
   e.size = (*node)->is_dir ? 0 : (*node)->data.size();
   e.mtime_ns = (*node)->mtime_ns;
@@ -342,7 +362,16 @@ std::map<std::string, std::string> MemCkptOrigin::Files() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, std::string> out;
   ForEach(*root_, "", [&](const std::string& path, const Node& n) {
-    if (!n.is_dir && n.complete) out[path] = n.data;
+    if (!n.is_dir && !n.is_symlink && n.complete) out[path] = n.data;
+  });
+  return out;
+}
+
+std::map<std::string, std::string> MemCkptOrigin::Symlinks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::string> out;
+  ForEach(*root_, "", [&](const std::string& path, const Node& n) {
+    if (n.is_symlink) out[path] = n.target;
   });
   return out;
 }

@@ -62,7 +62,9 @@
 
 namespace hoard {
 
-enum class CkptOp { kAny, kCreate, kWrite, kClose, kMakeDirs, kRename, kUnlink, kRmdir, kStat, kOpen, kFreeBytes };
+enum class CkptOp {
+  kAny, kCreate, kWrite, kClose, kMakeDirs, kRename, kUnlink, kRmdir, kStat, kOpen, kFreeBytes, kSymlink
+};
 
 class MemCkptOrigin : public CkptOrigin {
  public:
@@ -76,6 +78,7 @@ class MemCkptOrigin : public CkptOrigin {
   Status Rename(std::string_view from, std::string_view to) override;
   Status Unlink(std::string_view path) override;
   Status Rmdir(std::string_view path) override;
+  Status Symlink(std::string_view target, std::string_view path) override;
   Result<OriginEntry> Stat(std::string_view path) override;
   Result<std::unique_ptr<OriginFile>> Open(std::string_view path) override;
   Result<uint64_t> FreeBytes() override;
@@ -89,6 +92,7 @@ class MemCkptOrigin : public CkptOrigin {
 
   // --- Inspection.
   std::map<std::string, std::string> Files() const;  // complete files: path -> bytes
+  std::map<std::string, std::string> Symlinks() const;  // path -> target
   std::set<std::string> PartialFiles() const;        // files not complete (being written, or abandoned)
   bool Exists(std::string_view path) const;          // a file or directory
   std::vector<std::string> NamespaceLog() const;     // successful namespace operations, in order (see above)

@@ -134,6 +134,20 @@ class NfsCkptOrigin : public CkptOrigin {
 
   Status Rmdir(std::string_view path) override { return Remove("rmdir", path, &nfs_rmdir); }
 
+  // A retried call that finds the link there made it itself the first time.
+  Status Symlink(std::string_view target, std::string_view path) override {
+    HOARD_RETURN_IF_ERROR(CheckCkptPath(source(), path, /*root_ok=*/false));
+    const std::string full = nfs_->NfsPath(path);
+    const std::string to(target);
+    int calls = 0;
+    Status s = nfs_->RunCall("symlink", path, [&](nfs_context* ctx) {
+      ++calls;
+      return nfs_symlink(ctx, to.c_str(), full.c_str());
+    });
+    if (s.code() == Code::kAlreadyExists && calls > 1) return Status::Ok();
+    return s;
+  }
+
   Result<OriginEntry> Stat(std::string_view path) override {
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source(), path, /*root_ok=*/true));
     return nfs_->Stat(path);

@@ -110,6 +110,16 @@ class PosixCkptOrigin : public CkptOrigin {
     return Status::Ok();
   }
 
+  Status Symlink(std::string_view target, std::string_view path) override {
+    HOARD_ASSIGN_OR_RETURN(Parent parent, OpenParent(path, "symlink"));
+    if (::symlinkat(std::string(target).c_str(), parent.fd.get(), parent.name.c_str()) != 0) {
+      return PathError(errno, "symlink", path);
+    }
+    if (::fsync(parent.fd.get()) != 0)
+      return Status::FromErrno(errno, "fsync the directory of '" + std::string(path) + "'");
+    return Status::Ok();
+  }
+
   Status Rmdir(std::string_view path) override {
     HOARD_ASSIGN_OR_RETURN(Parent parent, OpenParent(path, "rmdir"));
     if (::unlinkat(parent.fd.get(), parent.name.c_str(), AT_REMOVEDIR) != 0) {

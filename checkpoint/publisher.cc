@@ -11,6 +11,7 @@ const char* KindName(uint8_t kind) {
     case OriginOp::kRename: return "rename";
     case OriginOp::kUnlink: return "unlink";
     case OriginOp::kRmdir: return "rmdir";
+    case OriginOp::kSymlink: return "symlink";
   }
   return "?";
 }
@@ -90,6 +91,12 @@ Publisher::Attempt Publisher::ApplyOnce(const OriginOp& op, int* io_errors) {
     case OriginOp::kRmdir:
       s = origin.Rmdir(op.path);
       if (s.code() == Code::kNotFound) return Attempt::kDone;
+      break;
+    case OriginOp::kSymlink:
+      if (!Parent(op.path).empty()) s = origin.MakeDirs(Parent(op.path));
+      if (s.ok()) s = origin.Symlink(op.from, op.path);
+      // Made by an earlier attempt whose outcome was not recorded.
+      if (s.code() == Code::kAlreadyExists) return Attempt::kDone;
       break;
     default:
       s = Status::Internal("unknown origin operation kind " + std::to_string(op.kind));

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -137,8 +138,8 @@ void ReplicaStore::RenameLegacy(const std::string& path, const Held& h) {
   const bool whole = fd.valid() && ::fstat(fd.get(), &st) == 0 && uint64_t(st.st_size) >= kTrailerSize &&
                      PreadAll(fd.get(), trailer, kTrailerSize, st.st_size - off_t(kTrailerSize)).ok() &&
                      trailer[0] == kTrailerMagic && trailer[1] == uint64_t(st.st_size) - kTrailerSize;
-  // A torn one keeps its old name: no Read asks for it, and eviction or
-  // DropStale removes it with the file.
+  // A torn one keeps its old name: no Read asks for it, and eviction
+  // removes it with the file.
   if (!whole) return;
   const std::string to = ChunkPath(h.id, h.gen, h.index, trailer[2]);
   if (::rename(path.c_str(), to.c_str()) != 0) {
@@ -318,14 +319,43 @@ size_t ReplicaStore::DropFilesExcept(const std::set<uint64_t>& keep, std::chrono
   return dropped;
 }
 
-size_t ReplicaStore::DropStale(uint64_t id, uint64_t gen, const std::vector<uint64_t>& checksums) {
+size_t ReplicaStore::DropReplicas(const std::vector<Ref>& refs) {
   size_t dropped = 0;
-  for (const Held& h : List().chunks) {
-    if (h.id != id || h.gen > gen) continue;
-    const bool current = h.gen == gen && h.index < checksums.size() && h.checksum == checksums[h.index];
-    if (!current && ::unlink(PathOf(h).c_str()) == 0) ++dropped;
+  for (const Ref& r : refs) {
+    if (::unlink(ChunkPath(r.id, r.gen, r.index, r.checksum).c_str()) == 0) ++dropped;
   }
+  if (dropped > 0) options_.logger->debug("replica store: deleted {} replicas no generation uses", dropped);
   return dropped;
+}
+
+size_t ReplicaStore::DropWholeFiles(const std::vector<std::pair<uint64_t, uint64_t>>& id_gens) {
+  size_t dropped = 0;
+  for (const auto& [id, gen] : id_gens) {
+    const std::string path = JoinPath(files_dir(), std::to_string(id));
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) continue;
+    // The mount holds LOCK_SH while it writes or commits the file.
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;
+    const std::optional<uint64_t> stamped = StampedGeneration(fd.get());
+    if (!stamped || *stamped > gen) continue;
+    if (::unlink(path.c_str()) == 0) ++dropped;
+  }
+  if (dropped > 0) options_.logger->info("replica store: deleted {} whole-file copies of old generations", dropped);
+  return dropped;
+}
+
+void ReplicaStore::StampGeneration(int fd, uint64_t gen) {
+  const std::string v = std::to_string(gen);
+  (void)::fsetxattr(fd, kGenXattr, v.data(), v.size(), 0);
+}
+
+void ReplicaStore::ClearGeneration(int fd) { (void)::fremovexattr(fd, kGenXattr); }
+
+std::optional<uint64_t> ReplicaStore::StampedGeneration(int fd) {
+  char buf[32];
+  const ssize_t n = ::fgetxattr(fd, kGenXattr, buf, sizeof buf);
+  if (n <= 0) return std::nullopt;
+  return ParseU64(std::string_view(buf, size_t(n)));
 }
 
 std::string ReplicaStore::PathOf(const Held& h) const {

@@ -19,7 +19,11 @@
 //   CKPT/chunks/*.tmp.*              a replica being written; removed at Open.
 //   CKPT/files/<id>                  the whole-file copy written by the mount of
 //                                    this node (the writer's L copy). Plain
-//                                    bytes, written in place by the mount.
+//                                    bytes, written in place by the mount,
+//                                    which stamps it with the generation it
+//                                    holds (xattr user.hoard.gen, decimal)
+//                                    after each commit and removes the stamp
+//                                    before it writes again.
 //
 // Durability: Put writes a .tmp file (with O_DIRECT where the filesystem has
 // it: nothing is gained by a page-cache copy of bytes that are fsynced at
@@ -64,6 +68,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -146,11 +151,28 @@ class ReplicaStore {
   // top). Returns how many files were deleted.
   size_t DropFilesExcept(const std::set<uint64_t>& keep, std::chrono::system_clock::time_point asked_at,
                          uint64_t keep_from_id = 0);
-  // Deletes the replicas of file `id` that are not of committed generation
-  // `gen` with its `checksums` (older generations, and bytes of `gen` that
-  // the commit did not count: a Put that arrived after the writer gave up on
-  // it). Newer generations are left alone (a commit may be on its way).
-  size_t DropStale(uint64_t id, uint64_t gen, const std::vector<uint64_t>& checksums);
+  // Deletes the replica files named exactly (the coordinator's
+  // CkptWorkReply.drop: copies no generation anyone may read uses). Returns
+  // how many were there.
+  struct Ref {
+    uint64_t id = 0, gen = 0;
+    uint32_t index = 0;
+    uint64_t checksum = 0;
+  };
+  size_t DropReplicas(const std::vector<Ref>& refs);
+  // Deletes each whole-file copy files/<id> whose stamp says it holds
+  // generation `gen` or older: never an unstamped one (being written, or
+  // from before stamps), nor one the mount holds an flock on.
+  size_t DropWholeFiles(const std::vector<std::pair<uint64_t, uint64_t>>& id_gens);
+
+  // The stamp on a whole-file copy (see the top): set by the mount after a
+  // commit, removed before it writes the file again. Best effort on a file
+  // system without user xattrs (then the copy is only ever evicted whole,
+  // by keep_files).
+  static constexpr const char* kGenXattr = "user.hoard.gen";
+  static void StampGeneration(int fd, uint64_t gen);
+  static void ClearGeneration(int fd);
+  static std::optional<uint64_t> StampedGeneration(int fd);
 
   const std::string& dir() const { return options_.dir; }
   // STORE/ckpt/files/<id> for the chunk store directory STORE (the mount's

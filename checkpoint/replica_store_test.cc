@@ -213,19 +213,40 @@ TEST_F(ReplicaStoreTest, OpenRemovesInterruptedPuts) {
   EXPECT_EQ(FilesIn("chunks"), 0u);
 }
 
-TEST_F(ReplicaStoreTest, DropStaleKeepsOnlyTheCommittedBytesAndNewerGenerations) {
+TEST_F(ReplicaStoreTest, DropReplicasDeletesExactlyTheNamedCopies) {
   const std::string b = PseudoRandomBytes(64, 8), late = PseudoRandomBytes(64, 9);
   for (uint64_t gen : {1, 2, 3}) ASSERT_TRUE(store_->Put(5, gen, 0, Sum(b), b).ok());
   ASSERT_TRUE(store_->Put(5, 2, 0, Sum(late), late).ok());  // bytes gen 2's commit did not count
-  ASSERT_TRUE(store_->Put(5, 2, 1, Sum(b), b).ok());        // a chunk past gen 2's end
   ASSERT_TRUE(store_->Put(6, 1, 0, Sum(b), b).ok());
-  EXPECT_EQ(store_->DropStale(5, 2, {Sum(b)}), 3u);
+  EXPECT_EQ(store_->DropReplicas({{5, 1, 0, Sum(b)}, {5, 2, 0, Sum(late)}, {5, 9, 0, Sum(b)}}), 2u);
   EXPECT_FALSE(store_->HasReplica(5, 1, 0, Sum(b)));
   EXPECT_FALSE(store_->HasReplica(5, 2, 0, Sum(late)));
-  EXPECT_FALSE(store_->HasReplica(5, 2, 1, Sum(b)));
-  EXPECT_TRUE(store_->HasReplica(5, 2, 0, Sum(b)));
+  EXPECT_TRUE(store_->HasReplica(5, 2, 0, Sum(b)));  // same chunk, other bytes: another file
   EXPECT_TRUE(store_->HasReplica(5, 3, 0, Sum(b)));
   EXPECT_TRUE(store_->HasReplica(6, 1, 0, Sum(b)));
+}
+
+TEST_F(ReplicaStoreTest, AWholeFileCopyIsDroppedOnlyWhenStampedWithThatGenerationOrOlder) {
+  auto make = [&](uint64_t id, std::optional<uint64_t> stamp) {
+    const std::string path = ReplicaStore::WholeFilePath(tmp_.path(), id);
+    EXPECT_TRUE(WriteFileAtomic(path, "bytes").ok());
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+    if (stamp) ReplicaStore::StampGeneration(fd.get(), *stamp);
+    return path;
+  };
+  const std::string old = make(1, 3), newer = make(2, 9), unstamped = make(3, std::nullopt), locked = make(4, 1);
+  UniqueFd writer(::open(locked.c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_EQ(::flock(writer.get(), LOCK_SH), 0);  // a mount writing it
+  {
+    UniqueFd fd(::open(old.c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_EQ(ReplicaStore::StampedGeneration(fd.get()), std::optional<uint64_t>(3)) << "no user xattrs here?";
+  }
+  EXPECT_EQ(store_->DropWholeFiles({{1, 5}, {2, 5}, {3, 5}, {4, 5}, {77, 5}}), 1u);
+  auto exists = [](const std::string& p) { return ::access(p.c_str(), F_OK) == 0; };
+  EXPECT_FALSE(exists(old));
+  EXPECT_TRUE(exists(newer));
+  EXPECT_TRUE(exists(unstamped));
+  EXPECT_TRUE(exists(locked));
 }
 
 // A write-behind Put the writer gave up on (it timed out) may be stored after

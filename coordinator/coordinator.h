@@ -51,6 +51,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/ckpt_origin.h"
+#include "checkpoint/ckpt_sessions.h"
 #include "checkpoint/ckpt_table.h"
 #include "checkpoint/publisher.h"
 #include "common/clock.h"
@@ -117,6 +118,15 @@ class Coordinator {
       // down_after, so that a restart or a short outage copies nothing.
       // 0 = never.
       std::chrono::milliseconds lost_after{std::chrono::seconds(120)};
+      // A mount's session (checkpoint/ckpt_sessions.h) not heard from for
+      // this long is over: its locks are released, its open files no longer
+      // keep old generations.
+      std::chrono::milliseconds session_timeout{std::chrono::seconds(10)};
+      // After a start, only locks held before it are granted for this long.
+      std::chrono::milliseconds lock_grace{std::chrono::seconds(6)};
+      // A rewritten or removed generation is kept at least this long for
+      // readers that may have it open (CkptTable::Options::retire_grace).
+      std::chrono::milliseconds retire_grace{std::chrono::seconds(15)};
     } ckpt;
   };
 
@@ -170,7 +180,9 @@ class Coordinator {
   // check itself ran late (the coordinator was stalled: swapped out, stopped,
   // a slow disk), the silence is ours, not the nodes': they get a fresh
   // timeout instead of all being marked down at once. Then gives the
-  // checkpoint chunks of nodes silent past ckpt.lost_after new holders.
+  // checkpoint chunks of nodes silent past ckpt.lost_after new holders, ends
+  // the checkpoint sessions of silent mounts and down nodes, and retires
+  // checkpoint generations no one reads any more.
   void CheckLiveness();
 
   // Makes walks in progress give up (kUnavailable) so a shutdown does not
@@ -181,8 +193,11 @@ class Coordinator {
 
   // The checkpoint namespace (mount and CLI requests go straight to it).
   CkptTable& checkpoints() { return *ckpt_table_; }
+  // Mount sessions and checkpoint file locks.
+  CkptSessions& ckpt_sessions() { return *ckpt_sessions_; }
   // Drain work for `node`, given the nodes up now.
-  Result<proto::CkptWorkReply> CkptWork(const std::string& node, bool rebuild = false, uint64_t rebuilt = 0);
+  Result<proto::CkptWorkReply> CkptWork(const std::string& node, bool rebuild = false, uint64_t rebuilt = 0,
+                                        uint64_t dropped = 0);
 
   // Test-only: the durable state, for fault injection.
   StateStore& TEST_store() { return store_; }
@@ -258,6 +273,7 @@ class Coordinator {
   std::atomic<bool> shutting_down_{false};
   // Checkpoints; the publisher is declared last so it stops first.
   std::unique_ptr<CkptTable> ckpt_table_;
+  std::unique_ptr<CkptSessions> ckpt_sessions_;  // after the table: it calls the table
   std::unique_ptr<CkptOrigin> ckpt_origin_;
   std::unique_ptr<Publisher> publisher_;
 };

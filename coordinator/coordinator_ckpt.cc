@@ -1,10 +1,14 @@
 // Coordinator: the checkpoint pieces (see "Checkpoints" in coordinator.h).
 #include "coordinator/coordinator.h"
 
+#include <unistd.h>
+
 namespace hoard {
 
 Status Coordinator::OpenCheckpoints() {
   const Options::Checkpoints& o = options_.ckpt;
+  // A first start has no locks from before to honour.
+  const bool restart = ::access(JoinPath(options_.data_dir, "ckpt/journal.log").c_str(), F_OK) == 0;
   HOARD_ASSIGN_OR_RETURN(ckpt_table_, CkptTable::Open({.dir = JoinPath(options_.data_dir, "ckpt"),
                                                        .logger = options_.logger,
                                                        .commit_markers = o.commit_markers,
@@ -14,7 +18,17 @@ Status Coordinator::OpenCheckpoints() {
                                                        .drain_max_bytes_per_s = o.drain_max_bytes_per_s,
                                                        .drain_share = o.drain_share,
                                                        .drain_min_bytes_per_s = o.drain_min_bytes_per_s,
+                                                       .retire_grace = o.retire_grace,
                                                        .clock = options_.clock}));
+  CkptTable* table = ckpt_table_.get();
+  ckpt_sessions_ = std::make_unique<CkptSessions>(CkptSessions::Options{
+      .timeout = o.session_timeout,
+      .lock_grace = restart ? o.lock_grace : std::chrono::milliseconds(0),
+      .clock = options_.clock,
+      .logger = options_.logger,
+      .on_change = [table](std::set<proto::CkptHold> holds, std::set<uint64_t> writing) {
+        table->SetSessions(std::move(holds), std::move(writing));
+      }});
   const std::string source = o.origin.empty() ? JoinPath(options_.data_dir, "ckpt-origin") : o.origin;
   if (!o.open_origin) {
     options_.logger->warn("no checkpoint origin opener: checkpoints are kept on the nodes but not published to {}",
@@ -30,7 +44,8 @@ Status Coordinator::OpenCheckpoints() {
   return Status::Ok();
 }
 
-Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool rebuild, uint64_t rebuilt) {
+Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool rebuild, uint64_t rebuilt,
+                                                   uint64_t dropped) {
   if (!IsValidName(node)) return Status::InvalidArgument("invalid node name '" + node + "' asking for checkpoint work");
   std::set<std::string> up;
   double fill = 0;  // bytes/s landing in dataset caches: the datasets' share of the origin
@@ -40,19 +55,24 @@ Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool
     const auto now = options_.clock->Now();
     for (const auto& [uid, rate] : fill_rates_) fill += rate.Rate(now);
   }
-  return ckpt_table_->Work(node, up, rebuild, fill, rebuilt);
+  return ckpt_table_->Work(node, up, rebuild, fill, rebuilt, dropped);
 }
 
 void Coordinator::CheckCkptCopies() {
-  std::set<std::string> up, lost, leaving;
+  std::set<std::string> up, lost, leaving, down;
   {
     std::lock_guard lock(mu_);
     const auto now = options_.clock->Now();
     for (const auto& [name, n] : nodes_) {
       if (n.info.up && n.info.draining) leaving.insert(name);
       if (n.info.up) up.insert(name);
-      else if (now - n.last_heard > options_.ckpt.lost_after) lost.insert(name);
+      else down.insert(name);
+      if (!n.info.up && now - n.last_heard > options_.ckpt.lost_after) lost.insert(name);
     }
+  }
+  ckpt_sessions_->Expire(down);
+  if (Result<size_t> r = ckpt_table_->CollectGarbage(); !r.ok()) {
+    options_.logger->error("old checkpoint generations not retired (tried again): {}", r.status().ToString());
   }
   if (options_.ckpt.lost_after.count() <= 0 || lost.empty()) return;
   if (Result<CkptTable::Rereplicated> r = ckpt_table_->Rereplicate(up, lost, leaving); !r.ok()) {

@@ -105,6 +105,17 @@ void Coordinator::RegisterMetrics(metrics::Registry* registry) const {
   registry->AddCounter("hoard_ckpt_rereplicated_chunks_total",
                        "Checkpoint chunks given a new holder because one of theirs was lost (--ckpt-lost-after-s)", {},
                        [table] { return double(table->rereplicated_chunks()); });
+  registry->AddGauge("hoard_ckpt_old_generations",
+                     "Checkpoint generations kept after a rewrite or removal because a mount may still read them", {},
+                     [table] { return double(table->old_generations()); });
+  registry->AddGauge("hoard_ckpt_pending_drops",
+                     "Copies of retired checkpoint generations that nodes have yet to delete", {},
+                     [table] { return double(table->pending_drops()); });
+  const CkptSessions* sessions = ckpt_sessions_.get();
+  registry->AddGauge("hoard_ckpt_sessions", "Mounts with checkpoint files open or locks held", {},
+                     [sessions] { return double(sessions->sessions()); });
+  registry->AddGauge("hoard_ckpt_locks", "Checkpoint file locks held (flock and fcntl ranges), all mounts", {},
+                     [sessions] { return double(sessions->locks()); });
 }
 
 }  // namespace hoard

@@ -54,6 +54,15 @@ int main(int argc, char** argv) {
                  "A node silent this long is lost: the checkpoint chunks it held that are not on the origin yet "
                  "are copied to other nodes (0 = never)")
       ->capture_default_str();
+  uint64_t ckpt_session_timeout_s = 10, ckpt_retire_grace_s = 15;
+  app.add_option("--ckpt-session-timeout-s", ckpt_session_timeout_s,
+                 "A mount not heard from this long loses its checkpoint locks, and its open files stop keeping old "
+                 "generations")
+      ->capture_default_str()->check(CLI::Range(uint64_t(4), uint64_t(3600)));
+  app.add_option("--ckpt-retire-grace-s", ckpt_retire_grace_s,
+                 "A rewritten or removed checkpoint generation is kept at least this long for readers that may have "
+                 "it open")
+      ->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(86400)));
   app.add_option("--ckpt-keep-last", ckpt.keep_last,
                  "Checkpoints per job whose local copies stay after they reach the origin")
       ->capture_default_str();
@@ -86,6 +95,8 @@ int main(int argc, char** argv) {
   ckpt.drain_min_bytes_per_s = *ckpt_min_bytes;
   ckpt.drain_deadline = std::chrono::seconds(ckpt_deadline_s);
   ckpt.lost_after = std::chrono::seconds(ckpt_lost_after_s);
+  ckpt.session_timeout = std::chrono::seconds(ckpt_session_timeout_s);
+  ckpt.retire_grace = std::chrono::seconds(ckpt_retire_grace_s);
   ckpt.open_origin = [](const std::string& source) { return hoard::OpenCkptOrigin(source); };
 
   hoard::BlockTerminationSignals();

@@ -68,7 +68,7 @@ void CoordinatorService::RegisterHandlers() {
 void CoordinatorService::RegisterCheckpointHandlers() {
   Coordinator* c = coordinator_;
   server_.Handle<proto::CkptLookup>([c](const proto::CkptLookup& r, const Envelope&, std::string*) {
-    return EntryReply(c->checkpoints().Lookup(r.path));
+    return EntryReply(r.touch_atime ? c->checkpoints().LookupForRead(r.path) : c->checkpoints().Lookup(r.path));
   });
   server_.Handle<proto::CkptList>(
       [c](const proto::CkptList& r, const Envelope&, std::string*) { return c->checkpoints().List(r.path); });
@@ -97,10 +97,15 @@ void CoordinatorService::RegisterCheckpointHandlers() {
         return proto::CkptFlushReply{.status = std::move(s)};
       });
   server_.Handle<proto::CkptWork>([c](const proto::CkptWork& r, const Envelope&, std::string*) {
-    return c->CkptWork(r.node, r.rebuild, r.rebuilt);
+    return c->CkptWork(r.node, r.rebuild, r.rebuilt, r.dropped);
   });
   server_.Handle<proto::CkptDrained>(
       [c](const proto::CkptDrained& r, const Envelope&, std::string*) { return c->checkpoints().Drained(r); });
+  server_.Handle<proto::CkptSession>([c](const proto::CkptSession& r, const Envelope&, std::string*) {
+    return Result<proto::CkptSessionReply>(c->ckpt_sessions().Update(r));
+  });
+  server_.Handle<proto::CkptLock>(
+      [c](const proto::CkptLock& r, const Envelope&, std::string*) { return c->ckpt_sessions().Lock(r); });
 }
 
 Status CoordinatorService::Start() {

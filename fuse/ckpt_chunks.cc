@@ -98,14 +98,17 @@ Result<CkptChunks::Bytes> CkptChunks::Fetch(const proto::CkptEntry& e, uint32_t 
   std::shared_ptr<const ClusterView> view = view_();
   Status last = Status::NotFound("checkpoint file " + e.path + " chunk " + std::to_string(index) +
                                  ": no node holds it");
-  proto::GetCkptChunk req{.id = e.id, .gen = e.gen, .index = index, .checksum = e.checksums[index],
+  // The generation whose copies hold the chunk: a commit that left it
+  // unchanged reuses an older one's (CkptEntry::chunk_gens).
+  const uint64_t gen = proto::CkptChunkGen(e, index);
+  proto::GetCkptChunk req{.id = e.id, .gen = gen, .index = index, .checksum = e.checksums[index],
                           .chunk_size = e.chunk_size, .chunk_length = len};
   for (const std::string& name : holders) {
     if (name == options_.node_name && !options_.local_ckpt_dir.empty()) {
       // Verified against the entry's checksum by ReadCopy. Not found here
       // (evicted, rewritten) means our agent has nothing either.
       Result<std::string> local =
-          ReplicaStore::ReadCopy(options_.local_ckpt_dir, e.id, e.gen, index, e.checksums[index], e.chunk_size, len);
+          ReplicaStore::ReadCopy(options_.local_ckpt_dir, e.id, gen, index, e.checksums[index], e.chunk_size, len);
       if (local.ok()) {
         local_bytes_ += len;
         return Bytes(std::make_shared<const std::string>(std::move(*local)));

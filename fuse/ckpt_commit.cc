@@ -11,6 +11,7 @@
 #include <ctime>
 #include <thread>
 
+#include "checkpoint/replica_store.h"
 #include "common/hash.h"
 
 namespace hoard::fuse {
@@ -110,6 +111,40 @@ std::vector<std::string> Committer::SendChunk(const ClusterView& view, uint64_t 
   return Replicate(view, ReplicaCandidates(view, id, index, options_.node_name), want, put, bytes);
 }
 
+std::vector<std::string> Committer::ReusableHolders(const ClusterView* view, const proto::CkptEntry& base,
+                                                    uint32_t index, size_t want) {
+  if (index >= base.replicas.size()) return {};
+  std::vector<std::string> holders;
+  for (const std::string& h : base.replicas[index]) {
+    if (holders.size() >= want) break;
+    const auto& nodes = view->map().nodes;
+    if (std::any_of(nodes.begin(), nodes.end(), [&](const proto::NodeInfo& n) { return n.name == h && n.up; })) {
+      holders.push_back(h);
+    }
+  }
+  if (holders.size() < want) return {};
+  return holders;
+}
+
+std::optional<SentChunks::Sent> Committer::SameAsBase(const ClusterView* view, const LocalFile& f, uint32_t index,
+                                                      uint64_t checksum, uint64_t len, uint64_t chunk_size,
+                                                      size_t want) {
+  std::shared_ptr<const proto::CkptEntry> base = f.base.load();
+  if (base == nullptr || base->chunk_size != chunk_size || index >= base->checksums.size() ||
+      base->checksums[index] != checksum ||
+      std::min<uint64_t>(base->chunk_size, base->size - uint64_t(index) * base->chunk_size) != len) {
+    return std::nullopt;
+  }
+  SentChunks::Sent s{.checksum = checksum, .length = len, .chunk_size = chunk_size,
+                     .reused_gen = proto::CkptChunkGen(*base, index)};
+  if (want > 0) {
+    if (view == nullptr) return std::nullopt;
+    s.holders = ReusableHolders(view, *base, index, want);
+    if (s.holders.empty()) return std::nullopt;
+  }
+  return s;
+}
+
 namespace {
 
 // The send of chunk `i` made while the file was written, if the commit can
@@ -133,7 +168,7 @@ const SentChunks::Sent* Reusable(const std::unordered_map<uint32_t, SentChunks::
 
 }  // namespace
 
-Result<Committer::Done> Committer::Commit(LocalFile& f) {
+Result<Committer::Done> Committer::Commit(LocalFile& f, bool writing) {
   const int fd = f.fd.get();
   // The local fdatasync (L) runs while the chunks are read back and sent:
   // the bytes are in the page cache either way, and the disk flush and the
@@ -167,9 +202,13 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
                            .mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
                            .chunk_size = cs,
                            .writer = options_.node_name,
-                           .replicas_wanted = Replicas(view.get())};
+                           .replicas_wanted = Replicas(view.get()),
+                           .ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec,
+                           .writing = writing};
   commit.checksums.resize(chunks);
   commit.replicas.resize(chunks);
+  commit.chunk_gens.assign(chunks, commit.gen);
+  std::atomic<uint64_t> reused{0};
   // Chunks sent while the file was written: usable if every holder is
   // still up (no write touched them since: SentChunks). Sends resume after
   // the commit, for the generation after it when it succeeded.
@@ -193,13 +232,29 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
     std::string buf;
     for (uint64_t i = next++; i < chunks && !failed.load(); i = next++) {
       const uint64_t len = std::min(cs, size - i * cs);
+      auto count = [&](const SentChunks::Sent& s) {
+        commit.checksums[i] = s.checksum;
+        commit.replicas[i] = s.holders;
+        if (s.reused_gen != 0) {
+          commit.chunk_gens[i] = s.reused_gen;
+          reused.fetch_add(1, std::memory_order_relaxed);
+        }
+      };
       if (const SentChunks::Sent* sent = Reusable(ahead, i, len, cs, want, view.get())) {
-        commit.checksums[i] = sent->checksum;
-        commit.replicas[i] = sent->holders;
+        count(*sent);
         sent_ahead_.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      sent_at_commit_.fetch_add(1, std::memory_order_relaxed);
+      // Untouched since the file held the committed generation: its copies
+      // still hold these bytes.
+      std::shared_ptr<const proto::CkptEntry> base = f.base.load();
+      if (base != nullptr && i < base->checksums.size() && f.sent.Untouched(static_cast<uint32_t>(i))) {
+        if (std::optional<SentChunks::Sent> same =
+                SameAsBase(view.get(), f, static_cast<uint32_t>(i), base->checksums[i], len, cs, want)) {
+          count(*same);
+          continue;
+        }
+      }
       buf.resize(len);
       if (Status s = PreadAll(fd, buf.data(), len, static_cast<off_t>(i * cs)); !s.ok()) {
         std::lock_guard lock(err_mu);
@@ -208,6 +263,13 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
         return;
       }
       commit.checksums[i] = Checksum64(buf.data(), len);
+      // Written again with the same bytes: still no copy to send.
+      if (std::optional<SentChunks::Sent> same =
+              SameAsBase(view.get(), f, static_cast<uint32_t>(i), commit.checksums[i], len, cs, want)) {
+        count(*same);
+        continue;
+      }
+      sent_at_commit_.fetch_add(1, std::memory_order_relaxed);
       if (want == 0 || view == nullptr) continue;
       commit.replicas[i] = SendChunk(*view, f.id, commit.gen, static_cast<uint32_t>(i), commit.checksums[i], buf);
       if (commit.replicas[i].size() < want) short_chunks.fetch_add(1);
@@ -232,11 +294,23 @@ Result<Committer::Done> Committer::Commit(LocalFile& f) {
     options_.logger->warn("checkpoint file {}: {} of {} chunks on fewer than {} nodes (too few up): committed at L",
                           f.id, short_chunks.load(), chunks, Replicas(view.get()));
   }
+  reused_chunks_.fetch_add(reused.load(), std::memory_order_relaxed);
+  // Sends of this generation the commit does not count: their holders
+  // delete them once it is committed.
+  for (const SentChunks::Discard& d : f.sent.Discarded(commit.gen)) {
+    for (const std::string& node : d.holders) {
+      commit.discard.push_back(
+          {.node = node, .id = f.id, .gen = d.gen, .index = d.index, .checksum = d.checksum});
+    }
+  }
   auto lease = pool_->Acquire(coordinator_);
   Result<proto::CkptEntryReply> r = lease->Call(commit, options_.coordinator_timeout);
   if (!r.ok()) return r.status().Annotate("commit of checkpoint file " + std::to_string(f.id));
   committed = true;
-  return Done{commit.gen, static_cast<proto::CkptLevel>(r->entry.level)};
+  // The copy now holds exactly this generation (see replica_store.h).
+  ReplicaStore::StampGeneration(fd, commit.gen);
+  auto entry = std::make_shared<const proto::CkptEntry>(std::move(r->entry));
+  return Done{commit.gen, static_cast<proto::CkptLevel>(entry->level), entry};
 }
 
 }  // namespace hoard::fuse

@@ -21,7 +21,11 @@
 //      rank. Several chunks are in flight at once;
 //      Chunks the write-behind (fuse/ckpt_write_behind.h) already checksummed
 //      and sent while the file was written, and that no write changed since
-//      (fuse/ckpt_sent_chunks.h), are not read or sent again;
+//      (fuse/ckpt_sent_chunks.h), are not read or sent again; nor are chunks
+//      that are still the committed generation's (`base`): untouched since,
+//      or written again with the same bytes (same checksum). Their copies are
+//      reused (CkptCommit.chunk_gens), so appending 4 KiB to a large file
+//      sends one chunk, and rewriting a file stores only what changed;
 //   4. CkptCommit to the coordinator with gen+1, the checksums and who holds
 //      what; it is journaled before the coordinator answers.
 // Only then does fsync/close return 0. The level achieved is R when every
@@ -48,6 +52,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +72,13 @@ struct LocalFile {
   std::string path;  // of the local file
   UniqueFd fd;       // read-write, flocked LOCK_SH
   std::mutex mu;
+  // The committed generation whose bytes the file held when opened or last
+  // committed (its copies are what a commit may reuse); null: none known.
+  // Set with mu held; atomic because the write-behind reads it without mu.
+  std::atomic<std::shared_ptr<const proto::CkptEntry>> base;
+  // Permission bits as this mount last saw them (a write by a user without
+  // CAP_FSETID clears set-user-ID and set-group-ID). Guarded by mu.
+  uint32_t mode = 0;
   uint64_t size = 0;       // guarded by mu
   bool dirty = false;      // bytes not committed yet; guarded by mu
   uint64_t gen = 0;        // the committed generation the bytes derive from; guarded by mu
@@ -98,14 +110,17 @@ class Committer {
   struct Done {
     uint64_t gen = 0;
     proto::CkptLevel level = proto::CkptLevel::kNone;
+    std::shared_ptr<const proto::CkptEntry> entry;  // as the coordinator committed it
   };
 
   Committer(Options options, proto::ClientPool* pool, std::string coordinator,
             std::function<std::shared_ptr<const ClusterView>()> current_view);
 
   // Commits `f`'s bytes (see the top). REQUIRES: f.mu held by the caller.
-  // A failed fdatasync sets f.sync_failed.
-  Result<Done> Commit(LocalFile& f);
+  // A failed fdatasync sets f.sync_failed. `writing`: the file stays open
+  // for writing on this mount (CkptCommit.writing). On success the local
+  // file is stamped with the generation (ReplicaStore::StampGeneration).
+  Result<Done> Commit(LocalFile& f, bool writing);
 
   // Tests: the next commit's fdatasync fails with `err`.
   void TEST_FailNextSync(int err) { fail_next_sync_.store(err); }
@@ -132,13 +147,25 @@ class Committer {
   // since), or read and sent by the commit itself.
   uint64_t chunks_sent_ahead() const { return sent_ahead_.load(); }
   uint64_t chunks_sent_at_commit() const { return sent_at_commit_.load(); }
+  // Chunks a commit counted without sending them: the committed
+  // generation's copies already held those bytes.
+  uint64_t chunks_reused() const { return reused_chunks_.load(); }
 
   // The K-1 nodes (member indexes of `view`) that should hold chunk `index`
   // of file `id` besides `self`, best first, among the up nodes.
   static std::vector<uint32_t> ReplicaCandidates(const ClusterView& view, uint64_t id, uint32_t index,
                                                  const std::string& self);
+  // If chunk `index` of `f` holds `checksum` over `len` bytes, as its base
+  // generation's does, that generation's copies (their holders and the
+  // generation in their names), counted instead of a send.
+  static std::optional<SentChunks::Sent> SameAsBase(const ClusterView* view, const LocalFile& f, uint32_t index,
+                                                    uint64_t checksum, uint64_t len, uint64_t chunk_size, size_t want);
 
  private:
+  // The holders of chunk `index` of `base` that a commit may count again,
+  // if there are `want` of them up (else empty).
+  static std::vector<std::string> ReusableHolders(const ClusterView* view, const proto::CkptEntry& base,
+                                                  uint32_t index, size_t want);
   // Sends one chunk to up to `want` nodes from `candidates`; returns their names.
   std::vector<std::string> Replicate(const ClusterView& view, const std::vector<uint32_t>& candidates, size_t want,
                                      const proto::PutCkptChunk& put, const std::string& bytes);
@@ -148,7 +175,7 @@ class Committer {
   std::string coordinator_;
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
   std::atomic<int> fail_next_sync_{0};
-  std::atomic<uint64_t> sent_ahead_{0}, sent_at_commit_{0};
+  std::atomic<uint64_t> sent_ahead_{0}, sent_at_commit_{0}, reused_chunks_{0};
 };
 
 }  // namespace hoard::fuse

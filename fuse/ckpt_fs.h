@@ -6,20 +6,46 @@
 //
 // Metadata lives in the coordinator (checkpoint/ckpt_table.h): every lookup,
 // getattr and listing asks it (attributes are cached by the kernel for
-// `attr_timeout`, 1 s by default), and every change (create, mkdir, rename,
-// unlink, rmdir, chmod, utimens) is made there first, so all mounts see one
-// namespace. A file's bytes are its committed generation's; the mount that
-// has the file open for writing sees its own newer bytes at once, and every
-// other mount sees them once the writer's close returned (close-to-open
-// consistency, as NFS gives: an open drops the attributes the kernel cached,
-// so a size from before the commit is not read up to).
+// `attr_timeout`, 1 s by default), and every change (create, mkdir, symlink,
+// rename, unlink, rmdir, chmod, chown, utimens) is made there first, so all
+// mounts see one namespace. Entries have owners and modes: the creator's
+// uid and gid own what it creates (the group is the directory's when that
+// is set-group-ID), the kernel enforces permissions (the mount is always
+// `default_permissions`), and SetAttr checks POSIX's rules again against
+// the coordinator's attributes (only root changes an owner; the owner or root
+// a mode, ...), because the kernel's may be a second old. Times are POSIX's:
+// atime (relatime, moved by opens for reading), mtime and ctime, a
+// directory's moving with what is created or removed in it. Device nodes,
+// fifos, sockets and hard links are refused with EPERM (checkpoint/README.md
+// says why).
+//
+// A file's bytes are its committed generation's; the mount that has the file
+// open for writing sees its own newer bytes at once, and every other mount
+// sees them once the writer's close returned (close-to-open consistency, as
+// NFS gives: an open drops the attributes the kernel cached, so a size from
+// before the commit is not read up to).
 //
 // Writes: a file opened for writing is backed by STORE/ckpt/files/<id> on this
 // node's disk (the node agent's store directory), written in place at local
 // disk speed and held with a shared flock while open (the node agent never
-// evicts a file so locked: checkpoint/replica_store.h). fsync, and the flush
-// of close(2), commit it (fuse/ckpt_commit.h): the bytes become generation
-// gen+1 at level R (replicated) or L, and the call returns after that.
+// evicts a file so locked: checkpoint/replica_store.h). A commit (fuse/
+// ckpt_commit.h) makes the bytes generation gen+1 at level R (replicated) or
+// L, and the call returns after that. What commits:
+//   - fsync(2)/fdatasync(2) on any descriptor of the file;
+//   - the close(2) of the last descriptor open for writing: FUSE sends a FLUSH
+//     for every close of every descriptor (a dup, a forked child's copy, the
+//     descriptor Python's mmap keeps), and cannot say which is the last. So a
+//     FLUSH commits only when its closer (the kernel's lock owner: one per
+//     process's descriptor table) wrote through this open file, and that
+//     process holds no other descriptor of the file open for writing and no
+//     shared writable mapping of it (/proc/PID/fdinfo and maps). A forked
+//     child exiting, a dup closed, an mmap object closed while the file is
+//     still open: none commits a half-written file;
+//   - the release of the last open file for writing, when bytes are still
+//     uncommitted (written through a mapping after the last close).
+// A commit made while the file stays open for writing tells the coordinator
+// so (CkptCommit.writing), and the file is not drained to the checkpoint
+// origin until this mount's session no longer lists it.
 // Chunks a sequential writer has finished are replicated meanwhile (fuse/
 // ckpt_write_behind.h), so the commit mostly waits for the last ones.
 // A handle open for writing skips the kernel's page cache of the mount
@@ -30,7 +56,29 @@
 //
 // Reads of a file not open for writing here go through CkptChunks (fuse/
 // ckpt_chunks.h): this node's copies, then the other holders, then the
-// checkpoint origin once the file is there (P).
+// checkpoint origin once the file is there (P). A handle reads the generation
+// it opened: after a rename over the file, an unlink, or another node's
+// rewrite, it keeps reading exactly those bytes until it is closed (its
+// generation is held: see Sessions below), and fstat/lseek(SEEK_END) keep
+// working (an open file outlives its name: the attributes come from the open
+// handles once the name is gone). On the node writing the file, handles see
+// the writer's bytes (one file, as on a local file system). Read handles are
+// direct_io too where the kernel allows it, so that two handles of different
+// generations never share pages.
+//
+// Sessions: a thread tells the coordinator, every couple of seconds while
+// this mount has checkpoint files open or locks held, which generations its
+// open files read and which files it writes (proto::CkptSession), under a
+// random mount id; the coordinator keeps those generations' copies, holds
+// back the drain of those files, and ends the session (releasing its locks)
+// when it stops hearing from it.
+//
+// Locks: flock(2) and fcntl record locks (POSIX and OFD) on checkpoint files
+// are the cluster's, kept by the coordinator (checkpoint/ckpt_sessions.h):
+// a lock another node holds conflicts here too. A blocking request asks again
+// until it is granted or interrupted. POSIX locks of a process go at its
+// close of any descriptor of the file (FLUSH), flocks at the last close of
+// the open file (RELEASE), all of them when the mount's session ends.
 //
 // Inodes: the root of the namespace is kCheckpointsIno; an entry's inode is
 // CkptIno(id), from its coordinator id, which survives renames. The mount
@@ -40,7 +88,8 @@
 // Errors: coordinator statuses go through ToErrno (fuse/errno.h); an
 // unreachable coordinator is EIO for metadata operations, while writes and
 // reads of open files go on (they need only the local disk), and commits
-// fail with EIO until it is back (the bytes stay on the local disk).
+// fail with EIO until it is back (the bytes stay on the local disk); lock
+// requests fail with ENOLCK.
 //
 // Thread-safety: every method may be called from any FUSE worker thread. One
 // mutex guards the inode table and the open-file table; each open file has
@@ -58,13 +107,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "common/file_locks.h"
 #include "coordinator/cluster_view.h"
 #include "fuse/ckpt_chunks.h"
 #include "fuse/ckpt_commit.h"
@@ -97,17 +149,23 @@ class CkptFs {
     zmq::context_t* context = nullptr;
     // The checkpoint origin, for files only there (P); null = none.
     std::function<Result<std::unique_ptr<CkptOrigin>>()> open_origin;
-    // Whether handles open for writing may skip the kernel's page cache of
-    // the mount (direct_io): only where the kernel still lets such a file be
-    // mapped shared (fuse/passthrough.h). Null = never.
+    // Whether handles may skip the kernel's page cache of the mount
+    // (direct_io): only where the kernel still lets such a file be mapped
+    // shared (fuse/passthrough.h). Null = never.
     std::function<bool()> uncached_writes;
+    // Where the mount is (to recognise its files among a process's open
+    // files); "" matches by inode number alone.
+    std::string mountpoint;
+    // How often the session is renewed (see Sessions above); the
+    // coordinator ends one not heard from for its session timeout (10 s).
+    std::chrono::milliseconds session_interval{2000};
   };
 
   CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view);
   ~CkptFs();
 
   void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
-  void GetAttr(fuse_req_t req, fuse_ino_t ino);
+  void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi);
   void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus);
   void MkDir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode);
@@ -121,8 +179,21 @@ class CkptFs {
   void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
               unsigned flags);
   void Remove(fuse_req_t req, fuse_ino_t parent, const char* name, bool is_dir);
+  void Symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name);
+  void ReadLink(fuse_req_t req, fuse_ino_t ino);
+  void MkNod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode);
   void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size);
   void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+  void GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock);
+  void SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep);
+  void Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);
+
+  // Starts the session thread (see Sessions above). Idempotent.
+  void Start();
+  // Ends the session: releases this mount's locks and holds at the
+  // coordinator, and stops the thread. Idempotent.
+  void Stop();
+  uint64_t mount_id() const { return mount_id_; }
 
   // Where reads of committed checkpoint files came from (for metrics).
   const CkptChunks& chunks() const { return chunks_; }
@@ -133,7 +204,8 @@ class CkptFs {
   // Set while no file is being opened.
   void TEST_SetBeforeFirstOpen(std::function<void(uint64_t id)> f) { test_before_first_open_ = std::move(f); }
 
-  // The attributes of kCheckpointsIno (for the root's listing).
+  // The attributes of kCheckpointsIno when the coordinator cannot say (the
+  // root's listing, a lookup of "checkpoints"): root's, mode 1777.
   void StatRoot(struct stat* st) const;
 
   // The kernel session, for invalidating attributes (null: none, e.g. after
@@ -146,17 +218,40 @@ class CkptFs {
     auto lease = pool_.Acquire(options_.coordinator);
     return lease->Call(req, options_.coordinator_timeout);
   }
+  // An open file: its local file when open for writing here (or when this
+  // mount writes it through another handle), else the entry it reads.
+  struct Handle {
+    uint64_t id = 0;
+    std::shared_ptr<LocalFile> file;
+    std::shared_ptr<const proto::CkptEntry> entry;
+    // Opened for writing: only such a handle's close commits. A reader on
+    // the writer's node shares `file` but must not commit a save under way.
+    bool writable = false;
+    // The lock owners (one per process's descriptor table) that wrote
+    // through it: a close by another (a forked child's) commits nothing.
+    std::set<uint64_t> writers;
+  };
   // The path of `ino` as last seen; kNotFound (ESTALE) if unknown.
   Result<std::string> PathOf(fuse_ino_t ino);
-  Result<std::string> ChildPath(fuse_ino_t parent, const char* name);
+  // The path of `name` in `parent`, or false after replying the error
+  // (ESTALE for an unknown parent, ENAMETOOLONG past POSIX's limits).
+  bool ChildPath(fuse_req_t req, fuse_ino_t parent, const char* name, std::string* out);
+  // Creates `path` (CkptCreate: a file, a directory, or with a `target` a
+  // symlink) owned by the caller of `req`.
+  Result<proto::CkptEntryReply> CreateAs(fuse_req_t req, const std::string& path, bool is_dir, mode_t mode,
+                                         const char* target = "");
   // The coordinator's entry for `ino` now; false after replying the error
   // (ESTALE when another mount renamed or removed it since we saw it).
-  bool CurrentEntry(fuse_req_t req, fuse_ino_t ino, proto::CkptEntry* out);
+  // `for_read`: an open for reading (moves the atime, relatime).
+  bool CurrentEntry(fuse_req_t req, fuse_ino_t ino, proto::CkptEntry* out, bool for_read = false);
   void Remember(const proto::CkptEntry& e);
   void Forget(uint64_t id);
   void Renamed(const std::string& from, const std::string& to);
-  void FillStat(const proto::CkptEntry& e, struct stat* st);
+  // `unlinked`: the name is gone (st_nlink 0) but an open handle keeps it.
+  void FillStat(const proto::CkptEntry& e, struct stat* st, bool unlinked = false);
   void ReplyEntry(fuse_req_t req, const proto::CkptEntry& e);
+  // The entry an open handle of `id` reads, if this mount has one.
+  std::shared_ptr<const proto::CkptEntry> OpenEntry(uint64_t id);
   // The open local file of `id`, if this mount has it open for writing.
   std::shared_ptr<LocalFile> OpenLocal(uint64_t id);
   std::shared_ptr<LocalFile> OpenLocalLocked(uint64_t id);  // REQUIRES: mu_ held
@@ -170,7 +265,38 @@ class CkptFs {
   // REQUIRES: f.mu held.
   void ClearSyncFailed(LocalFile& f);
   // Commits `f` if it has uncommitted bytes; the status for fsync/close.
-  Status CommitIfDirty(LocalFile& f);
+  // `writing`: the file stays open for writing here after this commit.
+  Status CommitIfDirty(LocalFile& f, bool writing);
+  uint64_t NewHandle(Handle h);
+  // Flush (`closing`) and Fsync: commits the handle's file if it is dirty
+  // and the call is one that commits (see the top).
+  void Sync(fuse_req_t req, fuse_file_info* fi, bool closing);
+  // Whether process `pid` still has the file of inode `ino` open for
+  // writing or mapped shared and writable (a FLUSH from it is then not its
+  // last close of the file).
+  bool StillWriting(pid_t pid, fuse_ino_t ino) const;
+  // A write by `ctx`'s user, if it lacks CAP_FSETID (not root), clears the
+  // set-user-ID and (group-executable) set-group-ID bits, as on Linux.
+  void KillSuidOnWrite(fuse_req_t req, fuse_ino_t ino, LocalFile& f);
+  // A commit marks `id`'s open handles on this mount to read the new
+  // generation from now on (one file per node: POSIX's view).
+  void Committed(uint64_t id, std::shared_ptr<const proto::CkptEntry> e);
+  // A commit lists every chunk in one array (proto::kMaxArrayEntries): 256
+  // GiB at 4 MiB chunks. Writes and truncations past it fail with EFBIG.
+  uint64_t MaxFileSize() const { return uint64_t(proto::kMaxArrayEntries) * committer_.chunk_size(); }
+  bool UncachedWrites() const { return options_.uncached_writes && options_.uncached_writes(); }
+
+  // Locks (ckpt_fs_locks.cc). Takes, releases or tests one lock at the
+  // coordinator; waits for a blocking one (until granted or interrupted).
+  // The errno to reply.
+  int Lock(fuse_req_t req, const proto::CkptLockSpec& spec, bool test, bool wait, proto::CkptLockSpec* conflict);
+  // Releases what `owner` holds on `id` (POSIX locks, or its flock), if
+  // this mount recorded any.
+  void ReleaseLocks(uint64_t id, uint64_t owner, bool flock);
+  // The session (ckpt_fs_locks.cc).
+  void SessionLoop();
+  proto::CkptSession SessionSnapshot(bool reclaim);
+  void WakeSession();
 
   Options options_;
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
@@ -179,6 +305,7 @@ class CkptFs {
   Committer committer_;
   WriteBehind write_behind_;  // after committer_: its threads use it
   std::string files_dir_;  // STORE/ckpt/files
+  const uint64_t mount_id_;
 
   std::mutex mu_;
   std::unordered_map<uint64_t, std::string> paths_;                 // id -> path; guarded by mu_
@@ -190,25 +317,19 @@ class CkptFs {
   // past the LocalFile): they commit nothing until written from the start
   // (truncated to 0). Guarded by mu_.
   std::unordered_set<uint64_t> sync_failed_;
-  // An open file: its local file when open for writing here (or when this
-  // mount writes it through another handle), else the entry it reads.
-  struct Handle {
-    std::shared_ptr<LocalFile> file;
-    std::shared_ptr<const proto::CkptEntry> entry;
-    // Opened for writing: only such a handle's close commits. A reader on
-    // the writer's node shares `file` but must not commit a save under way.
-    bool writable = false;
-  };
-  uint64_t NewHandle(Handle h);
-  // Flush (`closing`) and Fsync: commits the handle's file if it is dirty.
-  void Sync(fuse_req_t req, fuse_file_info* fi, bool closing);
-  // A commit lists every chunk in one array (proto::kMaxArrayEntries): 256
-  // GiB at 4 MiB chunks. Writes and truncations past it fail with EFBIG.
-  uint64_t MaxFileSize() const { return uint64_t(proto::kMaxArrayEntries) * committer_.chunk_size(); }
-  bool UncachedWrites() const { return options_.uncached_writes && options_.uncached_writes(); }
   std::unordered_map<uint64_t, Handle> handles_;                    // by fh; guarded by mu_
   std::atomic<fuse_session*> session_{nullptr};
   uint64_t next_fh_ = 1;                                            // guarded by mu_
+
+  // The locks this mount holds at the coordinator, mirrored to re-assert
+  // them after a coordinator restart and to skip needless releases.
+  FileLocks held_locks_;
+  std::mutex session_mu_;
+  std::condition_variable session_cv_;
+  bool session_stop_ = false;     // guarded by session_mu_
+  bool session_wake_ = false;     // guarded by session_mu_
+  bool session_started_ = false;  // guarded by session_mu_
+  std::thread session_thread_;
 };
 
 }  // namespace hoard::fuse

@@ -1,12 +1,17 @@
 // CkptFs file I/O: create, open, read, write, flush, fsync, release.
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
+#include "checkpoint/replica_store.h"
+#include "common/file_util.h"
 #include "common/hash.h"
 #include "fuse/ckpt_fs.h"
 #include "fuse/errno.h"
@@ -15,6 +20,23 @@ namespace hoard::fuse {
 namespace {
 
 bool Writable(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
+
+// "key:\tvalue" lines of a /proc/PID/fdinfo file.
+std::optional<uint64_t> FdInfoField(const std::string& text, std::string_view key, int base) {
+  size_t at = 0;
+  while ((at = text.find(key, at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') {
+      size_t v = at + key.size();
+      while (v < text.size() && (text[v] == ' ' || text[v] == '\t')) ++v;
+      uint64_t out = 0;
+      auto [end, ec] = std::from_chars(text.data() + v, text.data() + text.size(), out, base);
+      if (ec == std::errc()) return out;
+      return std::nullopt;
+    }
+    at += key.size();
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -83,6 +105,7 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& 
     }
     Result<std::shared_ptr<LocalFile>> opened = OpenFirst(now, truncate);
     if (opened.ok()) done.opened = *opened;
+    if (opened.ok()) WakeSession();  // a file open for writing: not drained meanwhile
     return opened;
   }
   if (truncate) {
@@ -107,16 +130,25 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenFirst(const proto::CkptEntry& e, 
   Result<std::shared_ptr<LocalFile>> opened = OpenLocalFile(files_dir_, e.id, truncate);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<LocalFile> f = *opened;
+  // Written from now on: no longer the generation a stamp would say.
+  ReplicaStore::ClearGeneration(f->fd.get());
   f->gen = e.gen;
   f->sent.Reset(e.gen + 1);
   f->level = static_cast<proto::CkptLevel>(e.level);
+  f->mode = e.mode;
   {
     std::lock_guard lock(mu_);
     f->sync_failed = sync_failed_.contains(e.id);
   }
+  const auto committed = e.gen > 0 ? std::make_shared<const proto::CkptEntry>(e) : nullptr;
   if (truncate) {
     ClearSyncFailed(*f);
     f->dirty = e.size != 0 || e.gen == 0;
+    // Emptied: nothing of the committed bytes is left to reuse untouched,
+    // but a chunk written again with the same bytes still is.
+    f->base.store(committed);
+    f->sent.MarkBase();
+    f->sent.Truncate(committer_.chunk_size(), 0);
   } else if (e.size > 0) {
     // Writing into committed bytes: the local file must hold them. It does
     // when this node wrote them (its copy checks out chunk by chunk);
@@ -138,8 +170,13 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenFirst(const proto::CkptEntry& e, 
       if (::ftruncate(f->fd.get(), off_t(e.size)) != 0) return Status::FromErrno(errno, "truncate " + f->path);
       f->size = e.size;
     }
+    // The file now holds exactly the committed generation.
+    f->base.store(committed);
+    f->sent.MarkBase();
   } else {
     f->dirty = e.gen == 0;
+    f->base.store(committed);
+    f->sent.MarkBase();
   }
   return f;
 }
@@ -150,70 +187,86 @@ void CkptFs::ClearSyncFailed(LocalFile& f) {
   sync_failed_.erase(f.id);
 }
 
-Status CkptFs::CommitIfDirty(LocalFile& f) {
-  std::lock_guard lock(f.mu);
-  if (!f.dirty) return Status::Ok();
-  if (f.sync_failed) {
-    // A retry's fdatasync would succeed (the kernel reports a writeback
-    // error once) and commit bytes that may never have reached the disk.
-    return Status::IoError("checkpoint file " + std::to_string(f.id) +
-                           ": an earlier fdatasync failed, so bytes written to it may be lost; write it again from "
-                           "the start (open with O_TRUNC)");
-  }
-  for (int attempt = 0;; ++attempt) {
-    Result<Committer::Done> done = committer_.Commit(f);
-    if (!done.ok() && f.sync_failed) {
-      std::lock_guard lock(mu_);
-      sync_failed_.insert(f.id);
-    }
-    if (done.ok()) {
-      f.gen = done->gen;
-      f.level = done->level;
-      f.dirty = false;
-      return Status::Ok();
-    }
-    if (done.status().code() == Code::kNotFound) {
-      // Removed while open: its bytes have nowhere to go, as on any file system.
-      f.dirty = false;
-      return Status::Ok();
-    }
-    if (done.status().code() != Code::kStale || attempt > 0) {
-      options_.logger->error("checkpoint file {}: commit failed: {}", f.id, done.status().ToString());
-      return done.status();
-    }
-    // Another mount committed a newer generation meanwhile: ours replaces it
-    // (last writer wins, as with two NFS clients).
-    Result<std::string> path = PathOf(CkptIno(f.id));
-    if (!path.ok()) return done.status();
-    Result<proto::CkptEntryReply> cur = Ask(proto::CkptLookup{.path = *path});
-    if (!cur.ok()) return cur.status();
-    f.gen = cur->entry.gen;
+void CkptFs::Committed(uint64_t id, std::shared_ptr<const proto::CkptEntry> e) {
+  std::lock_guard lock(mu_);
+  for (auto& [fh, h] : handles_) {
+    if (h.id == id && h.file == nullptr && h.entry != nullptr && h.entry->gen < e->gen) h.entry = e;
   }
 }
 
-void CkptFs::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
-  Result<std::string> path = ChildPath(parent, name);
-  if (!path.ok()) {
-    fuse_reply_err(req, path.status().code() == Code::kNotFound ? ESTALE : EINVAL);
-    return;
+Status CkptFs::CommitIfDirty(LocalFile& f, bool writing) {
+  std::shared_ptr<const proto::CkptEntry> committed;
+  {
+    std::lock_guard lock(f.mu);
+    if (!f.dirty) return Status::Ok();
+    if (f.sync_failed) {
+      // A retry's fdatasync would succeed (the kernel reports a writeback
+      // error once) and commit bytes that may never have reached the disk.
+      return Status::IoError("checkpoint file " + std::to_string(f.id) +
+                             ": an earlier fdatasync failed, so bytes written to it may be lost; write it again from "
+                             "the start (open with O_TRUNC)");
+    }
+    for (int attempt = 0;; ++attempt) {
+      Result<Committer::Done> done = committer_.Commit(f, writing);
+      if (!done.ok() && f.sync_failed) {
+        std::lock_guard lock(mu_);
+        sync_failed_.insert(f.id);
+      }
+      if (done.ok()) {
+        f.gen = done->gen;
+        f.level = done->level;
+        f.dirty = false;
+        f.base.store(done->entry);
+        f.sent.MarkBase();
+        committed = done->entry;
+        break;
+      }
+      if (done.status().code() == Code::kNotFound) {
+        // Removed while open: its bytes have nowhere to go, as on any file system.
+        f.dirty = false;
+        return Status::Ok();
+      }
+      if (done.status().code() != Code::kStale || attempt > 1) {
+        options_.logger->error("checkpoint file {}: commit failed: {}", f.id, done.status().ToString());
+        return done.status();
+      }
+      // Another mount committed a newer generation meanwhile: ours replaces it
+      // (last writer wins, as with two NFS clients), sending every chunk (the
+      // copies we would have reused may not be that generation's).
+      Result<std::string> path = PathOf(CkptIno(f.id));
+      if (!path.ok()) return done.status();
+      Result<proto::CkptEntryReply> cur = Ask(proto::CkptLookup{.path = *path});
+      if (!cur.ok()) return cur.status();
+      f.gen = cur->entry.gen;
+      f.base.store(nullptr);
+      f.sent.Forget();
+      f.sent.Reset(f.gen + 1);
+    }
   }
+  Committed(f.id, committed);
+  return Status::Ok();
+}
+
+void CkptFs::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  std::string path;
+  if (!ChildPath(req, parent, name, &path)) return;
   if (files_dir_.empty()) {
     fuse_reply_err(req, EROFS);
     return;
   }
-  Result<proto::CkptEntryReply> r = Ask(proto::CkptCreate{.path = *path, .is_dir = false, .mode = mode & 07777});
+  Result<proto::CkptEntryReply> r = CreateAs(req, path, /*is_dir=*/false, mode);
   bool truncate = true;
   if (!r.ok() && r.status().code() == Code::kAlreadyExists && !(fi->flags & O_EXCL)) {
     // Created by someone else since the kernel looked: open it.
-    r = Ask(proto::CkptLookup{.path = *path});
+    r = Ask(proto::CkptLookup{.path = path});
     truncate = (fi->flags & O_TRUNC) != 0;
   }
   if (!r.ok()) {
     fuse_reply_err(req, ToErrno(r.status()));
     return;
   }
-  if (r->entry.is_dir) {
-    fuse_reply_err(req, EISDIR);
+  if (r->entry.is_dir || r->entry.is_symlink) {
+    fuse_reply_err(req, r->entry.is_dir ? EISDIR : EEXIST);
     return;
   }
   Result<std::shared_ptr<LocalFile>> f = OpenForWrite(r->entry, truncate);
@@ -222,7 +275,7 @@ void CkptFs::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t 
     return;
   }
   Remember(r->entry);
-  fi->fh = NewHandle(Handle{.file = *f, .entry = nullptr, .writable = true});
+  fi->fh = NewHandle(Handle{.id = r->entry.id, .file = *f, .entry = nullptr, .writable = true});
   fi->direct_io = UncachedWrites();  // backed by the local file, as in Open
   fuse_entry_param p;
   std::memset(&p, 0, sizeof p);
@@ -234,12 +287,12 @@ void CkptFs::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t 
 
 void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   proto::CkptEntry e;
-  if (!CurrentEntry(req, ino, &e)) return;
+  if (!CurrentEntry(req, ino, &e, /*for_read=*/!Writable(fi->flags))) return;
   if (e.is_dir) {
     fuse_reply_err(req, EISDIR);
     return;
   }
-  Handle h;
+  Handle h{.id = e.id};
   if (Writable(fi->flags)) {
     if (files_dir_.empty()) {
       fuse_reply_err(req, EROFS);
@@ -257,7 +310,6 @@ void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     h.file = OpenLocal(e.id);
     h.entry = std::make_shared<const proto::CkptEntry>(std::move(e));
   }
-  const bool written_here = h.file != nullptr;
   fi->fh = NewHandle(std::move(h));
   // Pages cached by an earlier open may be of an older generation.
   fi->keep_cache = 0;
@@ -267,11 +319,12 @@ void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // the reader stats or reads past the cached size. Only the attributes
   // (offset -1): no page lock, so no deadlock with this OPEN.
   if (fuse_session* se = session_.load()) (void)fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
-  // Writes skip the mount's page cache (Options::uncached_writes); so do
-  // reads of a file this node is writing: a direct write drops the cached
-  // range only before it is sent, so a cached read racing it could keep old
-  // bytes until the next open.
-  fi->direct_io = written_here && UncachedWrites();
+  // Every handle skips the mount's page cache where the kernel still lets
+  // it be mapped (Options::uncached_writes): writes so that the bytes are
+  // cached once, as the local file's pages; reads so that each handle reads
+  // its own generation, never pages another handle's generation left (and
+  // a direct read is not cut at a size another generation gave the inode).
+  fi->direct_io = UncachedWrites();
   if (fuse_reply_open(req, fi) != 0) Release(nullptr, ino, fi);
 }
 
@@ -286,6 +339,9 @@ void CkptFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_
     }
     h = it->second;
   }
+  // On the node writing the file every handle reads the writer's bytes, as
+  // on a local file system (one file), also one opened before the writer.
+  if (h.file == nullptr) h.file = OpenLocal(h.id);
   std::vector<char> buf(size);
   if (h.file != nullptr) {
     std::lock_guard lock(h.file->mu);
@@ -306,12 +362,39 @@ void CkptFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_
   fuse_reply_buf(req, buf.data(), *n);
 }
 
-void CkptFs::Write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off, fuse_file_info* fi) {
+void CkptFs::KillSuidOnWrite(fuse_req_t req, fuse_ino_t ino, LocalFile& f) {
+  uint32_t mode;
+  {
+    std::lock_guard lock(f.mu);
+    mode = f.mode;
+  }
+  const bool suid = (mode & S_ISUID) != 0, sgid = (mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP);
+  if ((!suid && !sgid) || fuse_req_ctx(req)->uid == 0) return;
+  const uint32_t cleared = mode & ~uint32_t(S_ISUID | (sgid ? S_ISGID : 0));
+  Result<std::string> path = PathOf(ino);
+  if (!path.ok()) return;
+  Result<proto::CkptEntryReply> r = Ask(proto::CkptSetAttr{.path = *path, .set_mode = true, .mode = cleared});
+  if (!r.ok()) {
+    options_.logger->warn("checkpoint {}: set-user-ID not cleared on a write: {}", *path, r.status().ToString());
+    return;
+  }
+  {
+    std::lock_guard lock(f.mu);
+    f.mode = cleared;
+  }
+  if (fuse_session* se = session_.load()) (void)fuse_lowlevel_notify_inval_inode(se, ino, -1, 0);
+}
+
+void CkptFs::Write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off, fuse_file_info* fi) {
   std::shared_ptr<LocalFile> f;
   {
     std::lock_guard lock(mu_);
     auto it = handles_.find(fi->fh);
-    if (it != handles_.end()) f = it->second.file;
+    if (it != handles_.end()) {
+      f = it->second.file;
+      // Writes through a page-cache mapping carry no owner (0).
+      if (fi->lock_owner != 0 && it->second.writable) it->second.writers.insert(fi->lock_owner);
+    }
   }
   if (f == nullptr) {
     fuse_reply_err(req, EBADF);
@@ -321,6 +404,7 @@ void CkptFs::Write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, of
     fuse_reply_err(req, EFBIG);  // now, not as an EINVAL at close after all the bytes
     return;
   }
+  KillSuidOnWrite(req, ino, *f);
   std::lock_guard lock(f->mu);
   if (Status s = PwriteAll(f->fd.get(), data, size, off); !s.ok()) {
     fuse_reply_err(req, ToErrno(s));
@@ -332,30 +416,88 @@ void CkptFs::Write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, of
   fuse_reply_write(req, size);
 }
 
-void CkptFs::Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Sync(req, fi, /*closing=*/true); }
+void CkptFs::Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  // A close(2) drops its process's POSIX locks on the file (FUSE leaves that
+  // to us: the kernel kept none).
+  ReleaseLocks(ino - kCkptInoBase, fi->lock_owner, /*flock=*/false);
+  Sync(req, fi, /*closing=*/true);
+}
 
 void CkptFs::Fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { Sync(req, fi, /*closing=*/false); }
 
+bool CkptFs::StillWriting(pid_t pid, fuse_ino_t ino) const {
+  if (pid <= 0) return false;
+  const std::string proc = "/proc/" + std::to_string(pid);
+  const std::string prefix = options_.mountpoint.empty() ? "" : options_.mountpoint + "/";
+  // Another descriptor of the file, open for writing (the one being closed
+  // is already out of the table when FLUSH comes).
+  if (DIR* d = ::opendir((proc + "/fd").c_str())) {
+    bool found = false;
+    while (dirent* ent = ::readdir(d)) {
+      if (ent->d_name[0] == '.') continue;
+      char target[4096];
+      const ssize_t n = ::readlink((proc + "/fd/" + ent->d_name).c_str(), target, sizeof target - 1);
+      if (n <= 0 || (!prefix.empty() && std::string_view(target, size_t(n)).substr(0, prefix.size()) != prefix)) {
+        continue;
+      }
+      std::ifstream in(proc + "/fdinfo/" + ent->d_name);
+      const std::string info((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::optional<uint64_t> fd_ino = FdInfoField(info, "ino:", 10);
+      const std::optional<uint64_t> flags = FdInfoField(info, "flags:", 8);
+      if (fd_ino == ino && flags && Writable(int(*flags))) {
+        found = true;
+        break;
+      }
+    }
+    ::closedir(d);
+    if (found) return true;
+  }
+  // A shared writable mapping (Python's mmap, numpy.memmap) outlives the
+  // descriptor it was made from.
+  std::ifstream maps(proc + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    // "start-end perms offset dev inode path"
+    char perms[5] = {};
+    unsigned long long map_ino = 0;
+    if (std::sscanf(line.c_str(), "%*s %4s %*s %*s %llu", perms, &map_ino) != 2) continue;
+    if (map_ino == ino && perms[1] == 'w' && perms[3] == 's') return true;
+  }
+  return false;
+}
+
 void CkptFs::Sync(fuse_req_t req, fuse_file_info* fi, bool closing) {
   std::shared_ptr<LocalFile> f;
+  fuse_ino_t ino = 0;
   {
     std::lock_guard lock(mu_);
     auto it = handles_.find(fi->fh);
-    // A close commits what its handle wrote; a reader's close has nothing to
-    // make durable. An fsync(2) asks for the file's durability on any fd.
-    if (it != handles_.end() && (it->second.writable || !closing)) f = it->second.file;
+    if (it != handles_.end()) {
+      const Handle& h = it->second;
+      ino = CkptIno(h.id);
+      // An fsync(2) asks for the file's durability on any descriptor. A
+      // close commits only what its closer wrote through this open file, and
+      // only if the closer wrote through it: a forked child's exit (its
+      // copy of the descriptor) must not publish its parent's half-written
+      // file. A reader's close has nothing to make durable.
+      if (!closing) f = h.file;
+      else if (h.writable && (h.writers.empty() || h.writers.contains(fi->lock_owner))) f = h.file;
+    }
   }
+  // Not its last descriptor of the file, or a mapping remains: that close
+  // (or the release after the mapping) commits.
+  if (f != nullptr && closing && StillWriting(fuse_req_ctx(req)->pid, ino)) f = nullptr;
   if (f == nullptr) {
-    fuse_reply_err(req, 0);  // nothing of this node's to make durable
+    fuse_reply_err(req, 0);
     return;
   }
-  Status s = CommitIfDirty(*f);
+  Status s = CommitIfDirty(*f, /*writing=*/true);
   fuse_reply_err(req, s.ok() ? 0 : ToErrno(s));
 }
 
-void CkptFs::Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+void CkptFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Handle h;
-  bool last = false;
+  bool last_writer = false, still_writing = false, last_of_id = false;
   {
     std::lock_guard lock(mu_);
     auto it = handles_.find(fi->fh);
@@ -365,12 +507,20 @@ void CkptFs::Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
     }
     // Counted by handle, not by use_count(): the write-behind holds the file
     // for a moment while it sends a chunk.
-    last = h.file != nullptr &&
-           std::none_of(handles_.begin(), handles_.end(), [&](const auto& kv) { return kv.second.file == h.file; });
+    last_writer = h.file != nullptr &&
+                  std::none_of(handles_.begin(), handles_.end(), [&](const auto& kv) { return kv.second.file == h.file; });
+    still_writing = std::any_of(handles_.begin(), handles_.end(),
+                                [&](const auto& kv) { return kv.second.id == h.id && kv.second.writable; });
+    last_of_id = std::none_of(handles_.begin(), handles_.end(), [&](const auto& kv) { return kv.second.id == h.id; });
   }
-  // close(2) already committed through flush; this catches bytes written
-  // after it by another handle's mapping, and is the last chance to.
-  if (last) (void)CommitIfDirty(*h.file);
+  // The last close of an open file drops the flock taken through it.
+  if (fi->flock_release) ReleaseLocks(ino - kCkptInoBase, fi->lock_owner, /*flock=*/true);
+  // close(2) already committed through flush unless a mapping or another
+  // descriptor kept the file open; this is the last chance to.
+  if (last_writer) (void)CommitIfDirty(*h.file, /*writing=*/false);
+  // Written no more here, or read no more: the coordinator may drain it,
+  // and retire the generation our readers held.
+  if ((h.writable && !still_writing) || last_of_id) WakeSession();
   if (req != nullptr) fuse_reply_err(req, 0);
 }
 

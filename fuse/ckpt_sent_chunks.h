@@ -15,12 +15,19 @@
 // While a commit runs no new send starts, and BeginCommit waits for the sends
 // in flight, so the commit never sends a chunk twice at once.
 //
+// Two more things the commit needs, kept here because they follow the same
+// versions: which chunks no write touched since the bytes were last the
+// committed generation's (Untouched: the commit reuses that generation's
+// copies of them), and the sends that no longer count (a chunk written again
+// after it was sent: Discarded), whose holders the commit has delete them.
+//
 // Thread-safety: all methods are thread-safe (one internal mutex). Touch,
 // Truncate, BeginCommit and EndCommit are called with LocalFile::mu held
 // (which orders them with writes); Claim and Finish never need it, so a
 // commit holding LocalFile::mu can wait for senders without a deadlock.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -38,6 +45,16 @@ class SentChunks {
     uint64_t length = 0;
     uint64_t chunk_size = 0;  // the cluster map's when sent: a commit with another one cannot use it
     std::vector<std::string> holders;  // the nodes that stored it (not counting this one)
+    // 0: stored for the generation being committed. Else the same bytes were
+    // already held for that (committed) generation: no send was made.
+    uint64_t reused_gen = 0;
+  };
+  // A send that stored bytes the commit will not count.
+  struct Discard {
+    uint64_t gen = 0;
+    uint32_t index = 0;
+    uint64_t checksum = 0;
+    std::vector<std::string> holders;
   };
   // A send in progress: what it was claimed at.
   struct Ticket {
@@ -59,8 +76,31 @@ class SentChunks {
   void Truncate(uint64_t cs, uint64_t off) {
     if (cs == 0) return;
     std::lock_guard lock(mu_);
-    for (uint64_t c = off / cs; c < versions_.size(); ++c) BumpLocked(c);
-    for (auto it = sent_.begin(); it != sent_.end();) it = it->first >= off / cs ? sent_.erase(it) : std::next(it);
+    // Chunks past the old end have no version yet: count them as changed too.
+    for (uint64_t c = off / cs; c < std::max<uint64_t>(versions_.size(), off / cs + 1); ++c) BumpLocked(c);
+    truncated_from_ = std::min(truncated_from_, off / cs);
+  }
+  // The file's bytes are now exactly the committed generation's (opened, or
+  // just committed): every chunk counts as untouched from here.
+  void MarkBase() {
+    std::lock_guard lock(mu_);
+    base_versions_ = versions_;
+    truncated_from_ = UINT64_MAX;
+  }
+  // No write or truncate touched chunk `index` since MarkBase.
+  bool Untouched(uint32_t index) const {
+    std::lock_guard lock(mu_);
+    if (index >= truncated_from_) return false;
+    const uint64_t base = index < base_versions_.size() ? base_versions_[index] : 0;
+    return VersionLocked(index) == base;
+  }
+  // Forgets every send and base: the next commit sends everything (after a
+  // commit was refused because the copies it reused are gone).
+  void Forget() {
+    std::lock_guard lock(mu_);
+    for (auto& [index, r] : sent_) DiscardLocked(index, r.sent);
+    sent_.clear();
+    truncated_from_ = 0;  // nothing counts as untouched until the next MarkBase
   }
 
   // Starts a send of chunk `index` for generation `gen`: nothing if a commit
@@ -79,7 +119,10 @@ class SentChunks {
     {
       std::lock_guard lock(mu_);
       if (sent && t.gen == next_gen_ && VersionLocked(t.index) == t.version) {
+        if (auto it = sent_.find(t.index); it != sent_.end()) DiscardLocked(t.index, it->second.sent);
         sent_[t.index] = Record{std::move(*sent), t.version};
+      } else if (sent) {
+        DiscardLocked(t.index, *sent, t.gen);
       }
       --in_flight_;
     }
@@ -94,8 +137,24 @@ class SentChunks {
     idle_.wait(lock, [&] { return in_flight_ == 0; });
     std::unordered_map<uint32_t, Sent> out;
     if (gen != next_gen_) return out;
-    for (const auto& [index, r] : sent_) {
-      if (VersionLocked(index) == r.version) out.emplace(index, r.sent);
+    for (auto it = sent_.begin(); it != sent_.end();) {
+      if (VersionLocked(it->first) == it->second.version) {
+        out.emplace(it->first, it->second.sent);
+        ++it;
+      } else {
+        DiscardLocked(it->first, it->second.sent);
+        it = sent_.erase(it);
+      }
+    }
+    return out;
+  }
+  // The sends of generation `gen` that stored bytes no commit will count
+  // (between BeginCommit and EndCommit).
+  std::vector<Discard> Discarded(uint64_t gen) const {
+    std::lock_guard lock(mu_);
+    std::vector<Discard> out;
+    for (const Discard& d : discarded_) {
+      if (d.gen == gen) out.push_back(d);
     }
     return out;
   }
@@ -104,7 +163,10 @@ class SentChunks {
   void EndCommit(uint64_t next_gen) {
     std::lock_guard lock(mu_);
     committing_ = false;
-    if (next_gen != next_gen_) sent_.clear();
+    if (next_gen != next_gen_) {
+      sent_.clear();
+      discarded_.clear();  // reported with the commit
+    }
     next_gen_ = next_gen;
   }
   // The file's bytes now derive from generation `next_gen - 1` (opened).
@@ -124,12 +186,22 @@ class SentChunks {
     if (c >= versions_.size()) versions_.resize(c + 1, 0);
     ++versions_[c];
   }
+  // A send that stored new bytes (not a reuse) and no longer counts.
+  void DiscardLocked(uint32_t index, const Sent& s, uint64_t gen = 0) {
+    if (s.reused_gen != 0 || s.holders.empty()) return;
+    if (discarded_.size() >= kMaxDiscards) return;  // past that, left to the file's eviction
+    discarded_.push_back(Discard{gen != 0 ? gen : next_gen_, index, s.checksum, s.holders});
+  }
+  static constexpr size_t kMaxDiscards = 16384;
 
   mutable std::mutex mu_;
   std::condition_variable idle_;
   uint64_t next_gen_;                            // guarded by mu_
   std::vector<uint64_t> versions_;               // by chunk; guarded by mu_
   std::unordered_map<uint32_t, Record> sent_;    // guarded by mu_
+  std::vector<uint64_t> base_versions_;          // versions at MarkBase; guarded by mu_
+  uint64_t truncated_from_ = UINT64_MAX;         // first chunk a truncate touched since MarkBase; guarded by mu_
+  std::vector<Discard> discarded_;               // guarded by mu_
   int in_flight_ = 0;                            // guarded by mu_
   bool committing_ = false;                      // guarded by mu_
 };

@@ -70,8 +70,13 @@ void WriteBehind::Send(LocalFile& f, const Item& item, std::string& buf) {
     // Start the disk's writeback now rather than all at the commit's
     // fdatasync; this does not wait for it.
     (void)::sync_file_range(f.fd.get(), off, static_cast<off_t>(cs), SYNC_FILE_RANGE_WRITE);
-    sent = SentChunks::Sent{.checksum = Checksum64(buf.data(), cs), .length = cs, .chunk_size = cs};
-    if (view != nullptr) sent->holders = committer_->SendChunk(*view, f.id, t->gen, t->index, sent->checksum, buf);
+    const uint64_t checksum = Checksum64(buf.data(), cs);
+    // The same bytes as the committed generation's chunk: its copies count.
+    sent = Committer::SameAsBase(view.get(), f, t->index, checksum, cs, cs, committer_->copies_wanted(view.get()));
+    if (!sent) {
+      sent = SentChunks::Sent{.checksum = checksum, .length = cs, .chunk_size = cs};
+      if (view != nullptr) sent->holders = committer_->SendChunk(*view, f.id, t->gen, t->index, checksum, buf);
+    }
   }
   f.sent.Finish(*t, std::move(sent));
 }

@@ -89,7 +89,8 @@ HoardFs::HoardFs(Options options)
                                                      .logger = options_.logger,
                                                      .context = options_.context,
                                                      .open_origin = options_.open_ckpt_origin,
-                                                     .uncached_writes = [this] { return passthrough_.direct_io_mmap(); }},
+                                                     .uncached_writes = [this] { return passthrough_.direct_io_mmap(); },
+                                                     .mountpoint = options_.mountpoint},
                                      [this] { return watcher_.Current(); })),
       passthrough_(options_.logger),
       start_time_(static_cast<int64_t>(::time(nullptr))) {}
@@ -121,6 +122,7 @@ Status HoardFs::Start() {
     options_.logger->warn("coordinator not reachable yet ({}); serving the last known datasets", s.ToString());
   }
   watch_thread_ = std::thread([this] { WatchLoop(); });
+  ckpt_->Start();
   return Status::Ok();
 }
 
@@ -132,6 +134,7 @@ void HoardFs::Stop() {
   }
   cv_.notify_all();
   if (watch_thread_.joinable()) watch_thread_.join();
+  ckpt_->Stop();
 }
 
 void HoardFs::WatchLoop() {
@@ -273,6 +276,10 @@ void HoardFs::Init(fuse_conn_info* conn) {
   // for each file past the first few dozen.
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+  // File locks go to us (the coordinator keeps checkpoint files' for the
+  // whole cluster: fuse/ckpt_fs.h), not to the kernel's node-local table.
+  if (conn->capable & FUSE_CAP_POSIX_LOCKS) conn->want |= FUSE_CAP_POSIX_LOCKS;
+  if (conn->capable & FUSE_CAP_FLOCK_LOCKS) conn->want |= FUSE_CAP_FLOCK_LOCKS;
   // Lookups in different directories may run in parallel.
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // Symlink targets never change within a dataset version.
@@ -371,7 +378,16 @@ const fuse_lowlevel_ops& HoardFs::Ops() {
     };
     o.flush = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       Fs(req)->stats_.flushes.fetch_add(1, std::memory_order_relaxed);
-      Guarded(req, "flush", [&] { IsCkptIno(ino) ? Fs(req)->ckpt().Flush(req, ino, fi) : (void)fuse_reply_err(req, 0); });
+      Guarded(req, "flush", [&] { Fs(req)->Flush(req, ino, fi); });
+    };
+    o.getlk = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
+      Guarded(req, "getlk", [&] { Fs(req)->GetLk(req, ino, fi, lock); });
+    };
+    o.setlk = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
+      Guarded(req, "setlk", [&] { Fs(req)->SetLk(req, ino, fi, lock, sleep); });
+    };
+    o.flock = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
+      Guarded(req, "flock", [&] { Fs(req)->Flock(req, ino, fi, op); });
     };
     o.fsync = [](fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
       Guarded(req, "fsync", [&] {
@@ -394,11 +410,23 @@ const fuse_lowlevel_ops& HoardFs::Ops() {
       });
     };
     // Datasets are read-only versions of their origin: every change is EROFS
-    // (without these the kernel would answer ENOSYS, which tools misread);
-    // checkpoints have no special files or links.
-    o.mknod = [](fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { Fs(req)->ReadOnly(req); };
-    o.symlink = [](fuse_req_t req, const char*, fuse_ino_t, const char*) { Fs(req)->ReadOnly(req); };
-    o.link = [](fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { Fs(req)->ReadOnly(req); };
+    // (without these the kernel would answer ENOSYS, which tools misread).
+    // Checkpoints have symlinks and regular files made by mknod, and refuse
+    // device nodes, fifos, sockets and hard links with EPERM
+    // (checkpoint/README.md).
+    o.mknod = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
+      Guarded(req, "mknod", [&] {
+        IsCkptIno(parent) ? Fs(req)->ckpt().MkNod(req, parent, name, mode) : Fs(req)->ReadOnly(req);
+      });
+    };
+    o.symlink = [](fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+      Guarded(req, "symlink", [&] {
+        IsCkptIno(parent) ? Fs(req)->ckpt().Symlink(req, target, parent, name) : Fs(req)->ReadOnly(req);
+      });
+    };
+    o.link = [](fuse_req_t req, fuse_ino_t, fuse_ino_t parent, const char*) {
+      IsCkptIno(parent) ? (void)fuse_reply_err(req, EPERM) : Fs(req)->ReadOnly(req);
+    };
     // posix_fallocate and copy_file_range fall back to plain writes when a
     // checkpoint file does not support them.
     o.fallocate = [](fuse_req_t req, fuse_ino_t ino, int, off_t, off_t, fuse_file_info*) {

@@ -135,6 +135,13 @@ class HoardFs {
   void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
   void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  // Locks (fuse/ops_lock.cc): checkpoint files' are the cluster's (CkptFs);
+  // dataset files' are this node's (a version is the same everywhere and
+  // read-only, so only processes on one node coordinate through them).
+  void GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock);
+  void SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep);
+  void Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);
   // Every operation that would change a dataset.
   void ReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
   // The checkpoint namespace, for the operations that only it serves.
@@ -165,6 +172,7 @@ class HoardFs {
   ClusterWatcher watcher_;
   ChunkReader reader_;
   std::unique_ptr<CkptFs> ckpt_;
+  FileLocks dataset_locks_;  // session 1: this mount
   MountStats stats_;
   Passthrough passthrough_;
   std::atomic<fuse_session*> session_{nullptr};

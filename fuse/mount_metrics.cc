@@ -50,12 +50,15 @@ void HoardFs::RegisterMetrics(metrics::Registry* registry) {
                        [&ck] { return double(ck.origin_bytes()); });
   const char* sent_help =
       "Chunks of committed checkpoint files by when they reached their holders: while the file was being written "
-      "(write-behind), or read back and sent by the commit at fsync/close";
+      "(write-behind), or read back and sent by the commit at fsync/close; or not sent at all (reused: the "
+      "committed generation's copies already held those bytes)";
   const Committer& cm = ckpt_->committer();
   registry->AddCounter("hoard_mount_ckpt_chunks_committed_total", sent_help, {{"sent", "ahead"}},
                        [&cm] { return double(cm.chunks_sent_ahead()); });
   registry->AddCounter("hoard_mount_ckpt_chunks_committed_total", sent_help, {{"sent", "at_commit"}},
                        [&cm] { return double(cm.chunks_sent_at_commit()); });
+  registry->AddCounter("hoard_mount_ckpt_chunks_committed_total", sent_help, {{"sent", "reused"}},
+                       [&cm] { return double(cm.chunks_reused()); });
   // The read tier's figures (0 without one).
   auto tier = [this](std::atomic<uint64_t> ReadTier::Counters::*field) {
     return [this, field] {

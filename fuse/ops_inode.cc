@@ -134,10 +134,10 @@ void HoardFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   fuse_reply_entry(req, &e);
 }
 
-void HoardFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+void HoardFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   stats_.getattrs.fetch_add(1, std::memory_order_relaxed);
   if (IsCkptIno(ino)) {
-    ckpt_->GetAttr(req, ino);
+    ckpt_->GetAttr(req, ino, fi);
     return;
   }
   struct stat st;
@@ -149,6 +149,10 @@ void HoardFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 }
 
 void HoardFs::ReadLink(fuse_req_t req, fuse_ino_t ino) {
+  if (IsCkptIno(ino)) {
+    ckpt_->ReadLink(req, ino);
+    return;
+  }
   const MountedDataset* ds = ns_.Slot(SlotOf(ino));
   const uint64_t entry = EntryOf(ino);
   if (!IsDatasetIno(ino) || ds == nullptr || entry >= ds->manifest().entry_count()) {

@@ -202,6 +202,17 @@ void HoardFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return;
   }
   passthrough_.Release(ino, fi->fh == kPassthroughFh);
+  if (fi->flock_release) dataset_locks_.ReleaseOwner(ino, 1, fi->lock_owner, /*flock=*/true);
+  fuse_reply_err(req, 0);
+}
+
+void HoardFs::Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (IsCkptIno(ino)) {
+    ckpt_->Flush(req, ino, fi);
+    return;
+  }
+  // A close(2) drops its process's POSIX locks on the file.
+  dataset_locks_.ReleaseOwner(ino, 1, fi->lock_owner, /*flock=*/false);
   fuse_reply_err(req, 0);
 }
 

@@ -101,9 +101,10 @@ class TestMount {
 
   // Starts `fs` and mounts it on `mountpoint` (created if missing); null if
   // either fails (the reason is logged by the test's assertions).
-  static std::unique_ptr<TestMount> Start(HoardFs* fs, const std::string& mountpoint) {
+  static std::unique_ptr<TestMount> Start(HoardFs* fs, const std::string& mountpoint,
+                                          const std::string& extra_options = "") {
     if (!fs->Start().ok() || !MakeDirs(mountpoint).ok()) return nullptr;
-    auto m = std::make_unique<TestMount>(fs, mountpoint);
+    auto m = std::make_unique<TestMount>(fs, mountpoint, extra_options);
     return m->ok() ? std::move(m) : nullptr;
   }
 
@@ -122,7 +123,8 @@ struct CkptTestMount {
   std::unique_ptr<TestMount> mount;
   std::string mnt;  // "" if something failed (a test failure is recorded)
 
-  static CkptTestMount Start(hoard::testing::TestCluster& cluster, int nodes) {
+  // `extra_options`: mount options (e.g. ",allow_other").
+  static CkptTestMount Start(hoard::testing::TestCluster& cluster, int nodes, const std::string& extra_options = "") {
     CkptTestMount m;
     for (int i = 1; i <= nodes; ++i) {
       Status s = cluster.StartAgent("node" + std::to_string(i)).status();
@@ -134,9 +136,10 @@ struct CkptTestMount {
     EXPECT_TRUE(members);
     HoardFs::Options options = TestMountOptions(cluster);
     options.node_name = "node1";
-    m.fs = std::make_unique<HoardFs>(options);
     const std::string mnt = JoinPath(cluster.dir(), "mnt");
-    m.mount = TestMount::Start(m.fs.get(), mnt);
+    options.mountpoint = mnt;
+    m.fs = std::make_unique<HoardFs>(options);
+    m.mount = TestMount::Start(m.fs.get(), mnt, extra_options);
     EXPECT_NE(m.mount, nullptr) << "cannot start the mount, or mount FUSE here";
     if (!members || m.mount == nullptr) return m;
     const bool made = hoard::testing::Eventually(

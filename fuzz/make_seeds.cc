@@ -174,6 +174,11 @@ void MessageSeeds() {
   Msg(MsgType::kGetCkptChunk, GetCkptChunk{.id = 7, .gen = 2, .index = 1, .checksum = 9, .chunk_size = 4096,
                                            .chunk_length = 4096});
   Msg(MsgType::kCkptChunkData, CkptChunkData{.chunk_length = 4096});
+  Msg(MsgType::kCkptSession, CkptSession{.mount = 42, .node = "n1", .holds = {{.id = 7, .gen = 2}}, .writing = {8},
+                                         .reclaim = true, .locks = {{.id = 7, .owner = 3, .type = 2}}});
+  Msg(MsgType::kCkptSessionReply, CkptSessionReply{.incarnation = 5});
+  Msg(MsgType::kCkptLock, CkptLock{.mount = 42, .lock = {.id = 7, .owner = 3, .flock = true, .type = 1}});
+  Msg(MsgType::kCkptLockReply, CkptLockReply{.granted = false, .conflict = {.id = 7, .owner = 4, .type = 2}});
   // What DecodeMessage must refuse: another version, an unknown type, a
   // header that is not an array.
   msgpack::sbuffer buf;
@@ -370,6 +375,13 @@ void CkptStoreSeeds() {
     OrDie(t->Create({.path = "job/tmp", .mode = 0644}));
     OrDie(t->Remove({.path = "job/tmp"}));
     seed("drained-renamed");
+    // Old generations kept for readers, an orphan, copies to drop, a symlink.
+    OrDie(t->Commit({.id = f.id, .gen = 2, .size = 100, .mtime_ns = 6, .chunk_size = 4096, .checksums = {43},
+                     .writer = "n2", .replicas = {{"n3"}}, .replicas_wanted = 2, .level = uint8_t(CkptLevel::kR),
+                     .discard = {{.node = "n1", .id = f.id, .gen = 2, .index = 0, .checksum = 7}}}));
+    OrDie(t->Create({.path = "job/latest", .uid = 1000, .gid = 100, .target = "step2"}));
+    OrDie(t->Remove({.path = "job/step2/model.pt"}));
+    seed("old-generations");
   }
   {
     std::unique_ptr<CkptTable> t = open();

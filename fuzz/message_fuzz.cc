@@ -120,6 +120,10 @@ void DecodeBody(const Envelope& env) {
     HOARD_FUZZ_BODY(kCkptPutReply, CkptPutReply)
     HOARD_FUZZ_BODY(kGetCkptChunk, GetCkptChunk)
     HOARD_FUZZ_BODY(kCkptChunkData, CkptChunkData)
+    HOARD_FUZZ_BODY(kCkptSession, CkptSession)
+    HOARD_FUZZ_BODY(kCkptSessionReply, CkptSessionReply)
+    HOARD_FUZZ_BODY(kCkptLock, CkptLock)
+    HOARD_FUZZ_BODY(kCkptLockReply, CkptLockReply)
 #undef HOARD_FUZZ_BODY
   }
   // DecodeMessage let through a type this switch does not know: the two

@@ -44,6 +44,8 @@ const std::vector<CounterMetric>& CounterMetrics() {
        "Checkpoint replica chunks rebuilt from peers"},
       {"ckpt_evicted_files", "hoard_node_ckpt_evicted_files_total", Type::kCounter, {},
        "Local checkpoint files removed once on the origin"},
+      {"ckpt_dropped_copies", "hoard_node_ckpt_dropped_copies_total", Type::kCounter, {},
+       "Checkpoint replicas and whole-file copies deleted because no generation anyone may read uses them"},
       {"ckpt_replica_bytes", "hoard_node_ckpt_replica_bytes", Type::kGauge, {},
        "Bytes of checkpoint replica chunks on this node's disk"},
       {"ckpt_file_bytes", "hoard_node_ckpt_file_bytes", Type::kGauge, {},

@@ -31,6 +31,10 @@ std::vector<std::string> CkptChunkHolders(const CkptEntry& e, uint32_t index) {
   return holders;
 }
 
+uint64_t CkptChunkGen(const CkptEntry& e, uint32_t index) {
+  return index < e.chunk_gens.size() ? e.chunk_gens[index] : e.gen;
+}
+
 CkptLevel CkptShownLevel(const CkptEntry& e,
                          const std::function<bool(uint32_t index, const std::string& node)>& counts) {
   const auto level = static_cast<CkptLevel>(e.level);
@@ -45,13 +49,13 @@ CkptLevel CkptShownLevel(const CkptEntry& e,
 
 bool IsSafeCkptPath(std::string_view path) {
   if (path.empty()) return true;
-  if (path.size() > 4096) return false;
+  if (path.size() > kMaxCkptPathBytes) return false;
   size_t start = 0;
   while (true) {
     const size_t slash = path.find('/', start);
     const std::string_view name = path.substr(start, slash == std::string_view::npos ? path.npos : slash - start);
     // Not empty (no leading, trailing or double '/'), not "." or "..", no NUL.
-    if (name.empty() || name.size() > 255 || name == "." || name == ".." ||
+    if (name.empty() || name.size() > kMaxCkptNameBytes || name == "." || name == ".." ||
         name.find('\0') != std::string_view::npos) {
       return false;
     }

@@ -69,6 +69,13 @@ std::optional<uint64_t> CkptChunkCount(uint64_t size, uint64_t chunk_size);
 
 // True when `path` is a valid checkpoint path (see the top); "" is valid.
 bool IsSafeCkptPath(std::string_view path);
+// Limits the mount answers with ENAMETOOLONG: a name's bytes (POSIX's
+// NAME_MAX), a path's bytes below MOUNT/checkpoints (the kernel bounds each
+// path it is given by PATH_MAX, but relative paths reach deeper: this is
+// what a tree may hold), and a symlink target's (PATH_MAX - 1).
+inline constexpr size_t kMaxCkptNameBytes = 255;
+inline constexpr size_t kMaxCkptPathBytes = 65535;
+inline constexpr size_t kMaxCkptTargetBytes = 4095;
 
 // How strongly `node` is asked to hold chunk `index` of checkpoint file `id`:
 // the commit (fuse/ckpt_commit.h) and a new holder after a loss
@@ -89,6 +96,10 @@ struct CkptEntry;
 // The nodes with chunk `index` of `e`'s committed generation: its writer
 // (unless evicted), then the chunk's replica holders.
 std::vector<std::string> CkptChunkHolders(const CkptEntry& e, uint32_t index);
+// The generation whose replica files hold chunk `index` of `e` (a commit
+// that left a chunk unchanged reuses the earlier generation's copies:
+// CkptEntry::chunk_gens).
+uint64_t CkptChunkGen(const CkptEntry& e, uint32_t index);
 // The level `e` is at now, for users (user.hoard.state, `hoard checkpoint`):
 // R only while every chunk has replicas_wanted holders that `counts` (up,
 // and holding the chunk); a file committed at R shows L while it has fewer.
@@ -100,7 +111,7 @@ struct CkptEntry {
   std::string path;
   uint64_t id = 0;  // unique, never reused; stable across renames
   bool is_dir = false;
-  uint32_t mode = 0;  // permission bits only
+  uint32_t mode = 0;  // permission bits only (07777)
   int64_t mtime_ns = 0;
   // The committed generation (files only).
   uint64_t gen = 0;  // 0: never committed
@@ -113,8 +124,27 @@ struct CkptEntry {
   uint32_t replicas_wanted = 0;                     // K when committed
   int64_t committed_unix_ms = 0;
   int64_t drained_unix_ms = 0;  // when it reached P (0: not yet)
+  // Owner and group: the creator's (its FUSE request's uid, and gid or the
+  // parent directory's when that has the set-group-ID bit), then chown's.
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  // POSIX's other two times (0 in entries from before they were kept: then
+  // mtime stands in). ctime changes with every change of the entry.
+  int64_t atime_ns = 0;
+  int64_t ctime_ns = 0;
+  // Links: 1 for files and symlinks, 2 + subdirectories for a directory.
+  // Computed by the coordinator for replies, never stored.
+  uint32_t nlink = 0;
+  bool is_symlink = false;
+  std::string target;  // a symlink's target (up to kMaxCkptTargetBytes bytes)
+  // Per chunk of the committed generation, the generation whose replica
+  // files (CKPT/chunks/<id>-<gen>-<index>-<checksum>) hold it: a chunk a
+  // commit did not change keeps the copies of the generation that stored
+  // it. Empty: every chunk is `gen`'s.
+  std::vector<uint64_t> chunk_gens;
   MSGPACK_DEFINE_MAP(path, id, is_dir, mode, mtime_ns, gen, size, level, chunk_size, checksums, writer, replicas,
-                     replicas_wanted, committed_unix_ms, drained_unix_ms);
+                     replicas_wanted, committed_unix_ms, drained_unix_ms, uid, gid, atime_ns, ctime_ns, nlink,
+                     is_symlink, target, chunk_gens);
 };
 
 struct CkptEntryReply {
@@ -128,7 +158,10 @@ struct CkptLookup {
   static constexpr MsgType kType = MsgType::kCkptLookup;
   using Reply = CkptEntryReply;
   std::string path;
-  MSGPACK_DEFINE_MAP(path);
+  // An open for reading: the file's atime moves to now if it is not newer
+  // than its mtime or ctime, or is a day old (relatime, Linux's default).
+  bool touch_atime = false;
+  MSGPACK_DEFINE_MAP(path, touch_atime);
 };
 
 struct CkptListReply {
@@ -143,15 +176,20 @@ struct CkptList {
   MSGPACK_DEFINE_MAP(path);
 };
 
-// Creates a file (level kNone) or, with is_dir, a directory. The parent must
-// exist and be a directory. An existing path: kAlreadyExists.
+// Creates a file (level kNone), with is_dir a directory, or with a
+// non-empty `target` a symlink to it. The parent must exist and be a
+// directory. An existing path: kAlreadyExists. Owned by uid:gid (the mount
+// applies the set-group-ID rule of the parent first).
 struct CkptCreate {
   static constexpr MsgType kType = MsgType::kCkptCreate;
   using Reply = CkptEntryReply;
   std::string path;
   bool is_dir = false;
   uint32_t mode = 0644;
-  MSGPACK_DEFINE_MAP(path, is_dir, mode);
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::string target;
+  MSGPACK_DEFINE_MAP(path, is_dir, mode, uid, gid, target);
 };
 
 struct CkptRenameReply {
@@ -185,6 +223,29 @@ struct CkptRemove {
 // Makes new bytes of file `id` its committed generation `gen` (greater than
 // the current one; kStale otherwise, or when the file was removed). The
 // caller stored the whole file on `writer` and each chunk i on replicas[i].
+//
+// Reuse: a chunk the commit did not change (same index and checksum as the
+// current generation's) names the current generation's copies instead of
+// new ones: chunk_gens[i] is then the current generation's CkptChunkGen(i)
+// and replicas[i] a subset of its holders. Anything else (a reuse of copies
+// the current generation does not have, e.g. after another mount committed
+// meanwhile) is kStale, and the caller commits again sending every chunk.
+//
+// `writing`: the committing mount still has the file open for writing (an
+// fsync, or a close(2) whose release has not come yet): it is not drained
+// until that mount's session (CkptSession) no longer lists it.
+// `discard`: replica files of this generation that the writer sent while
+// writing and the commit does not count (a chunk written again since); the
+// coordinator has their holders delete them.
+struct CkptReplicaRef {
+  std::string node;  // the holder ("" in a CkptWorkReply: the asking node)
+  uint64_t id = 0;
+  uint64_t gen = 0;
+  uint32_t index = 0;
+  uint64_t checksum = 0;
+  bool operator==(const CkptReplicaRef&) const = default;
+  MSGPACK_DEFINE_MAP(node, id, gen, index, checksum);
+};
 struct CkptCommit {
   static constexpr MsgType kType = MsgType::kCkptCommit;
   using Reply = CkptEntryReply;
@@ -199,8 +260,12 @@ struct CkptCommit {
   std::vector<std::vector<std::string>> replicas;
   uint32_t replicas_wanted = 0;
   uint8_t level = 0;  // kL or kR: what the caller achieved
+  int64_t ctime_ns = 0;  // 0: the coordinator's now
+  std::vector<uint64_t> chunk_gens;  // empty: every chunk is new (`gen`)
+  bool writing = false;
+  std::vector<CkptReplicaRef> discard;
   MSGPACK_DEFINE_MAP(id, gen, size, mtime_ns, mode, chunk_size, checksums, writer, replicas, replicas_wanted,
-                     level);
+                     level, ctime_ns, chunk_gens, writing, discard);
 };
 
 // chmod / utimens of an entry (truncate is a commit of new bytes), and
@@ -209,6 +274,8 @@ struct CkptCommit {
 // the chunks sent for its next commit before that commit names them; so it
 // is kept (in every node's keep_files) and not released until a commit of it
 // reaches P (or, with no commit, for the coordinator's reopen hold).
+// Every change but `reopen` also moves ctime to now. The mount checks
+// POSIX's rules (only root changes the owner, ...) before it asks.
 struct CkptSetAttr {
   static constexpr MsgType kType = MsgType::kCkptSetAttr;
   using Reply = CkptEntryReply;
@@ -218,7 +285,14 @@ struct CkptSetAttr {
   bool set_mtime = false;
   int64_t mtime_ns = 0;
   bool reopen = false;
-  MSGPACK_DEFINE_MAP(path, set_mode, mode, set_mtime, mtime_ns, reopen);
+  bool set_uid = false;
+  uint32_t uid = 0;
+  bool set_gid = false;
+  uint32_t gid = 0;
+  bool set_atime = false;
+  int64_t atime_ns = 0;
+  MSGPACK_DEFINE_MAP(path, set_mode, mode, set_mtime, mtime_ns, reopen, set_uid, uid, set_gid, gid, set_atime,
+                     atime_ns);
 };
 
 // ---- CLI -> coordinator ---------------------------------------------------
@@ -303,7 +377,23 @@ struct CkptWorkReply {
   // CkptWork.rebuilt once it holds every chunk of the list, which is when a
   // holder given by re-replication starts to count towards R.
   uint64_t rebuild_seq = 0;
-  MSGPACK_DEFINE_MAP(drain, keep_files, max_drain_bytes_per_s, keep_from_id, rebuild, rebuild_seq);
+  // Copies on this node that no generation anyone may still read uses (an
+  // older generation of a file rewritten since, a removed file's, sends a
+  // commit did not count): delete them. `drop` names replica files exactly;
+  // `drop_files` whole-file copies (files/<id>) that hold generation `gen`
+  // or older (the mount stamps a committed copy with its generation: an
+  // unstamped file, one being written, is never dropped this way). The node
+  // echoes drop_seq in CkptWork.dropped once done.
+  std::vector<CkptReplicaRef> drop;
+  struct FileGen {
+    uint64_t id = 0;
+    uint64_t gen = 0;
+    MSGPACK_DEFINE_MAP(id, gen);
+  };
+  std::vector<FileGen> drop_files;
+  uint64_t drop_seq = 0;
+  MSGPACK_DEFINE_MAP(drain, keep_files, max_drain_bytes_per_s, keep_from_id, rebuild, rebuild_seq, drop, drop_files,
+                     drop_seq);
 };
 struct CkptWork {
   static constexpr MsgType kType = MsgType::kCkptWork;
@@ -316,7 +406,9 @@ struct CkptWork {
   // The rebuild_seq of the last reply whose whole rebuild list this node now
   // holds on its disk (0: none).
   uint64_t rebuilt = 0;
-  MSGPACK_DEFINE_MAP(node, rebuild, rebuilt);
+  // The drop_seq of the last reply whose drops this node carried out.
+  uint64_t dropped = 0;
+  MSGPACK_DEFINE_MAP(node, rebuild, rebuilt, dropped);
 };
 
 struct CkptDrainedReply {
@@ -334,6 +426,74 @@ struct CkptDrained {
   bool ok = false;
   std::string error;
   MSGPACK_DEFINE_MAP(node, id, gen, ok, error);
+};
+
+// ---- mount -> coordinator: sessions and locks -----------------------------
+
+// A mount's session: who it is (`mount`, random per mount process) and what
+// it holds that the coordinator must honour. Sent every couple of seconds
+// while the mount has checkpoint files open or locks held (and once more
+// when that ends); a session not heard from for the coordinator's session
+// timeout is over (a dead mount), and so is every session of a node that is
+// marked down. Each message replaces the last: `holds` are the generations
+// its open files read (their copies are kept while held, even after the file
+// is rewritten or removed), `writing` the files it has open for writing (not
+// drained meanwhile). `locks` only with `reclaim`: after the coordinator
+// restarted (a new incarnation in the reply), the locks it held, which the
+// new coordinator grants back before any other during its grace period.
+struct CkptHold {
+  uint64_t id = 0;
+  uint64_t gen = 0;
+  auto operator<=>(const CkptHold&) const = default;
+  MSGPACK_DEFINE_MAP(id, gen);
+};
+// A lock of a checkpoint file (flock, or a POSIX/OFD byte range). Ranges are
+// inclusive; end UINT64_MAX reaches past any end of file. `owner` is the
+// kernel's lock owner (per process for POSIX locks, per open file for flock
+// and OFD locks), scoped to the mount's session.
+struct CkptLockSpec {
+  uint64_t id = 0;
+  uint64_t owner = 0;
+  bool flock = false;
+  uint8_t type = 0;  // 0 unlock, 1 read (shared), 2 write (exclusive)
+  uint64_t start = 0;
+  uint64_t end = UINT64_MAX;
+  uint32_t pid = 0;  // the holder's, as F_GETLK reports it
+  MSGPACK_DEFINE_MAP(id, owner, flock, type, start, end, pid);
+};
+struct CkptSessionReply {
+  uint64_t incarnation = 0;  // changes when the coordinator restarts
+  MSGPACK_DEFINE_MAP(incarnation);
+};
+struct CkptSession {
+  static constexpr MsgType kType = MsgType::kCkptSession;
+  using Reply = CkptSessionReply;
+  uint64_t mount = 0;
+  std::string node;  // the mount's node ("" when none): its sessions end when it is marked down
+  std::vector<CkptHold> holds;
+  IdList writing;
+  bool reclaim = false;
+  std::vector<CkptLockSpec> locks;
+  MSGPACK_DEFINE_MAP(mount, node, holds, writing, reclaim, locks);
+};
+
+// Takes (type 1/2) or releases (type 0) a lock, or only tests (`test`) what
+// a take would conflict with (F_GETLK). Never waits: a conflict is answered
+// at once with the lock in the way, and the mount asks again for a blocking
+// lock. `release_owner`: drop every lock of `owner` on the file (close).
+struct CkptLockReply {
+  bool granted = false;
+  CkptLockSpec conflict;  // when not granted: a lock in the way (type 0: none)
+  MSGPACK_DEFINE_MAP(granted, conflict);
+};
+struct CkptLock {
+  static constexpr MsgType kType = MsgType::kCkptLock;
+  using Reply = CkptLockReply;
+  uint64_t mount = 0;
+  CkptLockSpec lock;
+  bool test = false;
+  bool release_owner = false;
+  MSGPACK_DEFINE_MAP(mount, lock, test, release_owner);
 };
 
 // ---- mount / node -> node -------------------------------------------------

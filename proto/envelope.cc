@@ -71,6 +71,10 @@ bool IsKnownType(uint16_t t) {
     case MsgType::kCkptPutReply:
     case MsgType::kGetCkptChunk:
     case MsgType::kCkptChunkData:
+    case MsgType::kCkptSession:
+    case MsgType::kCkptSessionReply:
+    case MsgType::kCkptLock:
+    case MsgType::kCkptLockReply:
       return true;
   }
   return false;
@@ -134,6 +138,10 @@ const char* TypeName(MsgType t) {
     case MsgType::kCkptPutReply: return "CkptPutReply";
     case MsgType::kGetCkptChunk: return "GetCkptChunk";
     case MsgType::kCkptChunkData: return "CkptChunkData";
+    case MsgType::kCkptSession: return "CkptSession";
+    case MsgType::kCkptSessionReply: return "CkptSessionReply";
+    case MsgType::kCkptLock: return "CkptLock";
+    case MsgType::kCkptLockReply: return "CkptLockReply";
   }
   return "Unknown";
 }

@@ -115,6 +115,11 @@ enum class MsgType : uint16_t {
   kCkptPutReply = 81,
   kGetCkptChunk = 82,
   kCkptChunkData = 83,
+  // Checkpoint sessions and locks: mount -> coordinator.
+  kCkptSession = 84,
+  kCkptSessionReply = 85,
+  kCkptLock = 86,
+  kCkptLockReply = 87,
 };
 
 }  // namespace hoard::proto
@@ -564,6 +569,8 @@ HOARD_REPLY_TYPE(CkptWorkReply, kCkptWorkReply);
 HOARD_REPLY_TYPE(CkptDrainedReply, kCkptDrainedReply);
 HOARD_REPLY_TYPE(CkptPutReply, kCkptPutReply);
 HOARD_REPLY_TYPE(CkptChunkData, kCkptChunkData);
+HOARD_REPLY_TYPE(CkptSessionReply, kCkptSessionReply);
+HOARD_REPLY_TYPE(CkptLockReply, kCkptLockReply);
 #undef HOARD_REPLY_TYPE
 
 }  // namespace hoard::proto

@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import sys
 import time
+import unittest
 
 # Process and mount checks, digests and dropping the page cache live with the
 # hosts harness (tests/lib), which the benchmarks share.
@@ -164,3 +165,51 @@ class TempDir:
 
     def close(self):
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+class CheckpointHostsCase(unittest.TestCase):
+    """Checkpoint tests on separate network hosts (tests/lib/hosts.py): NODES
+    GPU node hosts, each with a node agent and a mount, and a storage host
+    whose read-write nfs-ganesha export holds the checkpoint origin (EXPORT/ckpt).
+    A subclass calls start_cluster() in its setUpClass."""
+
+    NODES = 3
+
+    @classmethod
+    def start_cluster(cls, prefix, port_offset=0, coordinator_args=(), mount_args=()):
+        import hosts  # tests/lib, on sys.path (see the imports above)
+        cls.started = time.time()
+        cls.tmp = TempDir(prefix)
+        cls.export = os.path.join(cls.tmp.path, "export")
+        cls.nfs_ckpt = os.path.join(cls.export, "ckpt")
+        os.makedirs(cls.nfs_ckpt)
+        ckpt = ["--ckpt-origin", "{nfs:ckpt}"]
+        cls.cluster = hosts.HostCluster(os.path.join(cls.tmp.path, "cluster"), nodes=cls.NODES,
+                                        export_dir=cls.export, nfs_port=24000 + os.getpid() % 4000 * 2 + port_offset,
+                                        nfs_access="RW", coordinator_args=ckpt + list(coordinator_args),
+                                        node_args=ckpt, mount_args=ckpt + list(mount_args))
+
+    @classmethod
+    def tearDownClass(cls):
+        c = cls.cluster
+        c.close()
+        left = c.leftovers()
+        if not os.environ.get("HOARD_E2E_KEEP"):
+            cls.tmp.close()
+        print(f"\n{cls.__name__}: {time.time() - cls.started:.1f} s", file=sys.stderr)
+        assert left == [], left
+
+    def m(self, i, *parts):
+        """A path in node i's mount, under checkpoints/."""
+        return os.path.join(self.cluster.mount_path(i), "checkpoints", *parts)
+
+    def level(self, path):
+        return os.getxattr(path, "user.hoard.state").decode()
+
+    def flush(self, job, timeout=120):
+        """`hoard checkpoint flush JOB --wait`: every file of the job at P."""
+        r = self.cluster.cli("--json", "checkpoint", "flush", job, "--wait", "--timeout", str(timeout),
+                             timeout=timeout + 30)
+        doc = json.loads(r.stdout)
+        self.assertTrue(doc["flushed"], doc)
+        return doc

@@ -75,46 +75,16 @@ def write_file(path, data, chunk=1 << 20):
         os.close(fd)
 
 
-class CheckpointTest(unittest.TestCase):
+class CheckpointTest(harness.CheckpointHostsCase):
+    NODES = NODES
+
     @classmethod
     def setUpClass(cls):
-        cls.started = time.time()
-        cls.tmp = harness.TempDir("hoard-e2e-ckpt-")
-        cls.export = os.path.join(cls.tmp.path, "export")
-        cls.nfs_ckpt = os.path.join(cls.export, "ckpt")
-        os.makedirs(cls.nfs_ckpt)
-        ckpt = ["--ckpt-origin", "{nfs:ckpt}"]
-        cls.cluster = hosts.HostCluster(os.path.join(cls.tmp.path, "cluster"), nodes=NODES, export_dir=cls.export,
-                                        nfs_port=24000 + os.getpid() % 4000 * 2, nfs_access="RW",
-                                        coordinator_args=ckpt + ["--ckpt-keep-last", "2"], node_args=ckpt,
-                                        mount_args=ckpt)
+        cls.start_cluster("hoard-e2e-ckpt-", coordinator_args=["--ckpt-keep-last", "2"])
         cls.rng = random.Random(6)
-
-    @classmethod
-    def tearDownClass(cls):
-        c = cls.cluster
-        c.close()
-        left = c.leftovers()
-        if not os.environ.get("HOARD_E2E_KEEP"):
-            cls.tmp.close()
-        print(f"\n{cls.__name__}: {time.time() - cls.started:.1f} s", file=sys.stderr)
-        assert left == [], left
-
-    def m(self, i, *parts):
-        return os.path.join(self.cluster.mount_path(i), "checkpoints", *parts)
 
     def ls(self, job):
         return self.cluster.cli_json("checkpoint", "ls", job)
-
-    def level(self, path):
-        return os.getxattr(path, "user.hoard.state").decode()
-
-    def flush(self, job, timeout=120):
-        r = self.cluster.cli("--json", "checkpoint", "flush", job, "--wait", "--timeout", str(timeout),
-                             timeout=timeout + 30)
-        doc = json.loads(r.stdout)
-        self.assertTrue(doc["flushed"], doc)
-        return doc
 
     def nfs_files(self, root):
         """path -> sha of every file under `root` on the export (the host's

@@ -1,0 +1,168 @@
+// CkptTable: generations that readers may still read, and the copies that no
+// generation uses any more (see "Old generations" in ckpt_table.h).
+#include <algorithm>
+
+#include "checkpoint/ckpt_table.h"
+
+namespace hoard {
+
+namespace {
+
+// One replica file: (holder, generation in its name, index, checksum).
+using Ref = std::tuple<std::string, uint64_t, uint32_t, uint64_t>;
+
+template <typename Gen>
+void AddRefs(const Gen& g, uint64_t gen, std::set<Ref>* refs) {
+  for (uint32_t i = 0; i < g.checksums.size() && i < g.replicas.size(); ++i) {
+    const uint64_t cg = i < g.chunk_gens.size() ? g.chunk_gens[i] : gen;
+    for (const std::string& h : g.replicas[i]) refs->insert({h, cg, i, g.checksums[i]});
+  }
+}
+
+CkptOldGen OldGenOf(const CkptNode& n) {
+  return CkptOldGen{.gen = n.gen,
+                    .size = n.size,
+                    .chunk_size = n.chunk_size,
+                    .checksums = n.checksums,
+                    .chunk_gens = n.chunk_gens,
+                    .writer = n.writer,
+                    .replicas = n.replicas};
+}
+
+}  // namespace
+
+int64_t CkptTable::NowNs() const {
+  // An injected clock (tests) has millisecond steps; the real one nanoseconds.
+  if (wall_injected_) return NowMs() * 1'000'000;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void CkptTable::KeepOldGenLocked(CkptNode* c, const CkptNode& old) const {
+  if (old.gen == 0 || old.released) return;  // nothing committed, or only on the origin
+  CkptOldGen g = OldGenOf(old);
+  g.retired_unix_ms = NowMs();
+  // The writer of the new generation wrote it over its whole-file copy.
+  if (g.writer == c->writer) g.writer.clear();
+  std::set<Ref> old_refs, new_refs;
+  AddRefs(g, g.gen, &old_refs);
+  AddRefs(*c, c->gen, &new_refs);
+  // Nothing of it left that the new generation does not have: no reader
+  // could tell, and retiring it would delete nothing.
+  if (g.writer.empty() && std::includes(new_refs.begin(), new_refs.end(), old_refs.begin(), old_refs.end())) return;
+  c->old_gens.push_back(std::move(g));
+}
+
+void CkptTable::RemoveFileLocked(CkptRecord* r, CkptNode gone) {
+  DropUploadLocked(r, &gone);
+  if (gone.gen == 0 || gone.released) {
+    // Never committed (or only on the origin): nothing of it to keep, but
+    // what old generations it still has.
+    if (gone.old_gens.empty()) {
+      r->del.push_back(gone.id);
+      return;
+    }
+  } else {
+    CkptOldGen g = OldGenOf(gone);
+    g.retired_unix_ms = NowMs();
+    gone.old_gens.push_back(std::move(g));
+  }
+  gone.orphan = true;
+  gone.parent = 0;
+  gone.name.clear();
+  gone.unconfirmed.clear();
+  gone.on_origin = false;  // the origin's copy goes with the queued unlink
+  *PutLocked(r, gone) = gone;
+}
+
+void CkptTable::QueueDropsLocked(CkptRecord* r, const CkptNode& n, const CkptOldGen& retired) {
+  std::set<Ref> live;
+  if (!n.orphan && n.gen > 0) AddRefs(n, n.gen, &live);
+  bool writer_live = !n.orphan && n.gen > 0 && n.writer == retired.writer;
+  for (const CkptOldGen& g : n.old_gens) {
+    AddRefs(g, g.gen, &live);
+    writer_live = writer_live || g.writer == retired.writer;
+  }
+  std::set<Ref> gone;
+  AddRefs(retired, retired.gen, &gone);
+  auto queue = [&](CkptDrop d) {
+    d.seq = r->drops_add.empty() ? next_drop_seq_ : r->drops_add.back().seq + 1;
+    r->drops_add.push_back(std::move(d));
+  };
+  for (const auto& [node, gen, index, checksum] : gone) {
+    if (live.contains({node, gen, index, checksum})) continue;
+    const bool queued = std::any_of(r->drops_add.begin(), r->drops_add.end(), [&](const CkptDrop& d) {
+      return !d.whole && d.node == node && d.id == n.id && d.gen == gen && d.index == index && d.checksum == checksum;
+    });
+    if (!queued) queue(CkptDrop{.node = node, .id = n.id, .gen = gen, .index = index, .checksum = checksum});
+  }
+  if (!retired.writer.empty() && !writer_live) {
+    queue(CkptDrop{.node = retired.writer, .id = n.id, .gen = retired.gen, .whole = true});
+  }
+}
+
+Status CkptTable::CheckReuseLocked(const CkptNode& n, const proto::CkptCommit& req) const {
+  for (uint32_t i = 0; i < req.chunk_gens.size(); ++i) {
+    const uint64_t cg = req.chunk_gens[i];
+    if (cg == req.gen) continue;
+    const std::vector<std::string>* holders = i < n.replicas.size() ? &n.replicas[i] : nullptr;
+    bool ok = cg < req.gen && n.gen > 0 && i < n.checksums.size() && proto::CkptChunkGen(n, i) == cg &&
+              n.checksums[i] == req.checksums[i] && holders != nullptr && i < req.replicas.size();
+    for (size_t k = 0; ok && k < req.replicas[i].size(); ++k) {
+      ok = std::find(holders->begin(), holders->end(), req.replicas[i][k]) != holders->end();
+    }
+    if (!ok) {
+      return Status::Stale("checkpoint file " + std::to_string(req.id) + " chunk " + std::to_string(i) +
+                           ": the copies the commit reuses are not the current generation's (committed meanwhile?)");
+    }
+  }
+  return Status::Ok();
+}
+
+void CkptTable::SetSessions(std::set<proto::CkptHold> holds, std::set<uint64_t> writing) {
+  std::lock_guard lock(mu_);
+  holds_ = std::move(holds);
+  writing_ = std::move(writing);
+}
+
+Result<size_t> CkptTable::CollectGarbage() {
+  std::lock_guard lock(mu_);
+  // After a restart, mounts need a while to say what they hold.
+  if (options_.clock->Now() - opened_at_ < options_.retire_grace) return size_t(0);
+  const int64_t now = NowMs();
+  CkptRecord r;
+  size_t retired = 0;
+  for (uint64_t id : with_old_gens_) {
+    const CkptNode& n = nodes_.at(id);
+    CkptNode c = n;
+    c.old_gens.clear();
+    std::vector<CkptOldGen> gone;
+    for (const CkptOldGen& g : n.old_gens) {
+      const bool young = now - g.retired_unix_ms < options_.retire_grace.count();
+      if (young || holds_.contains(proto::CkptHold{.id = id, .gen = g.gen})) c.old_gens.push_back(g);
+      else gone.push_back(g);
+    }
+    if (gone.empty()) continue;
+    for (const CkptOldGen& g : gone) QueueDropsLocked(&r, c, g);
+    retired += gone.size();
+    if (c.orphan && c.old_gens.empty()) r.del.push_back(id);
+    else r.put.push_back(std::move(c));
+  }
+  if (retired == 0) return size_t(0);
+  HOARD_RETURN_IF_ERROR(SaveLocked(std::move(r)).Annotate("retire old checkpoint generations"));
+  return retired;
+}
+
+size_t CkptTable::pending_drops() const {
+  std::lock_guard lock(mu_);
+  return drops_.size();
+}
+
+size_t CkptTable::old_generations() const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (uint64_t id : with_old_gens_) n += nodes_.at(id).old_gens.size();
+  return n;
+}
+
+}  // namespace hoard
