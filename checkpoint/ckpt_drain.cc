@@ -47,8 +47,14 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
   const auto now = options_.clock->Now();
   // Files some mount still has open for writing are not drained: a commit
   // made before its writer closed may be half of what it writes.
-  std::erase_if(writing_commits_, [&](const auto& kv) { return kv.second <= now; });
-  auto writing = [&](uint64_t id) { return writing_.contains(id) || writing_commits_.contains(id); };
+  std::erase_if(writing_commits_, [&](const auto& kv) { return kv.second.expiry <= now; });
+  // Until the mounts have reported after a restart, a file committed while
+  // being written may still be.
+  const bool reporting = now - opened_at_ < options_.writing_hold;
+  auto writing = [&](const CkptNode& n) {
+    return writing_.contains(n.id) || writing_commits_.contains(n.id) ||
+           (reporting && n.committed_writing && n.committed_unix_ms < opened_unix_ms_);
+  };
   uint32_t held = 0;
   for (const auto& [id, l] : leases_) held += (l.node == node && l.expiry > now) ? 1 : 0;
   // Two passes over the undrained files in commit order: flushed ones first.
@@ -58,7 +64,7 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
       if (urgent_.contains(id) != (pass == 0)) continue;
       const CkptNode& n = nodes_.at(id);
       if (auto l = leases_.find(id); l != leases_.end() && l->second.gen == n.gen && l->second.expiry > now) continue;
-      if (writing(id) || DrainerLocked(n, up_nodes) != node) continue;
+      if (writing(n) || DrainerLocked(n, up_nodes) != node) continue;
       leases_[id] = Lease{.gen = n.gen, .node = node, .expiry = now + options_.lease};
       reply.drain.push_back({.entry = ToEntryLocked(n), .tmp_path = StagingPath(n.id, n.gen, node)});
       ++held;
@@ -123,7 +129,9 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
                                              return g.writer == node && g.gen > d.gen;
                                            }));
         if (!live) reply.drop_files.push_back({.id = d.id, .gen = d.gen});
-      } else {
+      } else if (!RefLiveLocked(d.id, node, d.gen, d.index, d.checksum)) {
+        // Live again (re-replication named this node a holder of it since):
+        // skipped, and done with.
         reply.drop.push_back({.id = d.id, .gen = d.gen, .index = d.index, .checksum = d.checksum});
       }
       reply.drop_seq = seq;

@@ -44,13 +44,24 @@ void CkptTable::KeepOldGenLocked(CkptNode* c, const CkptNode& old) const {
   g.retired_unix_ms = NowMs();
   // The writer of the new generation wrote it over its whole-file copy.
   if (g.writer == c->writer) g.writer.clear();
-  std::set<Ref> old_refs, new_refs;
-  AddRefs(g, g.gen, &old_refs);
-  AddRefs(*c, c->gen, &new_refs);
-  // Nothing of it left that the new generation does not have: no reader
-  // could tell, and retiring it would delete nothing.
-  if (g.writer.empty() && std::includes(new_refs.begin(), new_refs.end(), old_refs.begin(), old_refs.end())) return;
+  const bool copies = !g.writer.empty() || std::any_of(g.replicas.begin(), g.replicas.end(),
+                                                       [](const auto& holders) { return !holders.empty(); });
+  if (!copies) return;  // nothing left of it to keep
+  // Kept even when the new generation reuses every copy it has: a reader
+  // holds generations by number, and its copies must outlive whatever
+  // later generation shares them (retiring it deletes only what no kept
+  // generation uses).
   c->old_gens.push_back(std::move(g));
+}
+
+bool CkptTable::RefLiveLocked(uint64_t id, const std::string& node, uint64_t gen, uint32_t index,
+                              uint64_t checksum) const {
+  const CkptNode* n = FindLocked(id);
+  if (n == nullptr) return false;
+  std::set<Ref> live;
+  if (!n->orphan && n->gen > 0) AddRefs(*n, n->gen, &live);
+  for (const CkptOldGen& g : n->old_gens) AddRefs(g, g.gen, &live);
+  return live.contains(Ref{node, gen, index, checksum});
 }
 
 void CkptTable::RemoveFileLocked(CkptRecord* r, CkptNode gone) {
@@ -85,19 +96,26 @@ void CkptTable::QueueDropsLocked(CkptRecord* r, const CkptNode& n, const CkptOld
   }
   std::set<Ref> gone;
   AddRefs(retired, retired.gen, &gone);
+  // What this record already drops (two generations retired at once may
+  // share a copy).
+  std::set<Ref> queued;
+  for (const CkptDrop& d : r->drops_add) {
+    if (!d.whole && d.id == n.id) queued.insert(Ref{d.node, d.gen, d.index, d.checksum});
+  }
   auto queue = [&](CkptDrop d) {
     d.seq = r->drops_add.empty() ? next_drop_seq_ : r->drops_add.back().seq + 1;
     r->drops_add.push_back(std::move(d));
   };
-  for (const auto& [node, gen, index, checksum] : gone) {
-    if (live.contains({node, gen, index, checksum})) continue;
-    const bool queued = std::any_of(r->drops_add.begin(), r->drops_add.end(), [&](const CkptDrop& d) {
-      return !d.whole && d.node == node && d.id == n.id && d.gen == gen && d.index == index && d.checksum == checksum;
-    });
-    if (!queued) queue(CkptDrop{.node = node, .id = n.id, .gen = gen, .index = index, .checksum = checksum});
+  for (const Ref& ref : gone) {
+    if (live.contains(ref) || !queued.insert(ref).second) continue;
+    queue(CkptDrop{.node = std::get<0>(ref), .id = n.id, .gen = std::get<1>(ref), .index = std::get<2>(ref),
+                   .checksum = std::get<3>(ref)});
   }
+  // The writer's whole-file copy holds no kept generation: whatever
+  // generation it is stamped with, up to the newest this file had (one it
+  // wrote again later would be stamped higher, and is spared).
   if (!retired.writer.empty() && !writer_live) {
-    queue(CkptDrop{.node = retired.writer, .id = n.id, .gen = retired.gen, .whole = true});
+    queue(CkptDrop{.node = retired.writer, .id = n.id, .gen = std::max(n.gen, retired.gen), .whole = true});
   }
 }
 
@@ -119,10 +137,14 @@ Status CkptTable::CheckReuseLocked(const CkptNode& n, const proto::CkptCommit& r
   return Status::Ok();
 }
 
-void CkptTable::SetSessions(std::set<proto::CkptHold> holds, std::set<uint64_t> writing) {
+void CkptTable::SetSessions(std::set<proto::CkptHold> holds, std::set<uint64_t> writing, uint64_t mount,
+                            const std::set<uint64_t>& mount_writing) {
   std::lock_guard lock(mu_);
   holds_ = std::move(holds);
   writing_ = std::move(writing);
+  if (mount == 0) return;
+  std::erase_if(writing_commits_,
+                [&](const auto& kv) { return kv.second.mount == mount && !mount_writing.contains(kv.first); });
 }
 
 Result<size_t> CkptTable::CollectGarbage() {

@@ -1,5 +1,6 @@
 #include "checkpoint/ckpt_sessions.h"
 
+#include <algorithm>
 #include <random>
 
 namespace hoard {
@@ -28,8 +29,10 @@ CkptSessions::CkptSessions(Options options)
 
 bool CkptSessions::InGraceLocked() const { return options_.clock->Now() - started_ < options_.lock_grace; }
 
-CkptSessions::Session& CkptSessions::TouchLocked(uint64_t mount, const std::string* node) {
-  Session& s = sessions_[mount];
+CkptSessions::Session& CkptSessions::TouchLocked(uint64_t mount, const std::string* node, bool* fresh) {
+  auto [it, made] = sessions_.try_emplace(mount);
+  if (fresh != nullptr) *fresh = made;
+  Session& s = it->second;
   s.last = options_.clock->Now();
   if (node != nullptr) s.node = *node;
   return s;
@@ -37,24 +40,26 @@ CkptSessions::Session& CkptSessions::TouchLocked(uint64_t mount, const std::stri
 
 proto::CkptSessionReply CkptSessions::Update(const proto::CkptSession& req) {
   std::lock_guard lock(mu_);
-  if (req.mount == 0) return {.incarnation = incarnation_};
-  Session& s = TouchLocked(req.mount, &req.node);
+  proto::CkptSessionReply reply{.incarnation = incarnation_};
+  if (req.mount == 0) return reply;
+  Session& s = TouchLocked(req.mount, &req.node, &reply.fresh);
   s.holds = std::set<proto::CkptHold>(req.holds.begin(), req.holds.end());
   s.writing = std::set<uint64_t>(req.writing.begin(), req.writing.end());
   if (req.reclaim) {
-    // What this mount held before we restarted; it keeps it. A reclaim that
-    // conflicts (two mounts both claiming, which one crash cannot cause) is
-    // refused and logged: the mount then treats that lock as lost.
+    // What this mount held before we restarted (or ended its session); it
+    // keeps it, unless someone took a conflicting lock meanwhile (possible
+    // only after the session had ended): then that lock is lost to it.
     for (const proto::CkptLockSpec& l : req.locks) {
-      if (l.type == 0 || l.start > l.end) continue;
+      if (l.type == 0 || l.type > 2 || l.start > l.end) continue;
       if (std::optional<FileLock> c = locks_.Set(ToFileLock(req.mount, l))) {
-        options_.logger->warn("checkpoint lock of file {} reclaimed by mount {:x} conflicts with mount {:x}'s: refused",
+        options_.logger->warn("checkpoint lock of file {} reclaimed by mount {:x} conflicts with mount {:x}'s: lost",
                               l.id, req.mount, c->session);
+        reply.lost.push_back(l);
       }
     }
   }
-  PublishLocked();
-  return {.incarnation = incarnation_};
+  PublishLocked(req.mount, s.writing);
+  return reply;
 }
 
 Result<proto::CkptLockReply> CkptSessions::Lock(const proto::CkptLock& req) {
@@ -90,7 +95,7 @@ Result<proto::CkptLockReply> CkptSessions::Lock(const proto::CkptLock& req) {
   return reply;
 }
 
-void CkptSessions::Expire(const std::set<std::string>& down) {
+void CkptSessions::Expire() {
   std::lock_guard lock(mu_);
   const auto now = options_.clock->Now();
   bool changed = false;
@@ -98,9 +103,6 @@ void CkptSessions::Expire(const std::set<std::string>& down) {
     auto next = std::next(it);
     if (now - it->second.last > options_.timeout) {
       EndLocked(it, "not heard from");
-      changed = true;
-    } else if (!it->second.node.empty() && down.contains(it->second.node)) {
-      EndLocked(it, "its node is down");
       changed = true;
     }
     it = next;
@@ -117,7 +119,7 @@ void CkptSessions::EndLocked(std::map<uint64_t, Session>::iterator it, const cha
   sessions_.erase(it);
 }
 
-void CkptSessions::PublishLocked() {
+void CkptSessions::PublishLocked(uint64_t mount, const std::set<uint64_t>& mount_writing) {
   if (!options_.on_change) return;
   std::set<proto::CkptHold> holds;
   std::set<uint64_t> writing;
@@ -125,12 +127,17 @@ void CkptSessions::PublishLocked() {
     holds.insert(s.holds.begin(), s.holds.end());
     writing.insert(s.writing.begin(), s.writing.end());
   }
-  options_.on_change(std::move(holds), std::move(writing));
+  options_.on_change(std::move(holds), std::move(writing), mount, mount_writing);
 }
 
 size_t CkptSessions::sessions() const {
   std::lock_guard lock(mu_);
   return sessions_.size();
+}
+
+size_t CkptSessions::reading() const {
+  std::lock_guard lock(mu_);
+  return size_t(std::count_if(sessions_.begin(), sessions_.end(), [](const auto& kv) { return !kv.second.holds.empty(); }));
 }
 
 }  // namespace hoard

@@ -11,13 +11,16 @@
 // generations' copies) and which files it has open for writing (`writing`:
 // not drained meanwhile). Each message replaces the last. A session ends
 // when it has not been heard from for `timeout` (the mount died or lost the
-// network), or at once when the coordinator marks its node down; its locks
-// are then released, as a local file system releases a dead process's.
+// network); its locks are then released, as a local file system releases a
+// dead process's. (Not when its node agent is marked down: the mount is
+// another process, and may well be alive and locking.)
 //
-// Locks are not durable. After a coordinator restart (a new `incarnation`
-// in the replies) mounts re-assert the locks they hold (reclaim); during
-// `lock_grace` after the start only reclaims are granted, so a lock held
-// before the restart cannot be taken by someone else meanwhile.
+// Locks are not durable. After a coordinator restart, or when a session had
+// ended and its mount speaks again (a `fresh` reply), the mount re-asserts
+// the locks it holds (reclaim); during `lock_grace` after a start only
+// reclaims are granted, so a lock held before the restart cannot be taken by
+// someone else meanwhile. A reclaim that conflicts with a lock someone took
+// meanwhile is refused and reported lost.
 //
 // Thread-safety: every method may be called from any thread (one mutex).
 // `on_change` is called with that mutex held and must not call back in;
@@ -48,8 +51,11 @@ class CkptSessions {
     std::chrono::milliseconds lock_grace{std::chrono::seconds(6)};
     Clock* clock = Clock::Real();
     std::shared_ptr<spdlog::logger> logger;  // required
-    // The union over live sessions of holds and writing, after each change.
-    std::function<void(std::set<proto::CkptHold> holds, std::set<uint64_t> writing)> on_change;
+    // The union over live sessions of holds and writing, after each change,
+    // with the session that reported (0 after an expiry) and what it writes.
+    std::function<void(std::set<proto::CkptHold> holds, std::set<uint64_t> writing, uint64_t mount,
+                       const std::set<uint64_t>& mount_writing)>
+        on_change;
   };
 
   explicit CkptSessions(Options options);
@@ -57,12 +63,13 @@ class CkptSessions {
   proto::CkptSessionReply Update(const proto::CkptSession& s);
   // kInvalidArgument for a malformed request (no session id, an empty range).
   Result<proto::CkptLockReply> Lock(const proto::CkptLock& req);
-  // Ends the sessions not heard from for `timeout`, and those of `down`
-  // nodes (the coordinator's view).
-  void Expire(const std::set<std::string>& down = {});
+  // Ends the sessions not heard from for `timeout`.
+  void Expire();
 
   uint64_t incarnation() const { return incarnation_; }
   size_t sessions() const;
+  // Sessions that hold generations (have checkpoint files open for reading).
+  size_t reading() const;
   size_t locks() const { return locks_.size(); }
 
  private:
@@ -72,9 +79,10 @@ class CkptSessions {
     std::set<proto::CkptHold> holds;
     std::set<uint64_t> writing;
   };
-  Session& TouchLocked(uint64_t mount, const std::string* node);
+  // The session of `mount`, made if new (`*fresh` then true).
+  Session& TouchLocked(uint64_t mount, const std::string* node, bool* fresh = nullptr);
   void EndLocked(std::map<uint64_t, Session>::iterator it, const char* why);
-  void PublishLocked();
+  void PublishLocked(uint64_t mount = 0, const std::set<uint64_t>& mount_writing = {});
   bool InGraceLocked() const;
 
   Options options_;

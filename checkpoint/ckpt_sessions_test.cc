@@ -19,9 +19,12 @@ class CkptSessionsTest : public ::testing::Test {
         .lock_grace = 6s,
         .clock = &clock_,
         .logger = spdlog::default_logger(),
-        .on_change = [this](std::set<proto::CkptHold> h, std::set<uint64_t> w) {
+        .on_change = [this](std::set<proto::CkptHold> h, std::set<uint64_t> w, uint64_t mount,
+                            const std::set<uint64_t>& mine) {
           holds_ = std::move(h);
           writing_ = std::move(w);
+          reporter_ = mount;
+          reported_ = mine;
         }});
   }
   // Past the grace a restarted coordinator gives reclaims.
@@ -40,25 +43,32 @@ class CkptSessionsTest : public ::testing::Test {
   std::unique_ptr<CkptSessions> sessions_;
   std::set<proto::CkptHold> holds_;
   std::set<uint64_t> writing_;
+  uint64_t reporter_ = 0;
+  std::set<uint64_t> reported_;
 };
 
 TEST_F(CkptSessionsTest, WhatLiveSessionsHoldIsTheUnionUntilTheyEnd) {
   sessions_->Update({.mount = 1, .node = "n1", .holds = {{.id = 5, .gen = 2}}, .writing = {8}});
+  EXPECT_EQ(reporter_, 1u);
+  EXPECT_EQ(reported_, std::set<uint64_t>({8}));
   sessions_->Update({.mount = 2, .node = "n2", .holds = {{.id = 5, .gen = 3}}});
   EXPECT_EQ(holds_.size(), 2u);
   EXPECT_EQ(writing_, std::set<uint64_t>({8}));
+  EXPECT_EQ(reporter_, 2u);
   // Each message replaces the session's last.
   sessions_->Update({.mount = 1, .node = "n1", .holds = {}});
   EXPECT_EQ(holds_, (std::set<proto::CkptHold>{{.id = 5, .gen = 3}}));
   EXPECT_TRUE(writing_.empty());
-  // A silent mount's session ends; so do the sessions of a node marked down.
+  // A silent mount's session ends (whatever its node agent does).
   sessions_->Update({.mount = 3, .node = "n3", .holds = {{.id = 9, .gen = 1}}});
   clock_.Advance(6s);
   sessions_->Update({.mount = 3, .node = "n3", .holds = {{.id = 9, .gen = 1}}});
   clock_.Advance(6s);
   sessions_->Expire();
   EXPECT_EQ(holds_, (std::set<proto::CkptHold>{{.id = 9, .gen = 1}})) << "mount 2 was silent for 12 s";
-  sessions_->Expire({"n3"});
+  EXPECT_EQ(reporter_, 0u);
+  clock_.Advance(11s);
+  sessions_->Expire();
   EXPECT_TRUE(holds_.empty());
   EXPECT_EQ(sessions_->sessions(), 0u);
 }
@@ -108,6 +118,25 @@ TEST_F(CkptSessionsTest, AfterARestartOnlyReclaimsGetLocksUntilTheGraceEnds) {
   EXPECT_FALSE(Take(2, 200, 2).granted) << "reclaimed by mount 1";
   EXPECT_TRUE(Take(1, 100, 0).granted);
   EXPECT_TRUE(Take(2, 200, 2).granted);
+}
+
+TEST_F(CkptSessionsTest, AMountWhoseSessionEndedReclaimsItsLocksUnlessTakenMeanwhile) {
+  PastGrace();
+  EXPECT_TRUE(sessions_->Update({.mount = 1, .node = "n1"}).fresh) << "its first message";
+  EXPECT_FALSE(sessions_->Update({.mount = 1, .node = "n1"}).fresh);
+  EXPECT_TRUE(Take(1, 100, 2, 0, 9).granted);
+  EXPECT_TRUE(Take(1, 100, 2, 20, 29).granted);
+  clock_.Advance(11s);  // cut off: its session ends, its locks with it
+  sessions_->Expire();
+  EXPECT_TRUE(Take(2, 200, 1, 5, 5).granted) << "taken while mount 1 was away";
+  proto::CkptSessionReply back = sessions_->Update({.mount = 1, .node = "n1"});
+  EXPECT_TRUE(back.fresh) << "the mount must learn that its locks were forgotten";
+  back = sessions_->Update({.mount = 1, .node = "n1", .reclaim = true,
+                            .locks = {{.id = 7, .owner = 100, .type = 2, .start = 0, .end = 9},
+                                      {.id = 7, .owner = 100, .type = 2, .start = 20, .end = 29}}});
+  ASSERT_EQ(back.lost.size(), 1u);
+  EXPECT_EQ(back.lost[0].start, 0u);
+  EXPECT_FALSE(Take(2, 200, 1, 25, 25).granted) << "the other one is held again";
 }
 
 TEST_F(CkptSessionsTest, MalformedLockRequestsAreRefused) {

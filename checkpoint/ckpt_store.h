@@ -109,8 +109,12 @@ struct CkptNode : proto::CkptEntry {
   // read: kept, out of the namespace (parent 0, no name), only for its
   // old_gens; deleted with the last of them.
   bool orphan = false;
+  // The current generation was committed while its file stayed open for
+  // writing (CkptCommit.writing). Durable so that a restarted coordinator
+  // does not drain it before the mounts have said whether it still is.
+  bool committed_writing = false;
   MSGPACK_DEFINE_MAP(MSGPACK_BASE_MAP(proto::CkptEntry), parent, name, commit_seq, uploaded_gen, uploaded_tmp, published_gen,
-                     on_origin, released, unconfirmed, reopened_unix_ms, old_gens, orphan);
+                     on_origin, released, unconfirmed, reopened_unix_ms, old_gens, orphan, committed_writing);
 };
 
 // An operation for the origin, applied in `seq` order by the Publisher.

@@ -3,6 +3,8 @@
 // ckpt_drain.cc.
 #include "checkpoint/ckpt_table.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 
 namespace hoard {
@@ -178,7 +180,9 @@ Result<CkptEntry> CkptTable::LookupForRead(const std::string& path) {
   const bool due = atime <= n->mtime_ns || atime <= n->ctime_ns || now - atime > int64_t(86400) * 1'000'000'000;
   if (n->id != 0 && !n->is_dir && due) {
     CkptNode c = *n;
-    c.atime_ns = now;
+    // Past the last change even if the writer's clock runs ahead of ours:
+    // else every open would be due again, each a journal record.
+    c.atime_ns = std::max({now, n->mtime_ns + 1, n->ctime_ns + 1});
     // A journal that cannot be written must not fail the open: the atime is
     // only late.
     if (Status s = SaveLocked(CkptRecord{.put = {c}}); !s.ok()) {
@@ -221,6 +225,12 @@ Result<CkptEntry> CkptTable::Create(const proto::CkptCreate& req) {
   n.mode = symlink ? 0777 : req.mode & 07777;
   n.uid = req.uid;
   n.gid = req.gid;
+  // A set-group-ID directory gives what is created in it its group, and its
+  // subdirectories the bit (System V's rule, Linux's).
+  if ((parent->mode & S_ISGID) != 0 && !symlink) {
+    n.gid = parent->gid;
+    if (n.is_dir) n.mode |= S_ISGID;
+  }
   n.mtime_ns = n.atime_ns = n.ctime_ns = NowNs();
   CkptRecord r;
   if (symlink) {
@@ -239,6 +249,10 @@ Result<CkptEntry> CkptTable::Create(const proto::CkptCreate& req) {
 Result<CkptEntry> CkptTable::SetAttr(const proto::CkptSetAttr& req) {
   std::lock_guard lock(mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* n, ResolveLocked(req.path));
+  if (req.id != 0 && n->id != req.id) {
+    return Status::NotFound("checkpoint path " + req.path + " names another entry than " + std::to_string(req.id) +
+                            " now (renamed over or removed)");
+  }
   if (n->id == 0) return Status::InvalidArgument("the checkpoint root's attributes are fixed");
   CkptNode changed = *n;
   if (req.set_mode) changed.mode = n->is_symlink ? 0777 : req.mode & 07777;
@@ -327,7 +341,17 @@ Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
   c.replicas = req.replicas;
   c.replicas.resize(chunks);
   c.replicas_wanted = req.replicas_wanted;
-  c.unconfirmed.clear();  // they were the old generation's
+  // A reused chunk keeps its holders as they were: one that re-replication
+  // gave and that has not confirmed its copy yet still does not count.
+  c.unconfirmed.clear();
+  for (const CkptUnconfirmed& u : n->unconfirmed) {
+    if (u.gen != n->gen || u.index >= c.checksums.size() || proto::CkptChunkGen(c, u.index) == c.gen) continue;
+    const auto& holders = c.replicas[u.index];
+    if (std::find(holders.begin(), holders.end(), u.node) != holders.end()) {
+      c.unconfirmed.push_back({.gen = c.gen, .index = u.index, .node = u.node});
+    }
+  }
+  c.committed_writing = req.writing;
   c.committed_unix_ms = NowMs();
   c.drained_unix_ms = 0;
   c.commit_seq = next_commit_seq_;
@@ -353,7 +377,11 @@ Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
   }
   r.put.push_back(c);
   HOARD_RETURN_IF_ERROR(SaveLocked(r));
-  if (req.writing) writing_commits_[c.id] = options_.clock->Now() + options_.writing_hold;
+  if (req.writing) {
+    writing_commits_[c.id] = {.mount = req.mount, .expiry = options_.clock->Now() + options_.writing_hold};
+  } else {
+    writing_commits_.erase(c.id);
+  }
   leases_.erase(c.id);
   HOARD_RETURN_IF_ERROR(ApplyRetentionLocked(JobOfLocked(c.id)));
   return ToEntryLocked(nodes_.at(c.id));

@@ -254,7 +254,12 @@ class CkptTable {
   // What every live mount session holds (generations open for reading) and
   // writes (files open for writing): held generations are not retired,
   // files being written are not drained. Each call replaces the last.
-  void SetSessions(std::set<proto::CkptHold> holds, std::set<uint64_t> writing);
+  // `mount` and `mount_writing`: the session that just reported (0 for a
+  // change with no report, e.g. expiries) and what it writes: a commit that
+  // mount made while writing (CkptCommit.writing) is drainable once it no
+  // longer lists the file.
+  void SetSessions(std::set<proto::CkptHold> holds, std::set<uint64_t> writing, uint64_t mount = 0,
+                   const std::set<uint64_t>& mount_writing = {});
   // Retires old generations no one holds (see "Old generations"), durably.
   // Returns how many; the coordinator calls it periodically.
   Result<size_t> CollectGarbage();
@@ -364,6 +369,9 @@ class CkptTable {
   void QueueDropsLocked(CkptRecord* r, const CkptNode& n, const CkptOldGen& retired);
   // Checks a commit's reuse of copies against `n`'s current generation.
   Status CheckReuseLocked(const CkptNode& n, const proto::CkptCommit& req) const;
+  // Whether replica file (node, gen, index, checksum) of `id` is used by its
+  // current generation or an old one still kept.
+  bool RefLiveLocked(uint64_t id, const std::string& node, uint64_t gen, uint32_t index, uint64_t checksum) const;
   // Moves ctime (and, for a directory, mtime) of the entry `id` to `now` in
   // `r`; the root's times are kept in memory only.
   void TouchLocked(CkptRecord* r, uint64_t id, int64_t now_ns, bool mtime);
@@ -410,8 +418,13 @@ class CkptTable {
   // by mu_.
   std::set<proto::CkptHold> holds_;
   std::set<uint64_t> writing_;
-  std::map<uint64_t, std::chrono::steady_clock::time_point> writing_commits_;  // CkptCommit.writing, by id
+  struct WritingCommit {
+    uint64_t mount = 0;
+    std::chrono::steady_clock::time_point expiry;
+  };
+  std::map<uint64_t, WritingCommit> writing_commits_;  // CkptCommit.writing, by id
   std::chrono::steady_clock::time_point opened_at_;
+  int64_t opened_unix_ms_ = 0;  // the same moment, on the wall clock (commits before it were a previous run's)
   bool wall_injected_ = false;  // Options::now_unix_ms was given (tests): NowNs follows it
 };
 

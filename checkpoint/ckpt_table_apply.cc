@@ -22,6 +22,7 @@ CkptTable::CkptTable(Options options)
   next_rebuild_seq_ = std::max<uint64_t>(
       1, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
              .count());
+  opened_unix_ms_ = NowMs();
 }
 
 Result<std::unique_ptr<CkptTable>> CkptTable::Open(Options options) {

@@ -26,8 +26,9 @@ Status Coordinator::OpenCheckpoints() {
       .lock_grace = restart ? o.lock_grace : std::chrono::milliseconds(0),
       .clock = options_.clock,
       .logger = options_.logger,
-      .on_change = [table](std::set<proto::CkptHold> holds, std::set<uint64_t> writing) {
-        table->SetSessions(std::move(holds), std::move(writing));
+      .on_change = [table](std::set<proto::CkptHold> holds, std::set<uint64_t> writing, uint64_t mount,
+                           const std::set<uint64_t>& mount_writing) {
+        table->SetSessions(std::move(holds), std::move(writing), mount, mount_writing);
       }});
   const std::string source = o.origin.empty() ? JoinPath(options_.data_dir, "ckpt-origin") : o.origin;
   if (!o.open_origin) {
@@ -59,18 +60,17 @@ Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool
 }
 
 void Coordinator::CheckCkptCopies() {
-  std::set<std::string> up, lost, leaving, down;
+  std::set<std::string> up, lost, leaving;
   {
     std::lock_guard lock(mu_);
     const auto now = options_.clock->Now();
     for (const auto& [name, n] : nodes_) {
       if (n.info.up && n.info.draining) leaving.insert(name);
       if (n.info.up) up.insert(name);
-      else down.insert(name);
-      if (!n.info.up && now - n.last_heard > options_.ckpt.lost_after) lost.insert(name);
+      else if (now - n.last_heard > options_.ckpt.lost_after) lost.insert(name);
     }
   }
-  ckpt_sessions_->Expire(down);
+  ckpt_sessions_->Expire();
   if (Result<size_t> r = ckpt_table_->CollectGarbage(); !r.ok()) {
     options_.logger->error("old checkpoint generations not retired (tried again): {}", r.status().ToString());
   }

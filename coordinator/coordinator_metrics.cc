@@ -114,6 +114,8 @@ void Coordinator::RegisterMetrics(metrics::Registry* registry) const {
   const CkptSessions* sessions = ckpt_sessions_.get();
   registry->AddGauge("hoard_ckpt_sessions", "Mounts with checkpoint files open or locks held", {},
                      [sessions] { return double(sessions->sessions()); });
+  registry->AddGauge("hoard_ckpt_reading_sessions", "Mounts with checkpoint files open for reading", {},
+                     [sessions] { return double(sessions->reading()); });
   registry->AddGauge("hoard_ckpt_locks", "Checkpoint file locks held (flock and fcntl ranges), all mounts", {},
                      [sessions] { return double(sessions->locks()); });
 }

@@ -204,7 +204,8 @@ Result<Committer::Done> Committer::Commit(LocalFile& f, bool writing) {
                            .writer = options_.node_name,
                            .replicas_wanted = Replicas(view.get()),
                            .ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec,
-                           .writing = writing};
+                           .writing = writing,
+                           .mount = options_.mount};
   commit.checksums.resize(chunks);
   commit.replicas.resize(chunks);
   commit.chunk_gens.assign(chunks, commit.gen);

@@ -101,6 +101,7 @@ class Committer {
  public:
   struct Options {
     std::string node_name;
+    uint64_t mount = 0;  // the mount's session id (CkptCommit.mount)
     proto::CkptLevel sync_level = proto::CkptLevel::kR;
     std::chrono::milliseconds coordinator_timeout{10000};
     std::chrono::milliseconds peer_timeout{10000};

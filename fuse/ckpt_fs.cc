@@ -56,6 +56,7 @@ bool InGroup(fuse_req_t req, gid_t gid) {
 
 CkptFs::CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view)
     : options_(std::move(options)),
+      mount_id_(RandomMountId()),
       current_view_(std::move(current_view)),
       pool_(*options_.context, 16, std::chrono::milliseconds(500)),
       chunks_(CkptChunks::Options{.node_name = options_.node_name,
@@ -65,14 +66,14 @@ CkptFs::CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>
                                   .open_origin = options_.open_origin},
               &pool_, current_view_),
       committer_(Committer::Options{.node_name = options_.node_name,
+                                    .mount = mount_id_,
                                     .sync_level = options_.sync_level,
                                     .coordinator_timeout = options_.coordinator_timeout,
                                     .peer_timeout = options_.peer_timeout,
                                     .logger = options_.logger},
                  &pool_, options_.coordinator, current_view_),
       write_behind_(options_.write_behind_threads, &committer_, current_view_),
-      files_dir_(options_.local_store.empty() ? "" : options_.local_store + "/ckpt/files"),
-      mount_id_(RandomMountId()) {}
+      files_dir_(options_.local_store.empty() ? "" : options_.local_store + "/ckpt/files") {}
 
 CkptFs::~CkptFs() { Stop(); }
 
@@ -408,9 +409,36 @@ void CkptFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_s
     fuse_reply_err(req, ino == kCheckpointsIno ? EPERM : ESTALE);
     return;
   }
+  const uint64_t id = ino - kCkptInoBase;
   Result<proto::CkptEntryReply> cur = Ask(proto::CkptLookup{.path = *path});
-  if (!cur.ok()) {
+  if (!cur.ok() && cur.status().code() != Code::kNotFound) {
     fuse_reply_err(req, ToErrno(cur.status()));
+    return;
+  }
+  if (!cur.ok() || cur->entry.id != id) {
+    // The name went to another entry (a rename over it) or away: an
+    // ftruncate through a descriptor of the old file truncates its local
+    // bytes (which commit nowhere, as after an unlink); nothing else of the
+    // entry that took its name may change.
+    std::shared_ptr<LocalFile> f = OpenLocal(id);
+    if (to_set != FUSE_SET_ATTR_SIZE || f == nullptr || attr->st_size < 0) {
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    struct stat st;
+    {
+      std::lock_guard lock(f->mu);
+      if (::ftruncate(f->fd.get(), attr->st_size) != 0) {
+        fuse_reply_err(req, errno);
+        return;
+      }
+      f->size = uint64_t(attr->st_size);
+      f->dirty = true;
+    }
+    std::shared_ptr<const proto::CkptEntry> base = f->base.load();
+    proto::CkptEntry e = base != nullptr ? *base : proto::CkptEntry{.id = id};
+    FillStat(e, &st, /*unlinked=*/true);
+    fuse_reply_attr(req, &st, 0);
     return;
   }
   const proto::CkptEntry& e = cur->entry;
@@ -471,7 +499,7 @@ void CkptFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_s
       open = *f;
     }
   }
-  proto::CkptSetAttr set{.path = *path};
+  proto::CkptSetAttr set{.path = *path, .id = id};
   if (to_set & FUSE_SET_ATTR_MODE) {
     set.set_mode = true;
     set.mode = attr->st_mode & 07777;

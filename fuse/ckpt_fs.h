@@ -121,6 +121,7 @@
 #include "fuse/ckpt_chunks.h"
 #include "fuse/ckpt_commit.h"
 #include "fuse/ckpt_write_behind.h"
+#include "fuse/lock_waiter.h"
 #include "proto/rpc_client.h"
 
 namespace hoard::fuse {
@@ -194,6 +195,13 @@ class CkptFs {
   // coordinator, and stops the thread. Idempotent.
   void Stop();
   uint64_t mount_id() const { return mount_id_; }
+  // Blocking lock requests waiting now (metrics, tests).
+  int lock_waiters() const { return lock_waiter_.waiting(); }
+  // Where blocking lock requests wait (the dataset locks' too).
+  LockWaiter& lock_waiter() { return lock_waiter_; }
+  // "major:minor" of this mount (to recognise its files in /proc), found on
+  // first use; "" when unknown (no Options::mountpoint).
+  const std::string& MountDev();
 
   // Where reads of committed checkpoint files came from (for metrics).
   const CkptChunks& chunks() const { return chunks_; }
@@ -210,7 +218,12 @@ class CkptFs {
 
   // The kernel session, for invalidating attributes (null: none, e.g. after
   // unmount). See Open.
-  void SetSession(fuse_session* session) { session_.store(session); }
+  // Null: the session is going away, and blocking lock requests still
+  // waiting get ENOLCK now (a reply after it is gone would be a crash).
+  void SetSession(fuse_session* session) {
+    session_.store(session);
+    if (session == nullptr) lock_waiter_.Abandon();
+  }
 
  private:
   template <typename Req>
@@ -229,7 +242,15 @@ class CkptFs {
     bool writable = false;
     // The lock owners (one per process's descriptor table) that wrote
     // through it: a close by another (a forked child's) commits nothing.
+    // Only direct writes carry an owner; without any (writes through the
+    // page cache), the process that opened it (opener) decides instead.
     std::set<uint64_t> writers;
+    pid_t opener = 0;  // its thread group
+    // The owners of fcntl locks taken through it. An OFD lock's owner is
+    // the open file itself, and the kernel tells a FUSE file system of no
+    // unlock at its last close: the release drops them (a process's own
+    // locks went at its close already).
+    std::set<uint64_t> lockers;
   };
   // The path of `ino` as last seen; kNotFound (ESTALE) if unknown.
   Result<std::string> PathOf(fuse_ino_t ino);
@@ -274,7 +295,7 @@ class CkptFs {
   // Whether process `pid` still has the file of inode `ino` open for
   // writing or mapped shared and writable (a FLUSH from it is then not its
   // last close of the file).
-  bool StillWriting(pid_t pid, fuse_ino_t ino) const;
+  bool StillWriting(pid_t pid, fuse_ino_t ino);
   // A write by `ctx`'s user, if it lacks CAP_FSETID (not root), clears the
   // set-user-ID and (group-executable) set-group-ID bits, as on Linux.
   void KillSuidOnWrite(fuse_req_t req, fuse_ino_t ino, LocalFile& f);
@@ -286,26 +307,33 @@ class CkptFs {
   uint64_t MaxFileSize() const { return uint64_t(proto::kMaxArrayEntries) * committer_.chunk_size(); }
   bool UncachedWrites() const { return options_.uncached_writes && options_.uncached_writes(); }
 
-  // Locks (ckpt_fs_locks.cc). Takes, releases or tests one lock at the
-  // coordinator; waits for a blocking one (until granted or interrupted).
-  // The errno to reply.
-  int Lock(fuse_req_t req, const proto::CkptLockSpec& spec, bool test, bool wait, proto::CkptLockSpec* conflict);
+  // Locks (ckpt_fs_locks.cc). One attempt to take, release or test a lock
+  // at the coordinator: 0, EAGAIN (taken by another), or the errno.
+  int Lock(const proto::CkptLockSpec& spec, bool test, proto::CkptLockSpec* conflict);
+  // Takes it for `req` and replies, at once or, for a blocking request in
+  // conflict, once granted (LockWaiter).
+  void TakeLock(fuse_req_t req, const proto::CkptLockSpec& spec, bool wait);
   // Releases what `owner` holds on `id` (POSIX locks, or its flock), if
   // this mount recorded any.
   void ReleaseLocks(uint64_t id, uint64_t owner, bool flock);
+  // Lock requests whose answer was lost (the coordinator unreachable): an
+  // unlock to send again, or a take to undo in case it was granted. The
+  // session thread retries them.
+  void RetryLater(const proto::CkptLock& unlock);
+  void RetryPendingUnlocks();
   // The session (ckpt_fs_locks.cc).
   void SessionLoop();
   proto::CkptSession SessionSnapshot(bool reclaim);
   void WakeSession();
 
   Options options_;
+  const uint64_t mount_id_;  // before committer_, which commits under it
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
   proto::ClientPool pool_;
   CkptChunks chunks_;
   Committer committer_;
   WriteBehind write_behind_;  // after committer_: its threads use it
   std::string files_dir_;  // STORE/ckpt/files
-  const uint64_t mount_id_;
 
   std::mutex mu_;
   std::unordered_map<uint64_t, std::string> paths_;                 // id -> path; guarded by mu_
@@ -324,6 +352,12 @@ class CkptFs {
   // The locks this mount holds at the coordinator, mirrored to re-assert
   // them after a coordinator restart and to skip needless releases.
   FileLocks held_locks_;
+  std::mutex pending_mu_;
+  std::vector<proto::CkptLock> pending_unlocks_;  // guarded by pending_mu_
+  // Declared after what its attempts use, so that it stops first.
+  LockWaiter lock_waiter_;
+  std::once_flag dev_once_;
+  std::string dev_;  // set once (MountDev)
   std::mutex session_mu_;
   std::condition_variable session_cv_;
   bool session_stop_ = false;     // guarded by session_mu_

@@ -1,42 +1,26 @@
 // CkptFs file I/O: create, open, read, write, flush, fsync, release.
-#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
-#include <fstream>
 #include <vector>
 
 #include "checkpoint/replica_store.h"
 #include "common/file_util.h"
 #include "common/hash.h"
+#include "common/mountinfo.h"
 #include "fuse/ckpt_fs.h"
 #include "fuse/errno.h"
+#include "fuse/proc_files.h"
 
 namespace hoard::fuse {
 namespace {
 
 bool Writable(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
-
-// "key:\tvalue" lines of a /proc/PID/fdinfo file.
-std::optional<uint64_t> FdInfoField(const std::string& text, std::string_view key, int base) {
-  size_t at = 0;
-  while ((at = text.find(key, at)) != std::string::npos) {
-    if (at == 0 || text[at - 1] == '\n') {
-      size_t v = at + key.size();
-      while (v < text.size() && (text[v] == ' ' || text[v] == '\t')) ++v;
-      uint64_t out = 0;
-      auto [end, ec] = std::from_chars(text.data() + v, text.data() + text.size(), out, base);
-      if (ec == std::errc()) return out;
-      return std::nullopt;
-    }
-    at += key.size();
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -275,7 +259,8 @@ void CkptFs::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t 
     return;
   }
   Remember(r->entry);
-  fi->fh = NewHandle(Handle{.id = r->entry.id, .file = *f, .entry = nullptr, .writable = true});
+  fi->fh = NewHandle(Handle{.id = r->entry.id, .file = *f, .entry = nullptr, .writable = true,
+                            .opener = ThreadGroupOf(fuse_req_ctx(req)->pid)});
   fi->direct_io = UncachedWrites();  // backed by the local file, as in Open
   fuse_entry_param p;
   std::memset(&p, 0, sizeof p);
@@ -305,6 +290,7 @@ void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
     h.file = *f;
     h.writable = true;
+    h.opener = ThreadGroupOf(fuse_req_ctx(req)->pid);
   } else {
     // A reader on the node that is writing the file sees the writer's bytes.
     h.file = OpenLocal(e.id);
@@ -373,7 +359,8 @@ void CkptFs::KillSuidOnWrite(fuse_req_t req, fuse_ino_t ino, LocalFile& f) {
   const uint32_t cleared = mode & ~uint32_t(S_ISUID | (sgid ? S_ISGID : 0));
   Result<std::string> path = PathOf(ino);
   if (!path.ok()) return;
-  Result<proto::CkptEntryReply> r = Ask(proto::CkptSetAttr{.path = *path, .set_mode = true, .mode = cleared});
+  Result<proto::CkptEntryReply> r =
+      Ask(proto::CkptSetAttr{.path = *path, .id = ino - kCkptInoBase, .set_mode = true, .mode = cleared});
   if (!r.ok()) {
     options_.logger->warn("checkpoint {}: set-user-ID not cleared on a write: {}", *path, r.status().ToString());
     return;
@@ -425,45 +412,22 @@ void CkptFs::Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void CkptFs::Fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { Sync(req, fi, /*closing=*/false); }
 
-bool CkptFs::StillWriting(pid_t pid, fuse_ino_t ino) const {
-  if (pid <= 0) return false;
-  const std::string proc = "/proc/" + std::to_string(pid);
-  const std::string prefix = options_.mountpoint.empty() ? "" : options_.mountpoint + "/";
-  // Another descriptor of the file, open for writing (the one being closed
-  // is already out of the table when FLUSH comes).
-  if (DIR* d = ::opendir((proc + "/fd").c_str())) {
-    bool found = false;
-    while (dirent* ent = ::readdir(d)) {
-      if (ent->d_name[0] == '.') continue;
-      char target[4096];
-      const ssize_t n = ::readlink((proc + "/fd/" + ent->d_name).c_str(), target, sizeof target - 1);
-      if (n <= 0 || (!prefix.empty() && std::string_view(target, size_t(n)).substr(0, prefix.size()) != prefix)) {
-        continue;
-      }
-      std::ifstream in(proc + "/fdinfo/" + ent->d_name);
-      const std::string info((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      const std::optional<uint64_t> fd_ino = FdInfoField(info, "ino:", 10);
-      const std::optional<uint64_t> flags = FdInfoField(info, "flags:", 8);
-      if (fd_ino == ino && flags && Writable(int(*flags))) {
-        found = true;
-        break;
-      }
-    }
-    ::closedir(d);
-    if (found) return true;
-  }
-  // A shared writable mapping (Python's mmap, numpy.memmap) outlives the
-  // descriptor it was made from.
-  std::ifstream maps(proc + "/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    // "start-end perms offset dev inode path"
-    char perms[5] = {};
-    unsigned long long map_ino = 0;
-    if (std::sscanf(line.c_str(), "%*s %4s %*s %*s %llu", perms, &map_ino) != 2) continue;
-    if (map_ino == ino && perms[1] == 'w' && perms[3] == 's') return true;
-  }
-  return false;
+const std::string& CkptFs::MountDev() {
+  std::call_once(dev_once_, [this] {
+    if (options_.mountpoint.empty()) return;
+    char resolved[PATH_MAX];
+    if (::realpath(options_.mountpoint.c_str(), resolved) == nullptr) return;
+    if (Result<std::string> dev = MountDevice(resolved); dev.ok()) dev_ = *dev;
+  });
+  return dev_;
+}
+
+bool CkptFs::StillWriting(pid_t pid, fuse_ino_t ino) {
+  // Another descriptor of the file open for writing (the one being closed
+  // is already out of the table when FLUSH comes), or a shared writable
+  // mapping, which outlives the descriptor it was made from.
+  return ProcessHasOpen(pid, ProcOpenQuery{.dev = MountDev(), .ino = ino, .writable_only = true,
+                                           .shared_writable_maps = true});
 }
 
 void CkptFs::Sync(fuse_req_t req, fuse_file_info* fi, bool closing) {
@@ -481,7 +445,10 @@ void CkptFs::Sync(fuse_req_t req, fuse_file_info* fi, bool closing) {
       // copy of the descriptor) must not publish its parent's half-written
       // file. A reader's close has nothing to make durable.
       if (!closing) f = h.file;
-      else if (h.writable && (h.writers.empty() || h.writers.contains(fi->lock_owner))) f = h.file;
+      else if (h.writable && (h.writers.empty() ? ThreadGroupOf(fuse_req_ctx(req)->pid) == h.opener
+                                                : h.writers.contains(fi->lock_owner))) {
+        f = h.file;
+      }
     }
   }
   // Not its last descriptor of the file, or a mapping remains: that close
@@ -513,11 +480,19 @@ void CkptFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
                                 [&](const auto& kv) { return kv.second.id == h.id && kv.second.writable; });
     last_of_id = std::none_of(handles_.begin(), handles_.end(), [&](const auto& kv) { return kv.second.id == h.id; });
   }
-  // The last close of an open file drops the flock taken through it.
+  // The last close of an open file drops the flock taken through it, and
+  // its OFD locks (see Handle::lockers).
   if (fi->flock_release) ReleaseLocks(ino - kCkptInoBase, fi->lock_owner, /*flock=*/true);
+  for (uint64_t owner : h.lockers) ReleaseLocks(ino - kCkptInoBase, owner, /*flock=*/false);
   // close(2) already committed through flush unless a mapping or another
   // descriptor kept the file open; this is the last chance to.
-  if (last_writer) (void)CommitIfDirty(*h.file, /*writing=*/false);
+  if (last_writer) {
+    (void)CommitIfDirty(*h.file, /*writing=*/false);
+    // Opened for writing but never written: the copy still holds the
+    // committed generation, and says so again (OpenFirst took its stamp).
+    std::lock_guard lock(h.file->mu);
+    if (!h.file->dirty && h.file->gen > 0) ReplicaStore::StampGeneration(h.file->fd.get(), h.file->gen);
+  }
   // Written no more here, or read no more: the coordinator may drain it,
   // and retire the generation our readers held.
   if ((h.writable && !still_writing) || last_of_id) WakeSession();

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include "fuse/ckpt_fs.h"
 #include "fuse/errno.h"
+#include "fuse/proc_files.h"
 
 namespace hoard::fuse {
 namespace {
@@ -29,33 +29,46 @@ FileLock ToFileLock(uint64_t session, const proto::CkptLockSpec& s) {
 
 }  // namespace
 
-int CkptFs::Lock(fuse_req_t req, const proto::CkptLockSpec& spec, bool test, bool wait,
-                 proto::CkptLockSpec* conflict) {
-  // A blocking request asks again, a little less often each time, until it
-  // is granted or its caller is interrupted (a signal: EINTR, as fcntl).
-  auto backoff = std::chrono::milliseconds(5);
-  for (;;) {
-    Result<proto::CkptLockReply> r = Ask(proto::CkptLock{.mount = mount_id_, .lock = spec, .test = test});
-    if (!r.ok()) {
-      options_.logger->warn("checkpoint lock of file {}: {}", spec.id, r.status().ToString());
-      return ENOLCK;
+int CkptFs::Lock(const proto::CkptLockSpec& spec, bool test, proto::CkptLockSpec* conflict) {
+  Result<proto::CkptLockReply> r = Ask(proto::CkptLock{.mount = mount_id_, .lock = spec, .test = test});
+  if (!r.ok()) {
+    options_.logger->warn("checkpoint lock of file {}: {}", spec.id, r.status().ToString());
+    if (test) return ENOLCK;
+    // The answer was lost, not necessarily the request: a release is sent
+    // again later; a take is undone later in case it was granted, unless
+    // this owner held a lock there already (an undo would drop that one).
+    std::vector<FileLock> mine = held_locks_.Held(mount_id_);
+    const bool held_before = std::any_of(mine.begin(), mine.end(), [&](const FileLock& l) {
+      return l.file == spec.id && l.owner == spec.owner && l.flock == spec.flock && l.start <= spec.end &&
+             spec.start <= l.end;
+    });
+    if (spec.type == 0 || !held_before) {
+      proto::CkptLockSpec unlock = spec;
+      unlock.type = 0;
+      RetryLater(proto::CkptLock{.mount = mount_id_, .lock = unlock});
     }
-    if (test) {
-      if (conflict != nullptr) *conflict = r->granted ? proto::CkptLockSpec{} : r->conflict;
-      return 0;
-    }
-    if (r->granted) {
-      // Mirrored, to re-assert after a coordinator restart (and so that a
-      // close that held nothing costs no round trip).
-      (void)held_locks_.Set(ToFileLock(mount_id_, spec));
-      WakeSession();
-      return 0;
-    }
-    if (!wait) return EAGAIN;
-    if (req != nullptr && fuse_req_interrupted(req)) return EINTR;
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+    if (spec.type == 0) (void)held_locks_.Set(ToFileLock(mount_id_, spec));  // released as far as we know
+    return ENOLCK;
   }
+  if (test) {
+    if (conflict != nullptr) *conflict = r->granted ? proto::CkptLockSpec{} : r->conflict;
+    return 0;
+  }
+  if (!r->granted) return EAGAIN;
+  // Mirrored, to re-assert after a coordinator restart (and so that a close
+  // that held nothing costs no round trip).
+  (void)held_locks_.Set(ToFileLock(mount_id_, spec));
+  WakeSession();
+  return 0;
+}
+
+void CkptFs::TakeLock(fuse_req_t req, const proto::CkptLockSpec& spec, bool wait) {
+  const int r = Lock(spec, /*test=*/false, nullptr);
+  if (r != EAGAIN || !wait) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  lock_waiter_.Wait(req, [this, spec] { return Lock(spec, /*test=*/false, nullptr); });
 }
 
 void CkptFs::ReleaseLocks(uint64_t id, uint64_t owner, bool flock) {
@@ -66,23 +79,41 @@ void CkptFs::ReleaseLocks(uint64_t id, uint64_t owner, bool flock) {
     return;
   }
   held_locks_.ReleaseOwner(id, mount_id_, owner, flock);
-  proto::CkptLockSpec spec{.id = id, .owner = owner, .flock = flock};
-  Result<proto::CkptLockReply> r = Ask(proto::CkptLock{.mount = mount_id_, .lock = spec, .release_owner = true});
-  if (!r.ok()) {
-    // The coordinator ends our session's locks if it never hears back; until
-    // then the lock stays held there. Logged: a waiter elsewhere may stall.
-    options_.logger->warn("checkpoint locks of file {} not released at the coordinator: {}", id,
+  const proto::CkptLock release{.mount = mount_id_, .lock = {.id = id, .owner = owner, .flock = flock},
+                                .release_owner = true};
+  if (Result<proto::CkptLockReply> r = Ask(release); !r.ok()) {
+    options_.logger->warn("checkpoint locks of file {} not released at the coordinator (sent again): {}", id,
                           r.status().ToString());
+    RetryLater(release);
   }
   WakeSession();
 }
 
+void CkptFs::RetryLater(const proto::CkptLock& unlock) {
+  std::lock_guard lock(pending_mu_);
+  pending_unlocks_.push_back(unlock);
+}
+
+void CkptFs::RetryPendingUnlocks() {
+  std::vector<proto::CkptLock> pending;
+  {
+    std::lock_guard lock(pending_mu_);
+    pending.swap(pending_unlocks_);
+  }
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (Ask(pending[i]).ok()) continue;
+    std::lock_guard lock(pending_mu_);
+    pending_unlocks_.insert(pending_unlocks_.end(), pending.begin() + ptrdiff_t(i), pending.end());
+    return;
+  }
+}
+
 void CkptFs::GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
   proto::CkptLockSpec spec{.id = ino - kCkptInoBase, .owner = fi->lock_owner, .type = ToType(lock->l_type),
-                           .pid = uint32_t(fuse_req_ctx(req)->pid)};
+                           .pid = uint32_t(ThreadGroupOf(fuse_req_ctx(req)->pid))};
   ToRange(*lock, &spec);
   proto::CkptLockSpec conflict;
-  if (int err = Lock(req, spec, /*test=*/true, /*wait=*/false, &conflict); err != 0) {
+  if (int err = Lock(spec, /*test=*/true, &conflict); err != 0) {
     fuse_reply_err(req, err);
     return;
   }
@@ -101,17 +132,21 @@ void CkptFs::GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct fl
 
 void CkptFs::SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
   proto::CkptLockSpec spec{.id = ino - kCkptInoBase, .owner = fi->lock_owner, .type = ToType(lock->l_type),
-                           .pid = uint32_t(fuse_req_ctx(req)->pid)};
+                           .pid = uint32_t(ThreadGroupOf(fuse_req_ctx(req)->pid))};
   ToRange(*lock, &spec);
-  fuse_reply_err(req, Lock(req, spec, /*test=*/false, sleep != 0, nullptr));
+  if (spec.type != 0) {
+    std::lock_guard lock_handles(mu_);
+    if (auto it = handles_.find(fi->fh); it != handles_.end()) it->second.lockers.insert(fi->lock_owner);
+  }
+  TakeLock(req, spec, sleep != 0);
 }
 
 void CkptFs::Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   const int kind = op & (LOCK_SH | LOCK_EX | LOCK_UN);
   proto::CkptLockSpec spec{.id = ino - kCkptInoBase, .owner = fi->lock_owner, .flock = true,
                            .type = uint8_t(kind == LOCK_SH ? 1 : kind == LOCK_EX ? 2 : 0),
-                           .pid = uint32_t(fuse_req_ctx(req)->pid)};
-  fuse_reply_err(req, Lock(req, spec, /*test=*/false, (op & LOCK_NB) == 0, nullptr));
+                           .pid = uint32_t(ThreadGroupOf(fuse_req_ctx(req)->pid))};
+  TakeLock(req, spec, (op & LOCK_NB) == 0);
 }
 
 // ---- the session ----------------------------------------------------------
@@ -173,6 +208,7 @@ void CkptFs::SessionLoop() {
       if (session_stop_) break;
       session_wake_ = false;
     }
+    RetryPendingUnlocks();
     proto::CkptSession s = SessionSnapshot(reclaim);
     const bool active = !s.holds.empty() || !s.writing.empty() || held_locks_.size() > 0;
     // Nothing to keep: one last message says so, then silence (the
@@ -185,10 +221,18 @@ void CkptFs::SessionLoop() {
     }
     announced = active;
     if (reclaim) reclaim = false;
-    // A new coordinator knows nothing of our locks: say them again now,
-    // within its grace period.
-    if (incarnation != 0 && r->incarnation != incarnation && held_locks_.size() > 0) {
-      options_.logger->warn("checkpoint session: the coordinator restarted; re-asserting {} locks",
+    for (const proto::CkptLockSpec& l : r->lost) {
+      options_.logger->error("checkpoint lock of file {} lost: another mount took it while this one was cut off "
+                             "from the coordinator",
+                             l.id);
+      held_locks_.ReleaseOwner(l.id, mount_id_, l.owner, l.flock);
+    }
+    // A coordinator that restarted, or ended our session after a silence,
+    // knows nothing of our locks: say them again now (within its grace
+    // period after a restart).
+    const bool forgotten = r->fresh || (incarnation != 0 && r->incarnation != incarnation);
+    if (forgotten && held_locks_.size() > 0 && !s.reclaim) {
+      options_.logger->warn("checkpoint session: the coordinator had no session of this mount; re-asserting {} locks",
                             held_locks_.size());
       reclaim = true;
       WakeSession();
@@ -196,6 +240,7 @@ void CkptFs::SessionLoop() {
     incarnation = r->incarnation;
   }
   // Ending cleanly: nothing of ours must outlive the mount at the coordinator.
+  RetryPendingUnlocks();
   proto::CkptSession last{.mount = mount_id_, .node = options_.node_name};
   if (held_locks_.size() > 0) {
     for (const FileLock& l : held_locks_.Held(mount_id_)) {

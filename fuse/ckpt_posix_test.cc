@@ -247,13 +247,20 @@ TEST_F(CkptPosixTest, AnOpenFileKeepsItsBytesAfterARenameOverItAndAnUnlinkOnEver
   ASSERT_GE(here, 0);
   ASSERT_GE(there, 0);
   // Both mounts' sessions tell the coordinator what they read.
-  ASSERT_TRUE(Eventually([&] { return table().TEST_held(old.id, old.gen); }));
+  ASSERT_TRUE(Eventually([&] {
+    return cluster_.coordinator().ckpt_sessions().sessions() == 2 && table().TEST_held(old.id, old.gen);
+  }));
   // torch.save's pattern: a new file, renamed over the old one; then the
   // name is removed altogether.
   ASSERT_EQ(Save(P("job/last.ckpt.tmp"), new_bytes), 0);
   ASSERT_EQ(::rename(P("job/last.ckpt.tmp").c_str(), P("job/last.ckpt").c_str()), 0);
   ASSERT_EQ(::unlink(P("job/last.ckpt").c_str()), 0);
-  for (int i = 0; i < 3; ++i) cluster_.coordinator().CheckLiveness();  // retires what nobody holds
+  // The new file, which nobody reads, is retired and its copies deleted on
+  // the nodes; the old one, which both mounts read, is all that is kept.
+  ASSERT_TRUE(Eventually([&] {
+    cluster_.coordinator().CheckLiveness();
+    return table().old_generations() == 1 && table().pending_drops() == 0;
+  }, 20s));
   for (const int fd : {here, there}) {
     struct stat st;
     ASSERT_EQ(::fstat(fd, &st), 0) << std::strerror(errno);
@@ -270,6 +277,23 @@ TEST_F(CkptPosixTest, AnOpenFileKeepsItsBytesAfterARenameOverItAndAnUnlinkOnEver
     cluster_.coordinator().CheckLiveness();
     return ReplicaBytes(cluster_.dir(), 3) < before;
   }, 20s));
+}
+
+TEST_F(CkptPosixTest, ADescriptorOfAReplacedFileNeverChangesTheFileThatTookItsName) {
+  ASSERT_EQ(Save(P("job/a"), "old bytes"), 0);
+  const int old = ::open(P("job/a").c_str(), O_RDWR);
+  ASSERT_GE(old, 0);
+  ASSERT_EQ(Save(P("job/b"), "new bytes"), 0);
+  ASSERT_EQ(::rename(P("job/b").c_str(), P("job/a").c_str()), 0);
+  ASSERT_EQ(::ftruncate(old, 3), 0) << std::strerror(errno);
+  EXPECT_NE(Err(::fchmod(old, 0600)), 0);
+  ASSERT_EQ(::close(old), 0);
+  Result<std::string> now = ReadFile(P("job/a"));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(*now, "new bytes");
+  struct stat st;
+  ASSERT_EQ(::stat(P("job/a").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
 }
 
 TEST_F(CkptPosixTest, AnAppendSendsOneChunkAndRewritesKeepOneGeneration) {
@@ -329,6 +353,7 @@ TEST_F(CkptPosixTest, LocksAreTheClustersNotANodes) {
     struct flock w = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
     EXPECT_EQ(::fcntl(a, F_SETLKW, &w), 0) << std::strerror(errno);
   });
+  ASSERT_TRUE(Eventually([&] { return m_.fs->ckpt().lock_waiters() == 1; })) << "the waiter is not waiting";
   struct flock un = {.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
   ASSERT_EQ(::fcntl(b, F_SETLK, &un), 0);
   waiter.join();
@@ -336,6 +361,50 @@ TEST_F(CkptPosixTest, LocksAreTheClustersNotANodes) {
   ASSERT_EQ(::close(a), 0);
   ASSERT_TRUE(Eventually([&] { return ::flock(b, LOCK_EX | LOCK_NB) == 0; }));
   ASSERT_EQ(::close(b), 0);
+  // An OFD lock belongs to its open file, and goes with the file's last close.
+  const int c = ::open(P("job/lock").c_str(), O_RDWR);
+  const int d = ::open(there.c_str(), O_RDWR);
+  ASSERT_GE(c, 0);
+  ASSERT_GE(d, 0);
+  struct flock ofd = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 10};
+  ASSERT_EQ(::fcntl(c, F_OFD_SETLK, &ofd), 0) << std::strerror(errno);
+  EXPECT_EQ(Err(::fcntl(d, F_OFD_SETLK, &ofd)), EAGAIN);
+  ASSERT_EQ(::close(c), 0);
+  EXPECT_TRUE(Eventually([&] { return ::fcntl(d, F_OFD_SETLK, &ofd) == 0; }));
+  ASSERT_EQ(::close(d), 0);
+}
+
+// A lock may be held for hours: requests waiting for it must not occupy the
+// mount's worker threads (libfuse runs a bounded number), or a few waiters
+// would stall every other request of the mount.
+TEST_F(CkptPosixTest, ManyBlockedLockersDoNotStallTheMount) {
+  ASSERT_EQ(Save(P("job/busy"), "x"), 0);
+  const int holder = ::open(P("job/busy").c_str(), O_RDWR);
+  ASSERT_GE(holder, 0);
+  ASSERT_EQ(::flock(holder, LOCK_EX), 0);
+  constexpr int kWaiters = 64;
+  std::vector<std::thread> waiters;
+  std::atomic<int> got{0};
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&] {
+      const int fd = ::open(P("job/busy").c_str(), O_RDWR);
+      if (fd < 0) return;
+      if (::flock(fd, LOCK_EX) == 0) {
+        ++got;
+        ::flock(fd, LOCK_UN);
+      }
+      ::close(fd);
+    });
+  }
+  ASSERT_TRUE(Eventually([&] { return m_.fs->ckpt().lock_waiters() == kWaiters; }));
+  // The mount still answers.
+  ASSERT_EQ(Save(P("job/meanwhile"), "still served"), 0);
+  Result<std::string> back = ReadFile(P("job/meanwhile"));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, "still served");
+  ASSERT_EQ(::close(holder), 0);  // each waiter then gets it in turn
+  for (std::thread& t : waiters) t.join();
+  EXPECT_EQ(got.load(), kWaiters);
 }
 
 TEST_F(CkptPosixTest, SymlinksNamesTimesLinksAndRefusals) {
@@ -388,6 +457,7 @@ TEST_F(CkptPosixTest, SymlinksNamesTimesLinksAndRefusals) {
   const struct stat m0 = st;
   ASSERT_EQ(::chmod(P("job/iter_100/model.pt").c_str(), 0600), 0);
   ASSERT_EQ(::stat(P("job/iter_100/model.pt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mtim.tv_sec, m0.st_mtim.tv_sec);
   EXPECT_EQ(st.st_mtim.tv_nsec, m0.st_mtim.tv_nsec);
   EXPECT_GT(st.st_ctim.tv_sec * 1'000'000'000 + st.st_ctim.tv_nsec,
             m0.st_ctim.tv_sec * 1'000'000'000 + m0.st_ctim.tv_nsec);

@@ -142,6 +142,11 @@ class HoardFs {
   void GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock);
   void SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep);
   void Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);
+  // The dataset lock in the way of `want` (taking it when `apply`), after
+  // dropping the POSIX locks of holders that have closed the file.
+  std::optional<FileLock> DatasetConflict(const FileLock& want, bool apply);
+  // Takes a dataset lock for `req` and replies (later, when it must wait).
+  void TakeLocal(fuse_req_t req, const FileLock& want, bool wait);
   // Every operation that would change a dataset.
   void ReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
   // The checkpoint namespace, for the operations that only it serves.

@@ -198,6 +198,39 @@ TEST_F(MountTest, ClosingADatasetFileSendsNoFlush) {
   EXPECT_GT(fs_->stats().flushes.load(), flushes_before) << "a checkpoint file's close is seen";
 }
 
+// A dataset file's close sends no FLUSH (above), so the mount does not hear
+// a process's close drop its POSIX locks: a lock whose process no longer has
+// the file open is gone all the same, as POSIX says.
+TEST_F(MountTest, ADatasetLockGoesWithItsProcesssClose) {
+  const std::string path = JoinPath(root_, "big.bin");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    struct flock rl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    ::_exit(fd >= 0 && ::fcntl(fd, F_SETLK, &rl) == 0 ? 0 : 1);  // exits holding it: the close is the exit's
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+  ASSERT_EQ(::fcntl(fd, F_GETLK, &probe), 0) << std::strerror(errno);
+  EXPECT_EQ(probe.l_type, F_UNLCK) << "a lock of an exited process";
+  // A live holder's lock is reported, with its process id.
+  struct flock rl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+  ASSERT_EQ(::fcntl(fd, F_SETLK, &rl), 0);
+  const pid_t prober = ::fork();
+  if (prober == 0) {
+    const int pfd = ::open(path.c_str(), O_RDONLY);
+    struct flock p = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    ::_exit(pfd >= 0 && ::fcntl(pfd, F_GETLK, &p) == 0 && p.l_type == F_RDLCK && p.l_pid == ::getppid() ? 0 : 1);
+  }
+  ASSERT_EQ(::waitpid(prober, &status, 0), prober);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_EQ(::close(fd), 0);
+}
+
 // Reads all of `fd` from offset 0 with pread, in pieces of `piece` bytes.
 std::string PreadAll(int fd, size_t piece = 4096) {
   std::string out;

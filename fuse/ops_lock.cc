@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <thread>
 
 #include "fuse/hoard_fs.h"
+#include "fuse/proc_files.h"
 
 namespace hoard::fuse {
 namespace {
@@ -16,24 +16,42 @@ constexpr uint64_t kThisMount = 1;  // the one session of dataset_locks_
 FileLock ToLock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, const struct flock& l) {
   FileLock out{.file = ino, .session = kThisMount, .owner = fi->lock_owner,
                .type = l.l_type == F_RDLCK ? LockType::kRead : l.l_type == F_WRLCK ? LockType::kWrite : LockType::kUnlock,
-               .start = uint64_t(std::max<off_t>(l.l_start, 0)), .pid = uint32_t(fuse_req_ctx(req)->pid)};
+               .start = uint64_t(std::max<off_t>(l.l_start, 0)),
+               .pid = uint32_t(ThreadGroupOf(fuse_req_ctx(req)->pid))};
   out.end = l.l_len <= 0 ? UINT64_MAX : out.start + uint64_t(l.l_len) - 1;
   return out;
 }
 
-// Takes `want`, waiting for a blocking one until granted or interrupted.
-int TakeLocal(FileLocks& locks, fuse_req_t req, const FileLock& want, bool wait) {
-  auto backoff = std::chrono::milliseconds(2);
-  while (locks.Set(want).has_value()) {
-    if (!wait) return EAGAIN;
-    if (fuse_req_interrupted(req)) return EINTR;
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+}  // namespace
+
+std::optional<FileLock> HoardFs::DatasetConflict(const FileLock& want, bool apply) {
+  for (;;) {
+    std::optional<FileLock> c = apply ? dataset_locks_.Set(want) : dataset_locks_.Test(want);
+    // A dataset file is opened without FLUSH at close (noflush: no round
+    // trip), so a process's close does not drop its POSIX locks here. A
+    // holder that no longer has the file open has closed it: its locks went
+    // with that close, as POSIX says.
+    if (!c || c->flock ||
+        ProcessHasOpen(pid_t(c->pid), ProcOpenQuery{.dev = ckpt_->MountDev(), .ino = want.file})) {
+      return c;
+    }
+    dataset_locks_.ReleaseOwner(c->file, c->session, c->owner, /*flock=*/false);
   }
-  return 0;
 }
 
+namespace {
+
 }  // namespace
+
+void HoardFs::TakeLocal(fuse_req_t req, const FileLock& want, bool wait) {
+  auto attempt = [this, want] { return DatasetConflict(want, /*apply=*/true).has_value() ? EAGAIN : 0; };
+  const int r = attempt();
+  if (r != EAGAIN || !wait) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  ckpt_->lock_waiter().Wait(req, attempt);  // off the worker thread (fuse/lock_waiter.h)
+}
 
 void HoardFs::GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
   if (IsCkptIno(ino)) {
@@ -41,7 +59,7 @@ void HoardFs::GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct f
     return;
   }
   struct flock out = *lock;
-  if (std::optional<FileLock> c = dataset_locks_.Test(ToLock(req, ino, fi, *lock))) {
+  if (std::optional<FileLock> c = DatasetConflict(ToLock(req, ino, fi, *lock), /*apply=*/false)) {
     out.l_type = c->type == LockType::kRead ? F_RDLCK : F_WRLCK;
     out.l_whence = SEEK_SET;
     out.l_start = off_t(std::min<uint64_t>(c->start, INT64_MAX));
@@ -58,7 +76,7 @@ void HoardFs::SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct f
     ckpt_->SetLk(req, ino, fi, lock, sleep);
     return;
   }
-  fuse_reply_err(req, TakeLocal(dataset_locks_, req, ToLock(req, ino, fi, *lock), sleep != 0));
+  TakeLocal(req, ToLock(req, ino, fi, *lock), sleep != 0);
 }
 
 void HoardFs::Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
@@ -69,8 +87,8 @@ void HoardFs::Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) 
   const int kind = op & (LOCK_SH | LOCK_EX | LOCK_UN);
   const FileLock want{.file = ino, .session = kThisMount, .owner = fi->lock_owner, .flock = true,
                       .type = kind == LOCK_SH ? LockType::kRead : kind == LOCK_EX ? LockType::kWrite : LockType::kUnlock,
-                      .pid = uint32_t(fuse_req_ctx(req)->pid)};
-  fuse_reply_err(req, TakeLocal(dataset_locks_, req, want, (op & LOCK_NB) == 0));
+                      .pid = uint32_t(ThreadGroupOf(fuse_req_ctx(req)->pid))};
+  TakeLocal(req, want, (op & LOCK_NB) == 0);
 }
 
 }  // namespace hoard::fuse

@@ -264,8 +264,9 @@ struct CkptCommit {
   std::vector<uint64_t> chunk_gens;  // empty: every chunk is new (`gen`)
   bool writing = false;
   std::vector<CkptReplicaRef> discard;
+  uint64_t mount = 0;  // the committing mount's session id (CkptSession.mount)
   MSGPACK_DEFINE_MAP(id, gen, size, mtime_ns, mode, chunk_size, checksums, writer, replicas, replicas_wanted,
-                     level, ctime_ns, chunk_gens, writing, discard);
+                     level, ctime_ns, chunk_gens, writing, discard, mount);
 };
 
 // chmod / utimens of an entry (truncate is a commit of new bytes), and
@@ -280,6 +281,11 @@ struct CkptSetAttr {
   static constexpr MsgType kType = MsgType::kCkptSetAttr;
   using Reply = CkptEntryReply;
   std::string path;
+  // The entry the caller means (0: whatever `path` names): another entry at
+  // the path (the one meant was renamed over, or removed) is kNotFound, so
+  // that an fchmod or ftruncate through an old descriptor never changes the
+  // file that took its name.
+  uint64_t id = 0;
   bool set_mode = false;
   uint32_t mode = 0;
   bool set_mtime = false;
@@ -292,7 +298,7 @@ struct CkptSetAttr {
   bool set_atime = false;
   int64_t atime_ns = 0;
   MSGPACK_DEFINE_MAP(path, set_mode, mode, set_mtime, mtime_ns, reopen, set_uid, uid, set_gid, gid, set_atime,
-                     atime_ns);
+                     atime_ns, id);
 };
 
 // ---- CLI -> coordinator ---------------------------------------------------
@@ -434,13 +440,13 @@ struct CkptDrained {
 // it holds that the coordinator must honour. Sent every couple of seconds
 // while the mount has checkpoint files open or locks held (and once more
 // when that ends); a session not heard from for the coordinator's session
-// timeout is over (a dead mount), and so is every session of a node that is
-// marked down. Each message replaces the last: `holds` are the generations
+// timeout is over (a dead mount, or one cut off: its node's own state does
+// not matter). Each message replaces the last: `holds` are the generations
 // its open files read (their copies are kept while held, even after the file
 // is rewritten or removed), `writing` the files it has open for writing (not
 // drained meanwhile). `locks` only with `reclaim`: after the coordinator
-// restarted (a new incarnation in the reply), the locks it held, which the
-// new coordinator grants back before any other during its grace period.
+// restarted or ended the session (a `fresh` reply), the locks it held, which a
+// restarted coordinator grants back before any other during its grace period.
 struct CkptHold {
   uint64_t id = 0;
   uint64_t gen = 0;
@@ -463,7 +469,13 @@ struct CkptLockSpec {
 };
 struct CkptSessionReply {
   uint64_t incarnation = 0;  // changes when the coordinator restarts
-  MSGPACK_DEFINE_MAP(incarnation);
+  // The coordinator had no session of this mount before this message (it
+  // restarted, or ended the session after a silence): the mount re-asserts
+  // its locks (reclaim) in its next message.
+  bool fresh = false;
+  // Locks a reclaim asked for that another mount took meanwhile: lost.
+  std::vector<CkptLockSpec> lost;
+  MSGPACK_DEFINE_MAP(incarnation, fresh, lost);
 };
 struct CkptSession {
   static constexpr MsgType kType = MsgType::kCkptSession;

@@ -12,7 +12,8 @@ storage host whose nfs-ganesha export is the checkpoint origin.
      is at no level on any node and nothing reaches NFS; then all of it does.
   c. A file opened before os.replace over it, and before an unlink, keeps
      reading its own bytes (torch.load of the open file) on the writer's node
-     and on another, with fstat and lseek(SEEK_END).
+     and on another, with fstat and lseek(SEEK_END). The coordinator runs
+     with --ckpt-retire-grace-s 0: only the mounts' reports keep it.
   d. A 100 MiB file rewritten in place 20 times leaves, once it is P, at most
      K x 100 MiB (+ one chunk per node) on the nodes' disks.
   e. flock and fcntl locks taken on one node hold on the others.
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -73,10 +75,20 @@ class CkptPosixTest(harness.CheckpointHostsCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.start_cluster("hoard-e2e-ckpt-posix-", port_offset=1, mount_args=["--allow-other"])
+        cls.start_cluster("hoard-e2e-ckpt-posix-", port_offset=1, mount_args=["--allow-other"],
+                          coordinator_args=["--ckpt-retire-grace-s", "0"])
         # Other users reach the mounts inside.
         os.chmod(cls.tmp.path, 0o755)
         os.chmod(cls.cluster.workdir, 0o755)
+
+    def coordinator_metric(self, name):
+        """The coordinator's value of metric `name` (a gauge without labels)."""
+        addr = self.cluster.metrics_addr("coordinator")
+        with urllib.request.urlopen(f"http://{addr}/metrics", timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        raise AssertionError(f"no metric {name} at the coordinator")
 
     # ------------------------------------------------------------- tests
 
@@ -168,15 +180,20 @@ print("ok", flush=True)
             readers.append(p)
         for p in readers:
             self.assertEqual(p.stdout.readline().strip(), "open", p.stderr.read() if p.poll() is not None else "")
-        # The old generation is kept at least the coordinator's retire grace
-        # (15 s) after the replace, and then while the mounts' sessions say
-        # it is open: no wait here.
+        # Both mounts have told the coordinator what they read.
+        self.cluster.wait_for(lambda: self.coordinator_metric("hoard_ckpt_reading_sessions") >= 2, 30,
+                              "both mounts to report the file they read")
         subprocess.run([PY, "-c", f"""
 import os, torch
 torch.save({{"step": 2, "w": torch.zeros(100)}}, {path + '.tmp'!r})
 os.replace({path + '.tmp'!r}, {path!r})
 os.unlink({path!r})
 """], check=True, timeout=120)
+        # The new file, which nobody reads, is retired and its copies deleted
+        # on the nodes: the old generation is all that is kept.
+        self.cluster.wait_for(lambda: self.coordinator_metric("hoard_ckpt_old_generations") == 1 and
+                              self.coordinator_metric("hoard_ckpt_pending_drops") == 0, 30,
+                              "the copies nobody reads to be deleted")
         for p in readers:
             out, err = p.communicate("go\n", timeout=120)
             self.assertEqual(p.returncode, 0, err)

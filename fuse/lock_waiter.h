@@ -1,0 +1,65 @@
+// File: fuse/lock_waiter.h
+//
+// LockWaiter answers blocking lock requests (fcntl F_SETLKW, flock without
+// LOCK_NB) off the FUSE worker threads. A lock can be held for hours; a
+// worker that slept until it is free would be lost to every other request of
+// the mount meanwhile, and a few waiters would stall the mount. So the
+// handler makes one attempt and, if the lock is taken, hands the request
+// here: one thread tries each waiting request again, less often the longer it
+// waits (5 ms doubling to 200 ms), and replies once it is granted, fails, or
+// its caller was interrupted (a signal: EINTR, as fcntl and flock say).
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <thread>
+
+namespace hoard::fuse {
+
+class LockWaiter {
+ public:
+  // One attempt: 0 granted, EAGAIN still taken (try again), else the errno
+  // to reply.
+  using Attempt = std::function<int()>;
+
+  LockWaiter();
+  // Replies ENOLCK to whatever still waits (the mount is going away).
+  ~LockWaiter();
+
+  // Replies to `req` with `attempt`'s result once it is not EAGAIN.
+  void Wait(fuse_req_t req, Attempt attempt);
+  // The session is going away: replies ENOLCK to whatever waits, and to
+  // every later Wait, at once (a reply after the session is gone would use
+  // freed memory).
+  void Abandon();
+  // Requests waiting now.
+  int waiting() const;
+
+ private:
+  struct Waiter {
+    fuse_req_t req;
+    Attempt attempt;
+    std::chrono::steady_clock::time_point next;
+    std::chrono::milliseconds backoff;
+  };
+  void Loop();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::list<Waiter> waiters_;  // guarded by mu_
+  bool stopping_ = false;      // guarded by mu_
+  bool abandoned_ = false;     // guarded by mu_
+  bool in_attempt_ = false;    // guarded by mu_: the loop runs an attempt unlocked
+  std::condition_variable attempt_done_;
+  std::thread thread_;
+};
+
+}  // namespace hoard::fuse
