@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <list>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -80,6 +81,11 @@ class MetricsServer::Impl {
 
   void Accept();
 
+  // Closes the connection that has waited longest for its request, else
+  // (every slot answering) the oldest answer; false when none is open.
+  bool MakeRoom();
+  size_t open_connections() const { return waiting_.size() + answering_.size(); }
+
   // Built on the io thread only: one request, one answer.
   static std::string Respond(int code, const char* reason, const std::string& type, const std::string& body) {
     return "HTTP/1.1 " + std::to_string(code) + " " + reason + "\r\nContent-Type: " + type +
@@ -104,7 +110,14 @@ class MetricsServer::Impl {
   }
 
   Options options_;
-  size_t active_ = 0;  // io thread only; before io_, which destroys the sessions
+  // The open connections, io thread only: those still reading their request
+  // in the order they were accepted, and those being answered in the order
+  // their answers began. A session is in one of them exactly while its
+  // socket is open, so open_connections() counts the descriptors they hold.
+  // Before io_, whose destruction destroys the sessions (they unlink
+  // themselves).
+  std::list<Session*> waiting_;
+  std::list<Session*> answering_;
   asio::io_context io_;
   tcp::acceptor acceptor_;
   asio::steady_timer retry_;
@@ -117,24 +130,22 @@ class MetricsServer::Impl::Session : public std::enable_shared_from_this<Session
   Session(Impl* server, tcp::socket socket)
       : server_(server), socket_(std::move(socket)), deadline_(socket_.get_executor()),
         request_(server->options_.max_request_bytes) {
-    ++server_->active_;
+    Link(&server_->waiting_);
   }
-  ~Session() { --server_->active_; }
+  ~Session() { Unlink(); }
 
   void Start() {
     auto self = shared_from_this();
     deadline_.expires_after(server_->options_.timeout);
     deadline_.async_wait([self](boost::system::error_code ec) {
-      if (!ec) {
-        boost::system::error_code ignored;
-        self->socket_.close(ignored);  // fails the pending read or write
-      }
+      if (!ec) self->Close(/*abort=*/true);  // fails the pending read or write
     });
     asio::async_read_until(socket_, request_, "\r\n\r\n", [self](boost::system::error_code ec, size_t) {
-      if (ec == asio::error::not_found) {  // the head filled the buffer without ending
+      if (!self->socket_.is_open()) return;  // closed by its deadline or to make room
+      if (ec == asio::error::not_found) {    // the head filled the buffer without ending
         self->Write(Respond(431, "Request Header Fields Too Large", "text/plain", "request too large\n"));
       } else if (ec) {
-        self->deadline_.cancel();  // gone, or timed out
+        self->Close(/*abort=*/false);  // the client went away
       } else {
         const auto data = self->request_.data();
         self->Write(self->server_->Answer(std::string(asio::buffers_begin(data), asio::buffers_end(data))));
@@ -142,16 +153,44 @@ class MetricsServer::Impl::Session : public std::enable_shared_from_this<Session
     });
   }
 
+  // Closes the socket (once) and gives up the slot. `abort` resets the
+  // connection instead of a graceful close: the kernel then drops what is
+  // left of an answer rather than keep sending it to a client that was cut
+  // off for not reading it. Cancelling the deadline lets the session go as
+  // soon as its cancelled operations have run, not when the deadline ends.
+  void Close(bool abort) {
+    if (!socket_.is_open()) return;
+    Unlink();
+    boost::system::error_code ignored;
+    if (abort) {
+      socket_.set_option(asio::socket_base::linger(true, 0), ignored);
+    } else {
+      socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    }
+    socket_.close(ignored);
+    deadline_.cancel();
+  }
+
  private:
   void Write(std::string response) {
+    // Its request is in: from now on it is a victim only when no connection
+    // is still waiting for its request.
+    Unlink();
+    Link(&server_->answering_);
     response_ = std::move(response);
     auto self = shared_from_this();
-    asio::async_write(socket_, asio::buffer(response_), [self](boost::system::error_code, size_t) {
-      boost::system::error_code ignored;
-      self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
-      self->socket_.close(ignored);
-      self->deadline_.cancel();
-    });
+    asio::async_write(socket_, asio::buffer(response_),
+                      [self](boost::system::error_code, size_t) { self->Close(/*abort=*/false); });
+  }
+
+  void Link(std::list<Session*>* list) {
+    list_ = list;
+    pos_ = list->insert(list->end(), this);
+  }
+  void Unlink() {
+    if (list_ == nullptr) return;
+    list_->erase(pos_);
+    list_ = nullptr;
   }
 
   Impl* server_;
@@ -159,7 +198,18 @@ class MetricsServer::Impl::Session : public std::enable_shared_from_this<Session
   asio::steady_timer deadline_;
   asio::streambuf request_;
   std::string response_;
+  std::list<Session*>* list_ = nullptr;  // waiting_ or answering_ while the socket is open
+  std::list<Session*>::iterator pos_;
 };
+
+bool MetricsServer::Impl::MakeRoom() {
+  std::list<Session*>& from = waiting_.empty() ? answering_ : waiting_;
+  if (from.empty()) return false;
+  // Reset, not closed gracefully: an idle client has nothing to receive, and
+  // a slow reader's unsent answer must not stay queued in the kernel.
+  from.front()->Close(/*abort=*/true);
+  return true;
+}
 
 void MetricsServer::Impl::Accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
@@ -174,8 +224,14 @@ void MetricsServer::Impl::Accept() {
       });
       return;
     }
-    if (active_ >= options_.max_connections) {
-      socket.close();  // a flood of idle connections cannot pin the fds
+    // At the limit the newcomer displaces the connection that has waited
+    // longest for its request, instead of being refused: refusing it let a
+    // few dozen idle connections, reopened as they timed out, refuse every
+    // scrape. A scraper sends its request as it connects, so the longest
+    // waiting is an idle or slowloris client, whose new connections only
+    // push out its own older ones.
+    if (open_connections() >= options_.max_connections && !MakeRoom()) {
+      socket.close();  // max_connections 0: nothing is served
     } else {
       std::make_shared<Session>(this, std::move(socket))->Start();
     }

@@ -9,9 +9,34 @@
 //
 // A slow or malicious client never blocks the daemon: the server runs on its
 // own thread (boost-asio, one io_context), every connection has one deadline
-// for reading its request and writing the answer, request heads are bounded,
-// and connections past `max_connections` are closed at once. The daemon's
-// other threads never wait on it; it only calls `render`.
+// for reading its request and writing the answer, and request heads are
+// bounded. The daemon's other threads never wait on it; it only calls
+// `render`.
+//
+// Nor can idle or slow clients, however many, keep scrapes out: at most
+// `max_connections` are open, and at the limit a new connection is admitted
+// by closing (resetting) the one that has waited longest for its request; if
+// every open connection has sent its request, the oldest answer still being
+// written (to a client that does not read it). A scraper sends its request as
+// soon as it connects, so it is answered unless `max_connections` newer
+// connections arrive before its request does; idle (slowloris) clients only
+// displace each other. A head deadline shorter than `timeout` is therefore
+// not needed: an idle connection keeps its slot only while nobody else wants
+// it.
+//
+// Bounds, whatever the number of clients (1,000 idle ones hold 64 slots):
+// descriptors, at most `max_connections` + 1 connections (the +1: a
+// just-accepted one for the instant before the one it displaces is closed)
+// plus the listening socket and the io_context's epoll, eventfd and timerfd:
+// 69 by default, far below the process's limit (20,000 on the build hosts),
+// so a flood cannot starve the daemon's other work of descriptors;
+// connections the kernel has completed but this thread not yet accepted wait
+// in the listen queue, holding no descriptor of the process. Memory, per open
+// connection: a request head of at most `max_request_bytes` and one rendered
+// answer; a closed connection is freed as soon as its cancelled operations
+// run, next on this thread, not at its deadline. A connection closed by its
+// deadline or to make room is reset, so no unsent answer stays queued in the
+// kernel for a client that does not read it.
 //
 // Address: "HOST:PORT" (or "[V6]:PORT"); HOST may be a name, resolved once.
 // Port 0 picks a free port; address() tells the bound one.
@@ -44,6 +69,8 @@ class MetricsServer {
     // Whole-connection deadline: reading the request and writing the answer.
     std::chrono::milliseconds timeout{5000};
     size_t max_request_bytes = 8192;
+    // Open connections at most; at the limit a new one displaces an open one
+    // (above). 0 serves nothing.
     size_t max_connections = 64;
   };
 
