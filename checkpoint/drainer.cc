@@ -30,6 +30,14 @@ void Drainer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void Drainer::RequestRebuild() {
+  {
+    std::lock_guard lock(mu_);
+    rebuild_requested_ = true;
+  }
+  cv_.notify_all();
+}
+
 void Drainer::Loop() {
   std::chrono::milliseconds backoff = options_.backoff_min;
   while (!stopping()) {
@@ -45,13 +53,17 @@ void Drainer::Loop() {
       if (drained > 0) wait = std::chrono::milliseconds(0);  // more work may be waiting
     }
     std::unique_lock lock(mu_);
-    cv_.wait_for(lock, wait, [this] { return stopping(); });
+    cv_.wait_for(lock, wait, [this] { return stopping() || rebuild_requested_.load(); });
   }
 }
 
 Status Drainer::RunOnce(int* drained) {
   if (drained != nullptr) *drained = 0;
   const auto now = std::chrono::steady_clock::now();
+  if (rebuild_requested_.exchange(false)) {
+    asked_rebuild_ = false;  // the list we held in full lost a replica
+    rebuilt_seq_ = 0;
+  }
   proto::CkptWork req{.node = options_.node,
                       .rebuild = !asked_rebuild_ || now - last_rebuild_ask_ >= options_.rebuild_interval,
                       .rebuilt = rebuilt_seq_,

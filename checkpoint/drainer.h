@@ -104,6 +104,10 @@ class Drainer {
 
   const Counters& counters() const { return counters_; }
 
+  // A replica this node held is gone (the scrubber found it corrupt): the
+  // next round, started now, asks for the whole rebuild list again.
+  void RequestRebuild();
+
  private:
   void Loop();
   // Drains `tasks`, upload_streams at a time; reports each to the
@@ -134,6 +138,7 @@ class Drainer {
   bool asked_rebuild_ = false;                              // RunOnce's thread only
   uint64_t rebuilt_seq_ = 0;  // the last rebuild list held in full (RunOnce's thread only)
   uint64_t dropped_seq_ = 0;  // the last drop list carried out (RunOnce's thread only)
+  std::atomic<bool> rebuild_requested_{false};
 
   std::thread thread_;
   std::atomic<bool> stopping_{false};

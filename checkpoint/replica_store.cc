@@ -208,6 +208,61 @@ Result<std::string> ReplicaStore::ReadReplica(const std::string& path, uint64_t 
   return bytes;
 }
 
+Result<ReplicaStore::ScrubResult> ReplicaStore::Scrub(const Held& h, const QuarantineDir& quarantine) {
+  const std::string path = PathOf(h);
+  UniqueFd fd = direct_io_.Open(path, O_RDONLY | O_CLOEXEC, 0);
+  if (!fd.valid()) {
+    if (errno == ENOENT) return ScrubResult{.gone = true};
+    return Status::FromErrno(errno, "open " + path);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + path);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  Status fault;
+  // The whole file in aligned pieces (O_DIRECT), the trailer at its end.
+  AlignedBuffer buf = AllocateAligned(DirectIo::kPiece);
+  if (buf == nullptr) return Status::NoSpace("out of memory to scrub a replica");
+  StreamingChecksum sum;
+  std::string tail;  // the last kTrailerSize bytes seen
+  uint64_t off = 0;
+  while (off < size && fault.ok()) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(DirectIo::kPiece, DirectIo::RoundUp(size - off)));
+    const ssize_t n = ::pread(fd.get(), buf.get(), want, static_cast<off_t>(off));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "read " + path);
+    }
+    if (n == 0) break;
+    const uint64_t got = std::min<uint64_t>(uint64_t(n), size - off);
+    // Data bytes are those before the trailer.
+    const uint64_t data_end = size >= kTrailerSize ? size - kTrailerSize : 0;
+    if (off < data_end) sum.Update(buf.get(), static_cast<size_t>(std::min(got, data_end - off)));
+    if (off + got > data_end) {
+      const uint64_t from = data_end > off ? data_end - off : 0;
+      tail.append(buf.get() + from, static_cast<size_t>(got - from));
+    }
+    off += got;
+  }
+  uint64_t trailer[3] = {0, 0, 0};
+  if (off != size || tail.size() != kTrailerSize) {
+    fault = Status::Corruption(path + ": shorter than its size or than a trailer");
+  } else {
+    std::memcpy(trailer, tail.data(), kTrailerSize);
+    if (trailer[0] != kTrailerMagic || trailer[1] != size - kTrailerSize) {
+      fault = Status::Corruption(path + ": bad trailer");
+    } else if (sum.Digest() != trailer[2] || (!h.legacy && trailer[2] != h.checksum)) {
+      fault = Status::Corruption(path + ": checksum mismatch");
+    }
+  }
+  if (fault.ok()) return ScrubResult{.bytes = size};
+  options_.logger->error("replica store: {}; quarantining it in {}", fault.message(), quarantine.dir());
+  if (Status moved = quarantine.Move(path, "replica"); !moved.ok()) {
+    options_.logger->warn("replica store: {}; deleting it instead", moved.ToString());
+    ::unlink(path.c_str());
+  }
+  return ScrubResult{.bytes = size, .corrupt = true};
+}
+
 Result<std::string> ReplicaStore::ReadFromWholeFile(const std::string& path, uint64_t index, uint64_t chunk_size,
                                                     uint64_t chunk_length, uint64_t checksum) {
   if (chunk_size == 0 || index > UINT64_MAX / chunk_size) return Status::NotFound(path + ": no such chunk");

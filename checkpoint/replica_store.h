@@ -77,6 +77,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/direct_io.h"
+#include "common/quarantine.h"
 #include "common/result.h"
 
 namespace hoard {
@@ -143,6 +144,18 @@ class ReplicaStore {
 
   Listing List() const;
   Usage usage() const;
+
+  // What Scrub found.
+  struct ScrubResult {
+    uint64_t bytes = 0;    // bytes read from the disk
+    bool corrupt = false;  // and moved to the quarantine
+    bool gone = false;     // no such file (dropped meanwhile)
+  };
+  // Reads replica `h` from the disk, bypassing the page cache (O_DIRECT where
+  // the filesystem has it), against its trailer and checksum; a file that
+  // fails is moved to `quarantine` (node/scrubber.h, which then has the
+  // drainer rebuild it).
+  Result<ScrubResult> Scrub(const Held& h, const QuarantineDir& quarantine);
 
   // Deletes the replicas and whole-file copies of every id not in `keep`
   // (and below `keep_from_id` when it is not 0: ids the coordinator had not

@@ -1,5 +1,6 @@
 // hoard status [DATASET]
 #include <chrono>
+#include <ctime>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -47,15 +48,21 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   doc["datasets"] = nlohmann::json::array();
   size_t up = 0;
   std::vector<std::vector<std::string>> nodes = {
-      {"NODE", "STATE", "USED", "CAPACITY", "WEIGHT", "CHUNKS", "ENDPOINT"}};
+      {"NODE", "STATE", "USED", "CAPACITY", "WEIGHT", "CHUNKS", "SCRUBBED", "CORRUPT", "ENDPOINT"}};
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
   double total_weight = 0;
   for (const auto& n : st->nodes) total_weight += proto::PlacementWeight(n);
   for (const auto& n : st->nodes) {
     doc["nodes"].push_back(ToJson(n));
     up += n.up ? 1 : 0;
+    // When the node's last full scrub pass ended (node/scrubber.h), and the
+    // corrupt chunk files it quarantined (and fetched again) so far.
+    const std::string scrubbed =
+        n.scrub_last_pass_unix == 0 ? "never" : Duration(double(std::max<int64_t>(0, now - n.scrub_last_pass_unix))) + " ago";
     nodes.push_back({n.name, !n.up ? "DOWN" : n.draining ? "draining" : "up", FormatBytes(double(n.used_bytes)),
                      n.capacity_bytes == 0 ? "unlimited" : FormatBytes(double(n.capacity_bytes)),
-                     Share(proto::PlacementWeight(n), total_weight), Thousands(n.chunks), n.endpoint});
+                     Share(proto::PlacementWeight(n), total_weight), Thousands(n.chunks), scrubbed,
+                     Thousands(n.scrub_corrupt), n.endpoint});
   }
   std::vector<std::vector<std::string>> datasets = {
       {"DATASET", "FILES", "SIZE", "REPLICAS", "CACHED", "FILES CACHED", "RATE", "ETA", "WARM", "SOURCE"}};

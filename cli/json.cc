@@ -12,7 +12,9 @@ nlohmann::json ToJson(const proto::NodeInfo& n) {
           {"weight", n.weight},
           {"placement_weight", proto::PlacementWeight(n)},
           {"draining", n.draining},
-          {"last_seen_unix", n.last_seen_unix}};
+          {"last_seen_unix", n.last_seen_unix},
+          {"scrub_last_pass_unix", n.scrub_last_pass_unix},
+          {"corrupt_chunks", n.scrub_corrupt}};
 }
 
 nlohmann::json ToJson(const proto::DatasetMeta& d) {

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   hoard::cli::AddKeysCommands(app, &action);
   hoard::cli::AddConfigCommands(app, &action);
   hoard::cli::AddTopCommand(app, &action);
+  hoard::cli::AddScrubCommand(app, &action);
 
   app.footer(kExitStatus);
   // Subcommand help lists the global options too: they work after any command.

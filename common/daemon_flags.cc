@@ -100,6 +100,15 @@ CLI::Validator ByteSize() {
       "BYTES");
 }
 
+CLI::Validator Duration() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        Result<uint64_t> secs = ParseDurationSeconds(text);
+        return secs.ok() ? "" : secs.status().message();
+      },
+      "DURATION");
+}
+
 CLI::Validator Positive() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

@@ -54,6 +54,8 @@ std::optional<int> ParseDaemonFlags(CLI::App& app, const std::string& table, int
 
 // A CLI11 validator for byte counts: "800G", "512MiB", "0" (common/units.h).
 CLI::Validator ByteSize();
+// A CLI11 validator for durations: "7d", "12h", "30m", "0" (common/units.h).
+CLI::Validator Duration();
 // A CLI11 validator for numbers > 0. CLI::PositiveNumber says the same with
 // the limits of a double spelled out in 300 digits.
 CLI::Validator Positive();

@@ -41,6 +41,26 @@ Result<uint64_t> ParseBytes(std::string_view text) {
   return value << shift;
 }
 
+Result<uint64_t> ParseDurationSeconds(std::string_view text) {
+  size_t i = 0;
+  uint64_t value = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    if (value > UINT64_MAX / 10 - 9) return Status::InvalidArgument("duration too long: " + std::string(text));
+    value = value * 10 + uint64_t(text[i++] - '0');
+  }
+  if (i == 0) return Status::InvalidArgument("not a duration: '" + std::string(text) + "' (e.g. 7d, 12h, 30m, 45s)");
+  const std::string_view unit = text.substr(i);
+  uint64_t scale = 0;
+  if (unit.empty() || unit == "s") scale = 1;
+  else if (unit == "m") scale = 60;
+  else if (unit == "h") scale = 3600;
+  else if (unit == "d") scale = 86400;
+  else if (unit == "w") scale = 7 * 86400;
+  else return Status::InvalidArgument("unknown unit in '" + std::string(text) + "' (s, m, h, d or w)");
+  if (value > UINT64_MAX / scale) return Status::InvalidArgument("duration too long: " + std::string(text));
+  return value * scale;
+}
+
 std::string FormatBytes(double bytes) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   int u = 0;

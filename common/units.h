@@ -1,7 +1,7 @@
 // File: common/units.h
 //
 // Byte counts as people write and read them: "4M", "10GiB", "512k" in, and
-// "1.5 GiB" out. Suffixes are binary (k = 1024).
+// "1.5 GiB" out. Suffixes are binary (k = 1024). Durations: "7d", "12h".
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -20,5 +20,9 @@ Result<uint64_t> ParseBytes(std::string_view text);
 
 // "0 B", "999 B", "1.0 KiB", "12.3 MiB", "1.50 GiB".
 std::string FormatBytes(double bytes);
+
+// Seconds from a number with an optional unit s, m, h, d or w ("7d", "90m",
+// "30"; no unit: seconds). kInvalidArgument otherwise.
+Result<uint64_t> ParseDurationSeconds(std::string_view text);
 
 }  // namespace hoard

@@ -29,3 +29,22 @@ TEST(UnitsTest, FormatBytes) {
 
 }  // namespace
 }  // namespace hoard
+
+namespace hoard {
+namespace {
+
+TEST(UnitsTest, ParseDurationSeconds) {
+  EXPECT_EQ(*ParseDurationSeconds("0"), 0u);
+  EXPECT_EQ(*ParseDurationSeconds("45"), 45u);
+  EXPECT_EQ(*ParseDurationSeconds("45s"), 45u);
+  EXPECT_EQ(*ParseDurationSeconds("90m"), 5400u);
+  EXPECT_EQ(*ParseDurationSeconds("12h"), 43200u);
+  EXPECT_EQ(*ParseDurationSeconds("7d"), 604800u);
+  EXPECT_EQ(*ParseDurationSeconds("2w"), 1209600u);
+  for (const char* bad : {"", "d", "7x", "7 d", "-1", "7dd", "99999999999999999999"}) {
+    EXPECT_EQ(ParseDurationSeconds(bad).status().code(), Code::kInvalidArgument) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace hoard

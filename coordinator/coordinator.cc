@@ -193,6 +193,8 @@ Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req
   n.info.used_bytes = req.used_bytes;
   n.info.capacity_bytes = req.capacity_bytes;
   n.info.chunks = req.chunks;
+  n.info.scrub_last_pass_unix = req.scrub_last_pass_unix;
+  n.info.scrub_corrupt = req.scrub_corrupt;
   if (req.datasets_included) {
     std::map<uint64_t, proto::DatasetReport> before;
     before.swap(n.reports);

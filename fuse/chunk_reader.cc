@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "common/hash.h"
+#include "common/page_cache.h"
 #include "fuse/local_fds.h"
 #include "node/chunk_file.h"
 #include "node/chunk_store.h"
@@ -92,13 +94,83 @@ int ChunkReader::LocalFd(const MountedDataset& ds, uint32_t entry, uint32_t inde
   const ChunkKey key = ds.manifest().chunk_key(entry, index);
   LocalFds& fds = LocalFds::ForThisThread();
   const uint64_t generation = generation_.load(std::memory_order_relaxed);
-  if (int fd = fds.Find(id_, generation, key, deferred); fd >= 0) return fd;
-  const int fd = OpenLocal(ds, entry, index, offset, key);
-  if (fd >= 0) fds.Put(id_, key, fd, deferred);
-  return fd;
+  int fd = fds.Find(id_, generation, key, deferred);
+  if (fd < 0) {
+    fd = OpenLocal(ds, entry, index, key);
+    if (fd < 0) return -1;
+    fds.Put(id_, key, fd, deferred);
+  }
+  const uint64_t want = ChunkLength(ds.manifest().entry(entry).size, ds.manifest().chunk_size(), index);
+  if (offset >= want) return fd;
+  // Bytes checked once stay right only while they stay in the page cache;
+  // a page that left it comes from the disk again, which may have rotted
+  // since (common/page_cache.h). The whole chunk, not just this range: a
+  // read of the range brings neighbouring pages in by read-ahead, unchecked,
+  // so "this range is cached" does not mean "these bytes were checked".
+  // Checking the whole chunk whenever any page of it is missing leaves every
+  // page in the cache a checked one (the check's reads are what cached
+  // them), until one is dropped again.
+  // Cached pages count only while no check of this chunk is reading them
+  // in (it may yet find them bad; its stripe is raised until it decided and,
+  // if bad, dropped them) and no file was marked bad since this call began
+  // (generation_). Checked in that order: a check that starts after this
+  // test brings nothing in that the test saw.
+  Result<bool> cached = FullyCached(fd, 0, want);
+  if (cached.ok() && *cached && checking_[CheckStripe(key)].load() == 0 && generation_.load() == generation) {
+    return fd;
+  }
+  return Recheck(ds, key, fd, 0, want) ? fd : -1;
 }
 
-int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset,
+uint64_t ChunkReader::BadFingerprint(uint64_t fp, uint64_t ino) {
+  const uint64_t f = Mix64(fp, ino);
+  return f == 0 ? 1 : f;
+}
+
+bool ChunkReader::Recheck(const MountedDataset& ds, const ChunkKey& key, int fd, uint64_t offset, uint64_t len) {
+  counters_.rechecked_ranges.fetch_add(1, std::memory_order_relaxed);
+  // Raised while this check reads the chunk in and until a bad file was
+  // marked and its pages dropped (LocalFd trusts no cached page meanwhile).
+  std::atomic<uint32_t>& stripe = checking_[CheckStripe(key)];
+  stripe.fetch_add(1);
+  struct Lower {
+    std::atomic<uint32_t>& s;
+    ~Lower() { s.fetch_sub(1); }
+  } lower{stripe};
+  constexpr size_t kScratch = 256 << 10;
+  thread_local std::unique_ptr<char[]> scratch(new char[kScratch]);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return false;
+  Result<ChunkMeta> m = ReadChunkMeta(fd, uint64_t(st.st_size));
+  const Status v = m.ok() ? VerifyChunkRange(fd, *m, offset, len, scratch.get(), kScratch) : m.status();
+  if (v.ok()) return true;
+  if (v.code() != Code::kCorruption) {
+    options_.logger->warn("local chunk {} of {} cannot be checked ({}); reading it elsewhere", key.Name(), ds.name,
+                          v.ToString());
+    return false;
+  }
+  MarkBad(ds, key, fd, st, v);
+  return false;
+}
+
+void ChunkReader::MarkBad(const MountedDataset& ds, const ChunkKey& key, int fd, const struct stat& st,
+                          const Status& why) {
+  counters_.corrupt_local_chunks.fetch_add(1, std::memory_order_relaxed);
+  options_.logger->error("local chunk {} of {} is corrupt ({}); reading it elsewhere, never from this file again",
+                         key.Name(), ds.name, why.ToString());
+  // The bad bytes the check just read must not stay cached, where the next
+  // check would find them "cached" and serve them.
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  bad_.Insert(BadFingerprint(ChunkSet::Fingerprint(key), uint64_t(st.st_ino)));
+  // Every thread drops its cached fds and reopens: the bad file is skipped.
+  // The node agent finds out when the read falls back to it (it checks a
+  // whole chunk it serves), quarantines the chunk and fetches it again.
+  ForgetLocalFds();
+  // A bad copy in the tier is ours to drop, or good bytes could never replace it.
+  if (tier_ != nullptr && in_tier_.Contains(ChunkSet::Fingerprint(key))) tier_->Discard(key);
+}
+
+int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index,
                            const ChunkKey& key) {
   char rel[ChunkStore::kRelativePathSize];
   ChunkStore::RelativeChunkPath(key, rel);
@@ -110,35 +182,32 @@ int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t in
   if (tier_first) std::swap(dirs[0], dirs[1]);
   UniqueFd fd;
   int from = -1;
+  struct stat st;
   for (int dir : dirs) {
     if (dir < 0) continue;
     fd = UniqueFd(::openat(dir, rel, O_RDONLY | O_CLOEXEC));
-    if (fd.valid()) {
-      from = dir;
-      break;
+    if (!fd.valid()) continue;
+    if (::fstat(fd.get(), &st) != 0) return -1;
+    // A file this mount found corrupt is never served again (the agent
+    // replaces it with a new file, which gets a new inode).
+    if (bad_.Contains(BadFingerprint(fp, uint64_t(st.st_ino)))) {
+      fd.Reset();
+      continue;
     }
+    from = dir;
+    break;
   }
   if (!fd.valid()) return -1;
   if (!tier_first && tier_ != nullptr && from == tier_->chunks_dir()) in_tier_.Insert(fp);
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return -1;
   const uint64_t want = ChunkLength(ds.manifest().entry(entry).size, ds.manifest().chunk_size(), index);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   // A chunk this mount verified before: its file is immutable once renamed
-  // into place, so the size check is all that is left to do. Ask the kernel
-  // to start reading what comes next now (one read-ahead window, not the
-  // whole chunk: a random reader of 64 MiB chunks must not read 64 MiB per
-  // 4 KiB): the FUSE workers of one reader each hold their own fd, so the
-  // page cache's per-fd sequential detection would otherwise see scattered
-  // 1 MiB reads and read ahead little.
+  // into place, so the size check is all that is left here; LocalFd checks
+  // the bytes again if any page of them left the page cache. (No read-ahead
+  // hint: pages it brought in would be taken for checked ones. The check's
+  // own pass over the chunk is its read-ahead.)
   // (Either layout: the store may have moved the trailer to the xattr since.)
-  if ((size == want || size == want + kChunkMetaSize) && verified_.Contains(fp)) {
-    if (offset < want) {
-      const uint64_t len = std::min<uint64_t>(want - offset, kWillNeedBytes);
-      (void)::posix_fadvise(fd.get(), static_cast<off_t>(offset), static_cast<off_t>(len), POSIX_FADV_WILLNEED);
-    }
-    return fd.Release();
-  }
+  if ((size == want || size == want + kChunkMetaSize) && verified_.Contains(fp)) return fd.Release();
 
   // First use in this mount: one pass over the file checks the record and the
   // bytes (and leaves them in the page cache for the reply). Readers of the
@@ -152,12 +221,14 @@ int ChunkReader::OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t in
     return ReadAndVerifyChunkFile(fd.get(), size, scratch.get(), kScratch);
   });
   if (!t.ok() || t->length != want) {
-    counters_.corrupt_local_chunks.fetch_add(1, std::memory_order_relaxed);
-    options_.logger->error("local chunk {} of {} is unusable ({}); reading it elsewhere", key.Name(), ds.name,
-                           t.ok() ? "wrong length" : t.status().ToString());
-    // The agent drops a bad chunk of its own; a bad copy in the tier is ours
-    // to drop, or the good bytes read next could never replace it.
-    if (tier_ != nullptr && from == tier_->chunks_dir()) tier_->Discard(key);
+    const Status why = t.ok() ? Status::Corruption("wrong length") : t.status();
+    if (why.code() == Code::kCorruption) {
+      MarkBad(ds, key, fd.get(), st, why);
+      if (tier_ != nullptr && from == tier_->chunks_dir()) tier_->Discard(key);
+    } else {
+      options_.logger->warn("local chunk {} of {} cannot be read ({}); reading it elsewhere", key.Name(), ds.name,
+                            why.ToString());
+    }
     return -1;
   }
   verified_.Insert(fp);
@@ -198,12 +269,19 @@ Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, ui
       // copy in memory then): read that copy, not the network.
       // (Its own fd: one from the thread's cache could evict an fd that
       // the request calling us has queued for its reply.)
-      if (UniqueFd fd(OpenLocal(ds, entry, index, 0, key)); fd.valid()) {
+      if (UniqueFd fd(OpenLocal(ds, entry, index, key)); fd.valid()) {
         auto local = std::make_shared<std::string>(ChunkLength(ds.manifest().entry(entry).size,
                                                                ds.manifest().chunk_size(), index), '\0');
-        if (PreadAll(fd.get(), local->data(), local->size(), 0).ok()) {
-          counters_.local_bytes.fetch_add(local->size(), std::memory_order_relaxed);
-          return {Bytes(std::move(local))};
+        struct stat st;
+        Result<ChunkMeta> meta = ::fstat(fd.get(), &st) == 0 ? ReadChunkMeta(fd.get(), uint64_t(st.st_size))
+                                                             : Result<ChunkMeta>(Status::FromErrno(errno, "stat"));
+        if (meta.ok() && PreadAll(fd.get(), local->data(), local->size(), 0).ok()) {
+          // Checked in the buffer it is served from, as the agent does.
+          if (Checksum64(local->data(), local->size()) == meta->checksum) {
+            counters_.local_bytes.fetch_add(local->size(), std::memory_order_relaxed);
+            return {Bytes(std::move(local))};
+          }
+          MarkBad(ds, key, fd.get(), st, Status::Corruption("chunk data does not match its checksum"));
         }
       }
     }

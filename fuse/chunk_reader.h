@@ -2,7 +2,8 @@
 //
 // ChunkReader finds the bytes of one chunk for the mount, trying in order:
 //   1. this node's chunk store: the chunk file is opened directly (no IPC), its
-//      checksum verified the first time this mount uses it (ChunkSet), and
+//      checksum verified the first time this mount uses it (ChunkSet) and
+//      the blocks a read needs again whenever they left the page cache, and
 //      the caller splices from the fd, which the calling thread keeps open for
 //      its next requests (LocalFds);
 //   1b. the mount's read tier (fuse/read_tier.h): copies of chunks it fetched
@@ -57,6 +58,7 @@
 // Thread-safety: all methods may be called from any FUSE worker thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -85,6 +87,8 @@
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_filler.h"
 #include "proto/rpc_client.h"
+
+struct stat;
 
 namespace hoard::fuse {
 
@@ -139,6 +143,7 @@ class ChunkReader {
     std::atomic<uint64_t> origin_bytes{0};
     std::atomic<uint64_t> peer_failures{0};
     std::atomic<uint64_t> corrupt_local_chunks{0};
+    std::atomic<uint64_t> rechecked_ranges{0};  // checked again: not wholly in the page cache
     std::atomic<uint64_t> remote_fetches{0};    // chunks fetched from a peer or the origin
     std::atomic<uint64_t> readahead_chunks{0};  // read-ahead transfers started
     std::atomic<uint64_t> readahead_bytes{0};   // and their bytes, when they succeeded
@@ -152,12 +157,14 @@ class ChunkReader {
   ChunkReader(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view);
   ~ChunkReader();
 
-  // The local chunk file of chunk `index` of file `entry`, verified (once per
-  // mount), or -1 when the chunk is not held locally (or failed its checksum,
-  // which is logged). `offset` within the chunk is where the caller will read
-  // (the kernel is asked to read ahead from there). The fd is borrowed from
-  // this thread's LocalFds and stays valid until `deferred` is destroyed. A
-  // hit costs no lock, allocation or syscall.
+  // The local chunk file of chunk `index` of file `entry`, checked, or -1
+  // when the chunk is not held locally (or failed its checksum, which is
+  // logged). Checked: the whole chunk, whenever any page of it is not in the
+  // page cache (those would come from a disk that may have rotted since:
+  // common/page_cache.h, block sums in node/chunk_file.h); while every page
+  // stays cached, each is one a check read. A file found corrupt is never
+  // used again. The fd is borrowed from this thread's LocalFds and stays valid until `deferred` is
+  // destroyed. A hit costs no lock or allocation, and one cachestat(2).
   int LocalFd(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset,
               LocalFds::Deferred* deferred);
 
@@ -191,8 +198,15 @@ class ChunkReader {
 
  private:
   // Opens and (first time) verifies a local chunk file; -1 if unusable.
-  int OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset, const ChunkKey& key);
-  static constexpr uint64_t kWillNeedBytes = 4 << 20;
+  int OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index, const ChunkKey& key);
+  // Checks [offset, offset + len) of an open chunk file again (LocalFd: the
+  // whole chunk), through the page cache; false (the file marked bad if
+  // corrupt).
+  bool Recheck(const MountedDataset& ds, const ChunkKey& key, int fd, uint64_t offset, uint64_t len);
+  // Records a corrupt chunk file (by inode) so it is never served again,
+  // drops its cached pages and every thread's cached fds.
+  void MarkBad(const MountedDataset& ds, const ChunkKey& key, int fd, const struct stat& st, const Status& why);
+  static uint64_t BadFingerprint(uint64_t chunk_fp, uint64_t ino);
   // DIR/chunks of the local store, opened on first use (the node agent may
   // create the store after the mount starts); -1 while it does not exist.
   int ChunksDir();
@@ -260,9 +274,16 @@ class ChunkReader {
   metrics::Histogram peer_latency_{metrics::Histogram::LatencyBuckets()};
 
   const uint64_t id_;  // this reader's key in every thread's LocalFds
-  std::atomic<uint64_t> generation_{1};  // LocalFds entries of older ones are dropped
+  std::atomic<uint64_t> generation_{1};  // LocalFds entries of older ones are dropped; bumped by MarkBad
+  // Checks of local chunk files in flight, by stripe of the chunk key
+  // (LocalFd: pages a check is reading in are not yet known good).
+  static constexpr size_t kCheckStripes = 64;
+  static size_t CheckStripe(const ChunkKey& key) { return size_t(ChunkSet::Fingerprint(key) % kCheckStripes); }
+  std::array<std::atomic<uint32_t>, kCheckStripes> checking_{};
   std::atomic<int> chunks_dir_{-1};
   ChunkSet verified_;
+  // Chunk files (chunk and inode) found corrupt: never opened again.
+  ChunkSet bad_;
   // Chunks last found in the read tier (or stored there): their open tries
   // the tier's directory first. On a node of N, (N-1)/N of a dataset is
   // there, and a failed lookup in the agent's directory costs as much as

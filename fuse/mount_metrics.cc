@@ -35,6 +35,14 @@ void HoardFs::RegisterMetrics(metrics::Registry* registry) {
                        load(stats_.passthrough_opens));
   registry->AddCounter("hoard_mount_read_errors_total", "Read requests that failed (EIO and others)", {},
                        load(stats_.read_errors));
+  registry->AddCounter("hoard_mount_corrupt_local_chunks_total",
+                       "Local chunk files (the node's store or the read tier) that failed their check: never "
+                       "served again, read elsewhere",
+                       {}, load(c.corrupt_local_chunks));
+  registry->AddCounter("hoard_mount_rechecked_ranges_total",
+                       "Local reads whose bytes were checked again before they were served, because they were no "
+                       "longer in the page cache (common/page_cache.h)",
+                       {}, load(c.rechecked_ranges));
   registry->AddCounter("hoard_mount_peer_failures_total",
                        "Chunk requests to an owner that failed (the next owner or the origin was tried)", {},
                        load(c.peer_failures));

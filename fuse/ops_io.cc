@@ -61,6 +61,8 @@ void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const uint64_t size = ds->manifest().entry(static_cast<uint32_t>(entry)).size;
   int local = -1;
   if (size > 0 && size <= ds->manifest().chunk_size()) {
+    // Checked whole: a passthrough open hands the kernel the file to read
+    // as it likes, and no read of it comes back to us.
     local = reader_.LocalFd(*ds, static_cast<uint32_t>(entry), 0, 0, &deferred);
   }
   // Such a chunk file, if it is exactly the file's bytes (its record in the

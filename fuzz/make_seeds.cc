@@ -25,6 +25,7 @@
 #include "fuzz/fuzz_util.h"
 #include "node/chunk_file.h"
 #include "proto/data_channel.h"
+#include "proto/wire_frames.h"
 #include "proto/envelope.h"
 #include "proto/ordinals.h"
 #include "striping/manifest.h"
@@ -142,7 +143,10 @@ void MessageSeeds() {
                                    .key_lo = 5, .key_hi = 6, .offset = 0, .length = 4096, .placement_epoch = 4});
   Msg(MsgType::kChunkData, ChunkData{.chunk_length = 4096, .source = "cache", .placement_epoch = 4});
   Msg(MsgType::kNodeStatus, NodeStatus{});
-  Msg(MsgType::kNodeStatusReply, NodeStatusReply{.node = Node("n1"), .counters = {{"hits", 3}}});
+  Msg(MsgType::kNodeStatusReply, NodeStatusReply{.node = Node("n1"), .counters = {{"hits", 3}},
+                                                 .scrub = {.pass = 2, .running = true, .files = 9}});
+  Msg(MsgType::kScrub, Scrub{});
+  Msg(MsgType::kScrubReply, ScrubReply{.pass = 3});
   Msg(MsgType::kCkptLookup, CkptLookup{.path = "job/step1"});
   Msg(MsgType::kCkptEntryReply, CkptEntryReply{.entry = Entry()});
   Msg(MsgType::kCkptList, CkptList{.path = "job"});
@@ -250,6 +254,38 @@ void DataChannelSeeds() {
   forged[18] = 1;
   Seed("data_channel", "forged", SealedInput(0, 0, 0, {forged, request}));
   Seed("data_channel", "plain", SealedInput(0, 0, 0, {request}));
+}
+
+// ---- wire frames -----------------------------------------------------------
+
+// fuzz/wire_frames_fuzz.cc's input: flags, the frame count, the frames.
+std::string WireInput(uint8_t flags, const std::vector<std::string>& frames) {
+  std::string in{static_cast<char>(flags), static_cast<char>(frames.size())};
+  for (const std::string& f : frames) in += fuzz::EncodePart(f);
+  return in;
+}
+
+// A recipe part (flag 2): a frame of `size` bytes of `fill`.
+std::string Recipe(uint32_t size, char fill) {
+  std::string r;
+  for (int b = 0; b < 4; ++b) r.push_back(static_cast<char>(size >> (8 * b)));
+  r.push_back(fill);
+  return r;
+}
+
+void WireFramesSeeds() {
+  const std::string header = EncodeHeader(MsgType::kPutCkptChunk, 7, Status::Ok(), PutCkptChunk{.id = 3});
+  // A chunk that goes in pieces, plain and after a seal.
+  std::vector<zmq::message_t> msg;
+  msg.emplace_back(header.data(), header.size());
+  const std::string chunk(70u << 10, 'c');
+  msg.emplace_back(chunk.data(), chunk.size());
+  std::vector<std::string> wire;
+  for (const zmq::message_t& f : ToWire(std::move(msg))) wire.emplace_back(f.to_string());
+  Seed("wire_frames", "pieces", WireInput(0, wire));
+  Seed("wire_frames", "whole", WireInput(0, {header}));
+  Seed("wire_frames", "recipe", WireInput(2, {Recipe(40, 'h'), Recipe(150u << 10, 'p')}));
+  Seed("wire_frames", "recipe-sealed", WireInput(3, {Recipe(35, 's'), Recipe(10, 'h'), Recipe(70u << 10, 'p')}));
 }
 
 // ---- manifests and chunk files ---------------------------------------------
@@ -421,6 +457,7 @@ int main(int argc, char** argv) {
   hoard::CkptStoreSeeds();
   hoard::ClusterMapSeeds();
   hoard::DataChannelSeeds();
+  hoard::WireFramesSeeds();
   std::printf("wrote %d seeds under %s\n", hoard::g_files, argv[1]);
   return 0;
 }

@@ -97,6 +97,8 @@ void DecodeBody(const Envelope& env) {
     HOARD_FUZZ_BODY(kChunkData, ChunkData)
     HOARD_FUZZ_BODY(kNodeStatus, NodeStatus)
     HOARD_FUZZ_BODY(kNodeStatusReply, NodeStatusReply)
+    HOARD_FUZZ_BODY(kScrub, Scrub)
+    HOARD_FUZZ_BODY(kScrubReply, ScrubReply)
     HOARD_FUZZ_BODY(kCkptLookup, CkptLookup)
     HOARD_FUZZ_BODY(kCkptEntryReply, CkptEntryReply)
     HOARD_FUZZ_BODY(kCkptList, CkptList)

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/direct_io.h"
 #include "common/file_util.h"
@@ -33,7 +35,106 @@ uint64_t GetU64(const char* in) {
 // of MiB and several may be verified at once.
 constexpr size_t kVerifyBufferSize = 1 << 20;
 
+// Checks data fed in order from offset `from` against block sums, block by
+// block (a block's sum is known once its last byte is fed).
+class BlockChecker {
+ public:
+  BlockChecker(const std::vector<uint64_t>* sums, uint64_t length, uint64_t from)
+      : sums_(sums), length_(length), at_(from) {}
+  void Feed(const char* p, size_t n) {
+    if (sums_ == nullptr) return;
+    while (n > 0 && at_ < length_) {
+      const uint64_t block_end = std::min(length_, (at_ / kSumBlockBytes + 1) * kSumBlockBytes);
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, block_end - at_));
+      sum_->Update(p, take);
+      p += take;
+      n -= take;
+      at_ += take;
+      if (at_ == block_end) {
+        if (sum_->Digest() != (*sums_)[(at_ - 1) / kSumBlockBytes]) bad_ = true;
+        sum_ = std::make_unique<StreamingChecksum>();  // it has no reset
+      }
+    }
+  }
+  bool bad() const { return bad_; }
+
+ private:
+  const std::vector<uint64_t>* sums_;
+  uint64_t length_;
+  uint64_t at_;
+  std::unique_ptr<StreamingChecksum> sum_ = std::make_unique<StreamingChecksum>();
+  bool bad_ = false;
+};
+
 }  // namespace
+
+std::string EncodeBlockSums(std::string_view data) {
+  if (data.size() <= kSumBlockBytes) return "";
+  std::string out;
+  for (uint64_t off = 0; off < data.size(); off += kSumBlockBytes) {
+    char b[8];
+    PutU64(b, Checksum64(data.data() + off, static_cast<size_t>(std::min<uint64_t>(kSumBlockBytes, data.size() - off))));
+    out.append(b, 8);
+  }
+  return out;
+}
+
+Status WriteBlockSums(int fd, std::string_view data) {
+  const std::string sums = EncodeBlockSums(data);
+  if (sums.empty()) return Status::Ok();
+  if (::fsetxattr(fd, kChunkSumsXattr, sums.data(), sums.size(), 0) != 0) {
+    return Status::FromErrno(errno, "set chunk block sums xattr");
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<std::vector<uint64_t>>> ReadBlockSums(int fd, uint64_t length) {
+  const uint64_t blocks = (length + kSumBlockBytes - 1) / kSumBlockBytes;
+  if (blocks <= 1) return std::optional<std::vector<uint64_t>>();
+  std::string buf(blocks * 8 + 1, '\0');  // one more: a longer value is not ours
+  const ssize_t n = ::fgetxattr(fd, kChunkSumsXattr, buf.data(), buf.size());
+  if (n < 0) {
+    if (errno == ENODATA || errno == ENOTSUP || errno == ERANGE) {
+      if (errno == ERANGE) return Status::Corruption("chunk block sums xattr is too long");
+      return std::optional<std::vector<uint64_t>>();
+    }
+    return Status::FromErrno(errno, "read chunk block sums xattr");
+  }
+  if (uint64_t(n) != blocks * 8) return Status::Corruption("chunk block sums xattr does not fit the chunk's length");
+  std::vector<uint64_t> sums(blocks);
+  for (uint64_t i = 0; i < blocks; ++i) sums[i] = GetU64(buf.data() + 8 * i);
+  return std::optional<std::vector<uint64_t>>(std::move(sums));
+}
+
+Status VerifyChunkRange(int fd, const ChunkMeta& m, uint64_t offset, uint64_t len, char* scratch,
+                        size_t scratch_size) {
+  Result<std::optional<std::vector<uint64_t>>> sums = ReadBlockSums(fd, m.length);
+  if (!sums.ok()) return sums.status();
+  offset = std::min(offset, m.length);
+  const uint64_t end = std::min(m.length, offset + std::min(len, m.length - offset));
+  // Whole blocks around the range, or the whole chunk without block sums.
+  const uint64_t from = sums->has_value() ? offset / kSumBlockBytes * kSumBlockBytes : 0;
+  const uint64_t to = sums->has_value() ? std::min(m.length, (end + kSumBlockBytes - 1) / kSumBlockBytes * kSumBlockBytes)
+                                        : m.length;
+  BlockChecker blocks(sums->has_value() ? &**sums : nullptr, m.length, from);
+  StreamingChecksum whole;
+  for (uint64_t off = from; off < to;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(scratch_size, to - off));
+    const ssize_t n = ::pread(fd, scratch, want, static_cast<off_t>(off));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "read chunk data");
+    }
+    if (n == 0) return Status::Corruption("chunk file ends before its record says");
+    if (sums->has_value()) blocks.Feed(scratch, static_cast<size_t>(n));
+    else whole.Update(scratch, static_cast<size_t>(n));
+    off += static_cast<uint64_t>(n);
+  }
+  if (sums->has_value() ? blocks.bad() : whole.Digest() != m.checksum) {
+    return Status::Corruption("chunk data does not match its checksum");
+  }
+  return Status::Ok();
+}
 
 void EncodeChunkMeta(const ChunkMeta& m, char out[kChunkMetaSize]) {
   PutU64(out, kChunkMetaMagic);
@@ -162,6 +263,9 @@ Status VerifyChunkFile(int fd, const ChunkMeta& m) {
   // copy of it). A read may run into a trailer; only data is summed.
   AlignedBuffer buf = AllocateAligned(kVerifyBufferSize);
   if (buf == nullptr) return Status::NoSpace("out of memory to verify a chunk");
+  Result<std::optional<std::vector<uint64_t>>> sums = ReadBlockSums(fd, m.length);
+  if (!sums.ok()) return sums.status();
+  BlockChecker blocks(sums->has_value() ? &**sums : nullptr, m.length, 0);
   StreamingChecksum sum;
   uint64_t off = 0;
   while (off < m.length) {
@@ -178,9 +282,11 @@ Status VerifyChunkFile(int fd, const ChunkMeta& m) {
     }
     const auto got = std::min<uint64_t>(static_cast<uint64_t>(n), left);
     sum.Update(buf.get(), static_cast<size_t>(got));
+    blocks.Feed(buf.get(), static_cast<size_t>(got));
     off += got;
   }
   if (sum.Digest() != m.checksum) return Status::Corruption("chunk data does not match its checksum");
+  if (blocks.bad()) return Status::Corruption("chunk data does not match its block sums");
   return Status::Ok();
 }
 
@@ -194,6 +300,9 @@ Result<ChunkMeta> ReadAndVerifyChunkFile(int fd, uint64_t file_size, char* scrat
     return Status::Corruption("chunk file has " + std::to_string(file_size) + " bytes, too short for a trailer");
   }
   const uint64_t data_len = in_xattr ? file_size : file_size - kChunkMetaSize;
+  Result<std::optional<std::vector<uint64_t>>> sums = ReadBlockSums(fd, data_len);
+  if (!sums.ok()) return sums.status();
+  BlockChecker blocks(sums->has_value() ? &**sums : nullptr, data_len, 0);
   char trailer[kChunkMetaSize];
   StreamingChecksum sum;
   uint64_t off = 0;
@@ -207,7 +316,10 @@ Result<ChunkMeta> ReadAndVerifyChunkFile(int fd, uint64_t file_size, char* scrat
     if (n == 0) return Status::Corruption("chunk file is shorter than its size said");
     const uint64_t end = off + static_cast<uint64_t>(n);
     // The part of [off, end) that is data, then the part that is trailer.
-    if (off < data_len) sum.Update(scratch, static_cast<size_t>(std::min(end, data_len) - off));
+    if (off < data_len) {
+      sum.Update(scratch, static_cast<size_t>(std::min(end, data_len) - off));
+      blocks.Feed(scratch, static_cast<size_t>(std::min(end, data_len) - off));
+    }
     for (uint64_t p = std::max(off, data_len); p < end; ++p) trailer[p - data_len] = scratch[p - off];
     off = end;
   }
@@ -217,6 +329,7 @@ Result<ChunkMeta> ReadAndVerifyChunkFile(int fd, uint64_t file_size, char* scrat
                             x);
   if (!m.ok()) return m.status();
   if (sum.Digest() != m->checksum) return Status::Corruption("chunk data does not match its checksum");
+  if (blocks.bad()) return Status::Corruption("chunk data does not match its block sums");
   return m;
 }
 

@@ -25,8 +25,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 
@@ -72,6 +74,29 @@ Status MoveTrailerToXattr(int fd, const std::string& path, const ChunkMeta& m);
 // Reads the whole chunk data of an open chunk file and checks it against the
 // record's checksum; kCorruption on mismatch.
 Status VerifyChunkFile(int fd, const ChunkMeta& m);
+
+// Block sums: a chunk of more than one kSumBlockBytes block also carries the
+// checksum (Checksum64) of each block, little-endian u64s in the xattr
+// user.hoard.sums, so that a reader that must check part of a chunk again
+// (its pages left the page cache: common/page_cache.h) reads and checks only
+// the blocks it serves, not a whole 64 MiB chunk per 4 KiB read. A file
+// without them (one block, written before they existed, a filesystem without
+// xattrs) is checked whole. VerifyChunkFile and ReadAndVerifyChunkFile check
+// them too when present.
+inline constexpr uint64_t kSumBlockBytes = 1u << 20;
+inline constexpr char kChunkSumsXattr[] = "user.hoard.sums";
+// The xattr's value for `data` ("" for a chunk of one block).
+std::string EncodeBlockSums(std::string_view data);
+// Sets it on a chunk file (nothing for a chunk of one block).
+Status WriteBlockSums(int fd, std::string_view data);
+// The file's block sums for a chunk of `length`; nullopt if it has none.
+// kCorruption if the xattr does not fit the length.
+Result<std::optional<std::vector<uint64_t>>> ReadBlockSums(int fd, uint64_t length);
+// Reads [offset, offset + len) of the chunk's data through the page cache,
+// widened to whole blocks (or the whole chunk, without block sums), and
+// checks it; `scratch` is the caller's buffer. kCorruption on a mismatch.
+Status VerifyChunkRange(int fd, const ChunkMeta& m, uint64_t offset, uint64_t len, char* scratch,
+                        size_t scratch_size);
 
 // Reads a chunk file of `file_size` bytes front to back exactly once, reading
 // its record and checking the data against the record's checksum; `scratch`

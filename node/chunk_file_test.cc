@@ -244,3 +244,101 @@ TEST_F(ChunkFileTest, MoveTrailerToXattrConvertsInPlaceAndSurvivesACutShortConve
 }  // namespace
 
 }  // namespace hoard
+
+namespace hoard {
+namespace {
+
+class BlockSumsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/block_sums_test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { (void)RemoveTree(dir_); }
+
+  // A chunk file in the xattr layout holding `data`, with block sums.
+  UniqueFd Chunk(const std::string& data, const std::string& name = "c") {
+    const std::string path = JoinPath(dir_, name);
+    EXPECT_TRUE(WriteFileAtomic(path, data).ok());
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+    EXPECT_TRUE(WriteChunkMetaXattr(fd.get(), Meta(data)).ok());
+    EXPECT_TRUE(WriteBlockSums(fd.get(), data).ok());
+    return fd;
+  }
+  static ChunkMeta Meta(const std::string& data) {
+    return {.length = data.size(), .checksum = Checksum64(data.data(), data.size()), .dataset_uid = 1};
+  }
+
+  std::string dir_;
+  std::string scratch_ = std::string(100'000, '\0');  // not a multiple of a block
+};
+
+TEST_F(BlockSumsTest, OneSumPerBlockOnlyForChunksOfSeveralBlocks) {
+  EXPECT_EQ(EncodeBlockSums(std::string(kSumBlockBytes, 'x')), "");
+  const std::string data(2 * kSumBlockBytes + 1, 'y');
+  const std::string sums = EncodeBlockSums(data);
+  ASSERT_EQ(sums.size(), 3u * 8);
+  UniqueFd fd = Chunk(data);
+  Result<std::optional<std::vector<uint64_t>>> back = ReadBlockSums(fd.get(), data.size());
+  ASSERT_TRUE(back.ok() && back->has_value());
+  ASSERT_EQ((*back)->size(), 3u);
+  EXPECT_EQ((**back)[2], Checksum64(data.data() + 2 * kSumBlockBytes, 1));
+  // Sums that do not fit the length are corruption.
+  EXPECT_EQ(ReadBlockSums(fd.get(), 5 * kSumBlockBytes).status().code(), Code::kCorruption);
+  EXPECT_FALSE(ReadBlockSums(fd.get(), kSumBlockBytes)->has_value()) << "one block needs none";
+}
+
+// A range is checked by its blocks alone: a rotten block elsewhere does not
+// fail it, one under it does; every check also covers the whole-chunk paths.
+TEST_F(BlockSumsTest, ARangeIsCheckedByTheBlocksUnderIt) {
+  std::string data(3 * kSumBlockBytes + 777, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31 + (i >> 11));
+  const ChunkMeta meta = Meta(data);
+  UniqueFd fd = Chunk(data);
+  EXPECT_TRUE(VerifyChunkRange(fd.get(), meta, 0, data.size(), scratch_.data(), scratch_.size()).ok());
+  // Rot in block 1.
+  char c = 0;
+  ASSERT_EQ(::pread(fd.get(), &c, 1, kSumBlockBytes + 5), 1);
+  c ^= 0x10;
+  ASSERT_EQ(::pwrite(fd.get(), &c, 1, kSumBlockBytes + 5), 1);
+  auto check = [&](uint64_t off, uint64_t len) {
+    return VerifyChunkRange(fd.get(), meta, off, len, scratch_.data(), scratch_.size()).code();
+  };
+  EXPECT_EQ(check(0, 4096), Code::kOk);
+  EXPECT_EQ(check(2 * kSumBlockBytes, kSumBlockBytes + 777), Code::kOk);
+  EXPECT_EQ(check(3 * kSumBlockBytes + 700, 500), Code::kOk) << "the short last block";
+  EXPECT_EQ(check(kSumBlockBytes + 4000, 10), Code::kCorruption);
+  EXPECT_EQ(check(kSumBlockBytes - 10, 20), Code::kCorruption) << "a range across the boundary";
+  EXPECT_EQ(VerifyChunkFile(fd.get(), meta).code(), Code::kCorruption);
+  std::string big(256 << 10, '\0');
+  EXPECT_EQ(ReadAndVerifyChunkFile(fd.get(), data.size(), big.data(), big.size()).status().code(),
+            Code::kCorruption);
+
+  // Rotten sums with good bytes are caught too (the whole checksum agrees,
+  // the block does not): never a block served on a wrong sum.
+  UniqueFd g = Chunk(data, "g");
+  std::string sums = EncodeBlockSums(data);
+  sums[8] ^= 1;  // block 1's sum
+  ASSERT_EQ(::fsetxattr(g.get(), kChunkSumsXattr, sums.data(), sums.size(), 0), 0);
+  EXPECT_EQ(VerifyChunkRange(g.get(), meta, kSumBlockBytes, 1, scratch_.data(), scratch_.size()).code(),
+            Code::kCorruption);
+  EXPECT_EQ(VerifyChunkFile(g.get(), meta).code(), Code::kCorruption);
+}
+
+// A file without block sums (written before they existed) is checked whole.
+TEST_F(BlockSumsTest, WithoutSumsTheWholeChunkIsChecked) {
+  std::string data(2 * kSumBlockBytes, 'z');
+  const std::string path = JoinPath(dir_, "old");
+  ASSERT_TRUE(WriteFileAtomic(path, data).ok());
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  const ChunkMeta meta = Meta(data);
+  ASSERT_TRUE(WriteChunkMetaXattr(fd.get(), meta).ok());
+  EXPECT_TRUE(VerifyChunkRange(fd.get(), meta, 10, 10, scratch_.data(), scratch_.size()).ok());
+  const char bad = 'q';
+  ASSERT_EQ(::pwrite(fd.get(), &bad, 1, 2 * kSumBlockBytes - 1), 1);
+  EXPECT_EQ(VerifyChunkRange(fd.get(), meta, 10, 10, scratch_.data(), scratch_.size()).code(), Code::kCorruption);
+}
+
+}  // namespace
+}  // namespace hoard

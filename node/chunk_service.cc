@@ -15,6 +15,12 @@ ChunkService::ChunkService(ChunkStore* store, ChunkFiller* filler,
 
 Result<proto::ChunkData> ChunkService::GetChunk(const proto::GetChunk& req, std::string* payload) {
   counters_.requests.fetch_add(1);
+  // Demand reads in progress: the scrubber (node/scrubber.h) waits for them.
+  counters_.in_flight.fetch_add(1, std::memory_order_relaxed);
+  struct Done {
+    std::atomic<uint64_t>* n;
+    ~Done() { n->fetch_sub(1, std::memory_order_relaxed); }
+  } done{&counters_.in_flight};
   std::shared_ptr<const ClusterView> view = current_view_();
   if (req.placement_epoch > view->map().placement_epoch) {
     (void)refresh_view_();

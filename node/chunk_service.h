@@ -43,6 +43,7 @@ class ChunkService {
     std::atomic<uint64_t> cache_bytes{0};   // served from the store
     std::atomic<uint64_t> origin_bytes{0};  // served after reading through
     std::atomic<uint64_t> errors{0};
+    std::atomic<uint64_t> in_flight{0};     // requests being served now
   };
 
   ChunkService(ChunkStore* store, ChunkFiller* filler,

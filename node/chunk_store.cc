@@ -17,9 +17,22 @@
 
 #include "common/file_util.h"
 #include "common/hash.h"
+#include "common/page_cache.h"
 
 namespace hoard {
 namespace {
+
+// A chunk file's record, held to what the index says of it: Corruption if
+// the length, checksum or dataset differ (another error if it cannot be read).
+Result<ChunkMeta> MatchingRecord(int fd, uint64_t length, uint64_t checksum, uint64_t dataset_uid) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat");
+  Result<ChunkMeta> t = ReadChunkMeta(fd, static_cast<uint64_t>(st.st_size));
+  if (t.ok() && (t->length != length || t->checksum != checksum || t->dataset_uid != dataset_uid)) {
+    return Status::Corruption("chunk record changed since it was indexed");
+  }
+  return t;
+}
 
 namespace fs = std::filesystem;
 
@@ -85,7 +98,8 @@ Result<size_t> PreadUpTo(int fd, char* buf, size_t len, uint64_t offset) {
 
 }  // namespace
 
-ChunkStore::ChunkStore(Options options) : options_(std::move(options)) {}
+ChunkStore::ChunkStore(Options options)
+    : options_(std::move(options)), quarantine_(JoinPath(options_.dir, "quarantine")) {}
 
 Result<std::unique_ptr<ChunkStore>> ChunkStore::Open(Options options) {
   if (!options.logger) return Status::InvalidArgument("chunk store: Options.logger is required");
@@ -306,6 +320,7 @@ Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkMeta& meta, st
     if (meta.layout == ChunkLayout::kXattr) {
       HOARD_RETURN_IF_ERROR(direct_io_.WriteWhole(fd.get(), {data}).Annotate(tmp));
       HOARD_RETURN_IF_ERROR(WriteChunkMetaXattr(fd.get(), meta).Annotate(tmp));
+      HOARD_RETURN_IF_ERROR(WriteBlockSums(fd.get(), data).Annotate(tmp));
     } else {
       char buf[kChunkMetaSize];
       EncodeChunkMeta(meta, buf);
@@ -376,20 +391,33 @@ Result<size_t> ChunkStore::Read(const ChunkKey& key, uint64_t offset, size_t len
     if (!e.verified) {
       // Readers that race on an unverified chunk may each check it; that
       // costs a little I/O once, and keeps the common path free of waiting.
-      struct stat st;
-      if (::fstat(fd.get(), &st) != 0) return StoreError(Status::FromErrno(errno, "stat " + path));
-      Result<ChunkMeta> t = ReadChunkMeta(fd.get(), static_cast<uint64_t>(st.st_size));
-      if (!t.ok()) {
-        fault = t.status();
-      } else if (t->length != e.length || t->checksum != e.checksum || t->dataset_uid != e.dataset_uid) {
-        fault = Status::Corruption("chunk record changed since it was indexed");
-      } else {
-        fault = VerifyChunkFile(fd.get(), *t);
-      }
-      if (fault.ok()) {
-        std::lock_guard lock(mu_);
-        auto it = index_.find(key);
-        if (it != index_.end() && it->second.generation == e.generation) it->second.verified = true;
+      Result<ChunkMeta> t = MatchingRecord(fd.get(), e.length, e.checksum, e.dataset_uid);
+      if (!t.ok()) fault = t.status();
+    }
+    // A whole chunk is checked in the buffer it is returned in (hashing is
+    // far cheaper than the read). A part of one is served from the page
+    // cache only while the whole chunk is cached since a check; otherwise the
+    // whole chunk is read and checked again first (common/page_cache.h).
+    // Whole, not the range's blocks: reading a range brings its neighbours
+    // in by read-ahead, unchecked, and they would then count as "cached".
+    const bool whole = offset == 0 && len >= e.length;
+    // Raised while this read checks the chunk and until a bad one was
+    // quarantined and its pages dropped: meanwhile no other reader takes
+    // the pages the check reads in for checked ones.
+    std::optional<StripeHold> checking;
+    bool trusted_cache = false;
+    if (fault.ok() && !whole) {
+      // (Pages some other reader cached are not taken on trust before this
+      // store checked the chunk once.)
+      std::atomic<uint32_t>& stripe = checking_[CheckStripe(key)];
+      Result<bool> cached = e.verified ? FullyCached(fd.get(), 0, e.length) : Result<bool>(false);
+      trusted_cache = cached.ok() && *cached && stripe.load() == 0;
+      if (!trusted_cache) {
+        checking.emplace(stripe);
+        constexpr size_t kScratch = 256 << 10;
+        thread_local std::unique_ptr<char[]> scratch(new char[kScratch]);
+        Result<ChunkMeta> t = ReadChunkMeta(fd.get(), e.file_bytes());
+        fault = t.ok() ? VerifyChunkRange(fd.get(), *t, 0, e.length, scratch.get(), kScratch) : t.status();
       }
     }
 
@@ -402,21 +430,28 @@ Result<size_t> ChunkStore::Read(const ChunkKey& key, uint64_t offset, size_t len
       // The file is never modified in place, so a short read means it was
       // truncated by someone else.
       if (n != want) fault = Status::Corruption("chunk file is shorter than its record says");
+      if (fault.ok() && whole && Checksum64(buf, n) != e.checksum) {
+        fault = Status::Corruption("chunk data does not match its checksum");
+      }
+      // A check that began after ours found the cache trustworthy may have
+      // quarantined the chunk since: then these bytes are not served.
+      if (fault.ok() && trusted_cache && !SameEntry(key, e.generation)) continue;
     }
-    if (fault.ok()) return n;
+    if (fault.ok()) {
+      if (!e.verified) {
+        std::lock_guard lock(mu_);
+        auto it = index_.find(key);
+        if (it != index_.end() && it->second.generation == e.generation) it->second.verified = true;
+      }
+      return n;
+    }
     if (fault.code() != Code::kCorruption) return StoreError(fault.Annotate(path));
-
-    options_.logger->warn("chunk store {}: chunk {} is corrupt ({}); removing it", options_.dir, key.Name(),
-                          fault.message());
-    // Only this generation: if the chunk was already replaced, the new copy
-    // is not the one that failed.
-    Result<bool> removed = RemoveEntry(key, e.generation);
-    if (!removed.ok()) {
-      options_.logger->warn("chunk store {}: cannot remove corrupt chunk {}: {}", options_.dir, key.Name(),
-                            removed.status().ToString());
-    }
+    // The bad bytes just read must not stay cached for a reader that still
+    // has the file open (the mount) to find "cached" and serve.
+    (void)::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+    ReportCorrupt(key, e, fault, /*by_read=*/true);
     return Status::Corruption("chunk " + key.Name() + " in chunk store " + options_.dir + ": " + fault.message() +
-                              "; the chunk was removed");
+                              "; the chunk was quarantined");
   }
   return Status::Unavailable("chunk " + key.Name() + " in chunk store " + options_.dir +
                              " kept being replaced while it was read");
@@ -434,7 +469,55 @@ Result<uint64_t> ChunkStore::Length(const ChunkKey& key) const {
   return it->second.length;
 }
 
-Result<bool> ChunkStore::RemoveEntry(const ChunkKey& key, std::optional<uint64_t> generation) {
+Result<ChunkStore::ScrubResult> ChunkStore::Scrub(const ChunkKey& key) {
+  const std::string path = ChunkPath(options_.dir, key);
+  for (int attempt = 0; attempt < kMaxReadAttempts; ++attempt) {
+    Entry e;
+    {
+      std::lock_guard lock(mu_);
+      auto it = index_.find(key);
+      if (it == index_.end()) return ScrubResult{.gone = true};
+      e = it->second;
+    }
+    // From the disk, not from a page-cache copy (O_DIRECT where the
+    // filesystem has it: tmpfs has no disk to check anyway).
+    UniqueFd fd = direct_io_.Open(path, O_RDONLY | O_CLOEXEC, 0);
+    if (!fd.valid()) {
+      const int err = errno;
+      if (!SameEntry(key, e.generation)) continue;
+      if (err == ENOENT) {
+        (void)RemoveEntry(key, e.generation);
+        return ScrubResult{.gone = true};
+      }
+      return StoreError(Status::FromErrno(err, "open " + path));
+    }
+    if (!SameEntry(key, e.generation)) continue;
+    Result<ChunkMeta> t = MatchingRecord(fd.get(), e.length, e.checksum, e.dataset_uid);
+    const Status fault = t.ok() ? VerifyChunkFile(fd.get(), *t) : t.status();
+    if (fault.ok()) return ScrubResult{.bytes = e.length};
+    if (fault.code() != Code::kCorruption) return StoreError(fault.Annotate(path));
+    ReportCorrupt(key, e, fault, /*by_read=*/false);
+    return ScrubResult{.bytes = e.length, .corrupt = true};
+  }
+  return Status::Unavailable("chunk " + key.Name() + " kept being replaced while it was scrubbed");
+}
+
+void ChunkStore::ReportCorrupt(const ChunkKey& key, const Entry& e, const Status& fault, bool by_read) {
+  options_.logger->error("chunk store {}: chunk {} (dataset uid {:x}) is corrupt ({}); quarantining it in {}",
+                         options_.dir, key.Name(), e.dataset_uid, fault.message(), quarantine_.dir());
+  // Only this generation: if the chunk was already replaced, the new copy is
+  // not the one that failed.
+  Result<bool> removed = RemoveEntry(key, e.generation, /*quarantine=*/true);
+  if (!removed.ok()) {
+    options_.logger->warn("chunk store {}: cannot quarantine corrupt chunk {}: {}", options_.dir, key.Name(),
+                          removed.status().ToString());
+  }
+  // The scrubber counts its own finds (node/scrubber.h).
+  if (by_read) corrupt_chunks_.fetch_add(1, std::memory_order_relaxed);
+  if (removed.ok() && *removed && options_.on_corrupt) options_.on_corrupt(key, e.dataset_uid);
+}
+
+Result<bool> ChunkStore::RemoveEntry(const ChunkKey& key, std::optional<uint64_t> generation, bool quarantine) {
   {
     std::lock_guard lock(mu_);
     auto it = index_.find(key);
@@ -446,17 +529,23 @@ Result<bool> ChunkStore::RemoveEntry(const ChunkKey& key, std::optional<uint64_t
     index_.erase(it);
     busy_.insert(key);
   }
-  HOARD_RETURN_IF_ERROR(UnlinkTaken({key}));
+  HOARD_RETURN_IF_ERROR(UnlinkTaken({key}, quarantine));
   return true;
 }
 
-Status ChunkStore::UnlinkTaken(const std::vector<ChunkKey>& keys) {
+Status ChunkStore::UnlinkTaken(const std::vector<ChunkKey>& keys, bool quarantine) {
   // Readers that already opened a file keep reading it after the unlink; new
   // readers no longer find the entry. The busy marks keep a Put of the same
   // key from renaming a new file into place before the old one is gone.
   Status first_error;
   for (const ChunkKey& key : keys) {
     const std::string path = ChunkPath(options_.dir, key);
+    if (quarantine) {
+      // Moved aside for an operator to look at; unlinked if it cannot be.
+      Status moved = quarantine_.Move(path, "store");
+      if (moved.ok()) continue;
+      options_.logger->warn("chunk store {}: {}; deleting it instead", options_.dir, moved.ToString());
+    }
     if (::unlink(path.c_str()) != 0 && errno != ENOENT && first_error.ok()) {
       first_error = StoreError(Status::FromErrno(errno, "unlink " + path));
     }

@@ -24,11 +24,16 @@
 // chunk that is Contained (and reported cached) was verified once. Chunk
 // files are written and read back with O_DIRECT where the filesystem has it
 // (common/direct_io.h), so the read-back checks the disk, not a page cache
-// copy, and a fill costs no copy into the page cache. Read checks
-// the checksum of the whole chunk the first time the chunk is read after the
-// store was opened (and after Put, since the disk may return other bytes than
-// were written); a chunk that fails is removed and Read returns kCorruption, so
-// the caller fetches it again.
+// copy, and a fill costs no copy into the page cache. A disk may rot later, so
+// Read never trusts an old check: a read of a whole chunk (what peers and
+// mounts ask for) is checked in the buffer it returns; a read of part of one
+// is served only while the whole chunk has stayed in the page cache since it
+// was checked (common/page_cache.h), else the chunk is read and checked again
+// first. Scrub reads a chunk from the disk (O_DIRECT) and checks it; the node's
+// scrubber (node/scrubber.h) runs it over every chunk on a schedule. A chunk
+// that fails is quarantined (moved to DIR/quarantine: common/quarantine.h) and
+// removed from the index, Options::on_corrupt is told (the agent fetches it
+// again), and Read returns kCorruption, so the caller fetches it elsewhere.
 //
 // Durability: chunk files are not fsynced. The store caches bytes the origin
 // still has, so a chunk lost in a crash costs one refetch; and a chunk file
@@ -54,6 +59,8 @@
 // after an Open that found more than the capacity already on disk.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -72,6 +79,7 @@
 #include "common/file_util.h"
 #include "common/result.h"
 #include "node/chunk_file.h"
+#include "common/quarantine.h"
 #include "striping/chunk_key.h"
 
 namespace hoard {
@@ -87,6 +95,16 @@ class ChunkStore {
     // skip this second pass over the bytes.
     bool verify_puts = true;
     std::shared_ptr<spdlog::logger> logger;  // required
+    // Called, on the thread that found it, after a chunk failed its checksum
+    // and was quarantined. May be empty.
+    std::function<void(const ChunkKey&, uint64_t dataset_uid)> on_corrupt;
+  };
+
+  // What Scrub found.
+  struct ScrubResult {
+    uint64_t bytes = 0;    // data bytes read from the disk
+    bool corrupt = false;  // and quarantined
+    bool gone = false;     // not in the store (removed meanwhile)
   };
 
   struct Usage {
@@ -113,6 +131,14 @@ class ChunkStore {
   // absent, kInvalidArgument if offset > length, kCorruption if the checksum
   // failed (the chunk is then removed).
   Result<size_t> Read(const ChunkKey& key, uint64_t offset, size_t len, char* buf);
+
+  // Reads chunk `key` from the disk, bypassing the page cache, against its
+  // record and checksum; quarantines it if it fails (see Integrity).
+  Result<ScrubResult> Scrub(const ChunkKey& key);
+  // Chunks found corrupt by Read since the store was opened (Scrub's finds
+  // are the caller's to count: its ScrubResult says).
+  uint64_t corrupt_chunks() const { return corrupt_chunks_.load(std::memory_order_relaxed); }
+  const std::string& quarantine_dir() const { return quarantine_.dir(); }
 
   bool Contains(const ChunkKey& key) const;
   // Data length of a stored chunk; kNotFound if absent.
@@ -163,11 +189,14 @@ class ChunkStore {
   // key is busy (so no other thread writes or unlinks its file).
   Status WriteChunkFile(const ChunkKey& key, const ChunkMeta& meta, std::string_view data);
   // Removes the entry (only if its generation is `generation`, when given)
-  // and then its file; returns whether an entry was removed.
-  Result<bool> RemoveEntry(const ChunkKey& key, std::optional<uint64_t> generation);
-  // Unlinks the files of entries already taken out of index_ and marked busy,
-  // then clears their busy marks.
-  Status UnlinkTaken(const std::vector<ChunkKey>& keys);
+  // and then its file (into the quarantine, if asked); returns whether an
+  // entry was removed.
+  Result<bool> RemoveEntry(const ChunkKey& key, std::optional<uint64_t> generation, bool quarantine = false);
+  // Unlinks (or quarantines) the files of entries already taken out of
+  // index_ and marked busy, then clears their busy marks.
+  Status UnlinkTaken(const std::vector<ChunkKey>& keys, bool quarantine = false);
+  // Logs a chunk that failed, quarantines it and tells on_corrupt.
+  void ReportCorrupt(const ChunkKey& key, const Entry& e, const Status& fault, bool by_read);
   // Whether `key` is indexed with `generation`.
   bool SameEntry(const ChunkKey& key, uint64_t generation) const;
   // "chunk store DIR is full: ..." for a kNoSpace from the disk; other errors
@@ -175,6 +204,17 @@ class ChunkStore {
   Status StoreError(const Status& s) const;
 
   Options options_;
+  QuarantineDir quarantine_;
+  std::atomic<uint64_t> corrupt_chunks_{0};
+  // Checks of part reads in flight, by stripe of the chunk key (Read).
+  static constexpr size_t kCheckStripes = 64;
+  static size_t CheckStripe(const ChunkKey& key) { return size_t(ChunkKeyHash{}(key) % kCheckStripes); }
+  std::array<std::atomic<uint32_t>, kCheckStripes> checking_{};
+  struct StripeHold {
+    explicit StripeHold(std::atomic<uint32_t>& s) : stripe(s) { stripe.fetch_add(1); }
+    ~StripeHold() { stripe.fetch_sub(1); }
+    std::atomic<uint32_t>& stripe;
+  };
   DirectIo direct_io_;  // chunk files are written with O_DIRECT where the filesystem takes it
   ChunkLayout layout_ = ChunkLayout::kXattr;  // where new files keep their record; set by Load
   UniqueFd lock_fd_;  // holds an exclusive flock on DIR/LOCK while open

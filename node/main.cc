@@ -40,6 +40,14 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(hoard::Positive());
   app.add_option("--serve-threads", serve_threads, "Threads serving chunk requests")->capture_default_str();
   app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval")->capture_default_str();
+  std::string scrub_interval = "7d", scrub_rate = "64M";
+  app.add_option("--scrub-interval", scrub_interval,
+                 "A full scrub pass (every chunk file read back from the disk and checked) this often; "
+                 "0 = only on `hoard scrub`")
+      ->capture_default_str()->check(hoard::Duration());
+  app.add_option("--scrub-rate", scrub_rate,
+                 "Bytes a second the scrubber reads at most (it also waits while others read the disk)")
+      ->capture_default_str()->check(hoard::ByteSize());
   app.add_option("--ckpt-origin", ckpt_origin,
                  "Checkpoint origin this node drains checkpoints to: nfs://host/export/path or a local directory");
   hoard::proto::SecurityFlags security_flags;
@@ -81,9 +89,10 @@ int main(int argc, char** argv) {
                                         .logger = log,
                                         .context = &context,
                                         .ckpt_origin = ckpt_origin,
-                                        .open_ckpt_origin = [](const std::string& source) {
-                                          return hoard::OpenCkptOrigin(source);
-                                        }});
+                                        .open_ckpt_origin =
+                                            [](const std::string& source) { return hoard::OpenCkptOrigin(source); },
+                                        .scrub_interval = std::chrono::seconds(*hoard::ParseDurationSeconds(scrub_interval)),
+                                        .scrub_rate_bytes = *hoard::ParseBytes(scrub_rate)});
   if (!agent.ok()) {
     log->critical("cannot start: {}", agent.status().ToString());
     return 1;

@@ -31,7 +31,14 @@ Status NodeAgent::Init() {
   auto& log = options_.logger;
   HOARD_ASSIGN_OR_RETURN(store_, ChunkStore::Open({.dir = JoinPath(options_.store_dir, "store"),
                                                    .capacity_bytes = options_.capacity_bytes,
-                                                   .logger = log}));
+                                                   .logger = log,
+                                                   .on_corrupt = [this](const ChunkKey& key, uint64_t uid) {
+                                                     {
+                                                       std::lock_guard lock(mu_);
+                                                       refetch_.emplace_back(key, uid);
+                                                     }
+                                                     janitor_cv_.notify_all();
+                                                   }}));
   OriginOptions origin = options_.origin;
   origin.max_connections = std::max(1, options_.origin_connections);
   origins_ = std::make_unique<OriginPool>(origin, options_.open_origin);
@@ -106,13 +113,40 @@ Status NodeAgent::Init() {
   server_->Handle<proto::Ping>([this](const proto::Ping&, const proto::Envelope&, std::string*) {
     return Result<proto::Pong>(proto::Pong{.role = "node", .name = options_.name, .epoch = watcher_->Current()->epoch()});
   });
+  HOARD_ASSIGN_OR_RETURN(
+      scrubber_,
+      Scrubber::Create({.store = store_.get(),
+                        .replicas = replicas_.get(),
+                        .read_tier_dir = JoinPath(store_->dir(), "read-tier"),
+                        .state_path = JoinPath(options_.store_dir, "scrub.state"),
+                        .interval = options_.scrub_interval,
+                        .rate_bytes_per_s = options_.scrub_rate_bytes,
+                        .busy = [this] { return DiskBusy(); },
+                        .on_replica_lost = [this] { drainer_->RequestRebuild(); },
+                        .logger = log}));
+  if (Result<DiskStats> d = DiskStats::Open(store_->dir()); d.ok()) disk_stats_ = *d;
   server_->Handle<proto::NodeStatus>([this](const proto::NodeStatus&, const proto::Envelope&, std::string*) {
     ChunkStore::Usage u = store_->usage();
     proto::NodeStatusReply r;
     r.node = proto::NodeInfo{.name = options_.name, .endpoint = Advertised(), .capacity_bytes = u.capacity_bytes,
                              .used_bytes = u.used_bytes, .chunks = u.chunks};
     r.counters = Counters();
+    const Scrubber::Progress p = scrubber_->progress();
+    r.scrub = proto::ScrubStatus{.pass = p.pass,
+                                 .running = p.running,
+                                 .files = p.pass_items,
+                                 .files_done = p.pass_items_done,
+                                 .bytes = p.pass_bytes,
+                                 .bytes_done = p.pass_bytes_done,
+                                 .started_unix = p.pass_started_unix,
+                                 .last_pass_unix = p.last_pass_end_unix,
+                                 .corrupt = p.corrupt_found + store_->corrupt_chunks()};
+    r.node.scrub_last_pass_unix = r.scrub.last_pass_unix;
+    r.node.scrub_corrupt = r.scrub.corrupt;
     return Result<proto::NodeStatusReply>(std::move(r));
+  });
+  server_->Handle<proto::Scrub>([this](const proto::Scrub&, const proto::Envelope&, std::string*) {
+    return Result<proto::ScrubReply>(proto::ScrubReply{.pass = scrubber_->RequestPass()});
   });
   HOARD_RETURN_IF_ERROR(server_->Start());
   capacity_ = Capacity();
@@ -124,6 +158,7 @@ Status NodeAgent::Init() {
   }
   warmer_->Start();
   drainer_->Start();
+  scrubber_->Start();
   control_ = std::thread([this] { ControlLoop(); });
   janitor_ = std::thread([this] { JanitorLoop(); });
   ChunkStore::Usage u = store_->usage();
@@ -144,6 +179,7 @@ void NodeAgent::Stop() {
   janitor_cv_.notify_all();
   if (control_.joinable()) control_.join();
   if (janitor_.joinable()) janitor_.join();
+  if (scrubber_) scrubber_->Stop();
   if (drainer_) drainer_->Stop();
   if (warmer_) warmer_->Stop();
   if (server_) server_->Stop();
@@ -214,6 +250,10 @@ Status NodeAgent::Tick() {
     last_full_report_ = now;
   }
   hb.counters = Counters();
+  const Scrubber::Progress scrub = scrubber_->progress();
+  hb.scrub_last_pass_unix = scrub.last_pass_end_unix;
+  // Corrupt files the scrubber found, and those readers found (Read).
+  hb.scrub_corrupt = scrub.corrupt_found + store_->corrupt_chunks();
   Result<proto::HeartbeatReply> r = coordinator_->Call(hb, options_.coordinator_timeout);
   if (!r.ok()) {
     last_report_chunks_ = UINT64_MAX;  // resend once it answers
@@ -239,17 +279,69 @@ Status NodeAgent::Tick() {
 void NodeAgent::JanitorLoop() {
   std::unique_lock lock(mu_);
   while (true) {
-    janitor_cv_.wait(lock, [this] { return stopping_ || gc_view_ != nullptr || !to_drop_.empty(); });
+    janitor_cv_.wait(lock, [this] {
+      return stopping_ || gc_view_ != nullptr || !to_drop_.empty() || !refetch_.empty();
+    });
     if (stopping_) return;
     std::shared_ptr<const ClusterView> view = std::move(gc_view_);
     gc_view_.reset();
     std::vector<proto::SettledDataset> settled = std::move(to_drop_);
     to_drop_.clear();
+    std::vector<std::pair<ChunkKey, uint64_t>> refetch = std::move(refetch_);
+    refetch_.clear();
     lock.unlock();
     if (view != nullptr) CollectGarbage(*view);
     if (!settled.empty()) DropUnownedCopies(settled);
+    if (!refetch.empty()) Refetch(refetch);
     lock.lock();
   }
+}
+
+void NodeAgent::Refetch(const std::vector<std::pair<ChunkKey, uint64_t>>& chunks) {
+  for (const auto& [key, uid] : chunks) {
+    std::shared_ptr<const DatasetView> dataset;
+    std::shared_ptr<const std::vector<ChunkRef>> owned;
+    {
+      std::lock_guard lock(mu_);
+      auto it = owned_.find(uid);
+      if (it == owned_.end()) continue;  // a copy of a dataset we no longer own any of
+      dataset = it->second.dataset;
+      owned = it->second.chunks;
+    }
+    if (store_->Contains(key)) continue;  // a reader already read it through again
+    const ChunkRef* ref = nullptr;
+    for (const ChunkRef& c : *owned) {
+      if (dataset->manifest.chunk_key(c.entry, c.index) == key) {
+        ref = &c;
+        break;
+      }
+    }
+    if (ref == nullptr) continue;  // not ours to keep: the owners hold it
+    Result<ChunkFiller::FillResult> r =
+        filler_->Fill(*dataset, *ref, /*cache=*/true, OriginGate::Priority::kWarm);
+    if (r.ok() && r->cache_status.ok()) {
+      options_.logger->info("chunk {} of {} fetched again after it was found corrupt", key.Name(),
+                            dataset->meta.name);
+    } else {
+      options_.logger->warn("chunk {} of {}, found corrupt, could not be fetched again: {}", key.Name(),
+                            dataset->meta.name, r.ok() ? r->cache_status.ToString() : r.status().ToString());
+    }
+  }
+}
+
+bool NodeAgent::DiskBusy() {
+  if (service_->counters().in_flight.load(std::memory_order_relaxed) > 0) return true;
+  if (!disk_stats_) return false;
+  Result<uint64_t> read = disk_stats_->BytesRead();
+  if (!read.ok()) return false;
+  // What the disk read since the last sample beyond what the scrubber read
+  // (more than a few blocks: metadata, the kernel's own).
+  const uint64_t scrubbed = scrubber_->progress().bytes_scrubbed;
+  const uint64_t disk = *read - std::min(*read, disk_read_at_);
+  const uint64_t ours = scrubbed - std::min(scrubbed, scrubbed_at_);
+  disk_read_at_ = *read;
+  scrubbed_at_ = scrubbed;
+  return disk > ours + (1u << 20);
 }
 
 void NodeAgent::DropUnownedCopies(const std::vector<proto::SettledDataset>& settled) {

@@ -20,6 +20,8 @@
 //     longer has (changed or removed at the origin);
 //   - registers with a placement weight from its capacity (--capacity, or
 //     the size of the store's disk when unlimited);
+//   - scrubs: re-reads every chunk file it keeps from the disk on a schedule
+//     and quarantines and fetches again what rotted (node/scrubber.h);
 //   - checkpoints (issue 6): stores and serves replicas (PutCkptChunk,
 //     GetCkptChunk: checkpoint/ckpt_chunk_service.h) in STORE/ckpt
 //     (checkpoint/replica_store.h), drains them to the checkpoint origin,
@@ -37,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,11 +49,13 @@
 
 #include "checkpoint/drainer.h"
 #include "checkpoint/replica_store.h"
+#include "common/disk_stats.h"
 #include "common/metrics.h"
 #include "coordinator/cluster_view.h"
 #include "node/chunk_service.h"
 #include "node/peer_source.h"
 #include "node/chunk_store.h"
+#include "node/scrubber.h"
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_filler.h"
 #include "prefetch/origin_gate.h"
@@ -93,6 +98,10 @@ class NodeAgent {
     Drainer::Opener open_ckpt_origin;
     // How often the drainer asks the coordinator for checkpoint work.
     std::chrono::milliseconds ckpt_poll_interval{500};
+    // The scrubber (node/scrubber.h): a full pass this often (0 = only when
+    // asked: `hoard scrub`), at most this many bytes a second.
+    std::chrono::seconds scrub_interval{7 * 24 * 3600};
+    uint64_t scrub_rate_bytes = 64u << 20;
   };
 
   static Result<std::unique_ptr<NodeAgent>> Start(Options options);
@@ -103,6 +112,7 @@ class NodeAgent {
   // The data channel's bound endpoint; "" without one.
   const std::string& data_endpoint() const { return server_->data_endpoint(); }
   ChunkStore* store() { return store_.get(); }
+  Scrubber* scrubber() { return scrubber_.get(); }
   ReplicaStore* replicas() { return replicas_.get(); }
   const Drainer::Counters& drain_counters() const { return drainer_->counters(); }
   std::shared_ptr<const ClusterView> view() const { return watcher_->Current(); }
@@ -142,6 +152,13 @@ class NodeAgent {
   void DropUnownedCopies(const std::vector<proto::SettledDataset>& settled);
   // The capacity this node registers with (its placement weight).
   uint64_t Capacity() const;
+  // Fetches again (janitor thread) the chunks found corrupt, that this node
+  // owns and no longer holds: from a peer that holds them, else the origin.
+  void Refetch(const std::vector<std::pair<ChunkKey, uint64_t>>& chunks);
+  // Whether someone reads the store's disk now (the scrubber yields): chunk
+  // requests in flight, or the disk reading more than the scrubber does
+  // (the mount reads chunk files directly).
+  bool DiskBusy();
   // A peer's endpoint by name per the current map; "" if unknown or down.
   std::string PeerEndpoint(const std::string& name) const;
   // The endpoint peers dial: --advertise, else the one the server bound.
@@ -164,6 +181,10 @@ class NodeAgent {
   std::unique_ptr<Warmer> warmer_;
   std::unique_ptr<ClusterWatcher> watcher_;
   std::unique_ptr<ChunkService> service_;
+  std::unique_ptr<Scrubber> scrubber_;
+  std::optional<DiskStats> disk_stats_;  // none on a filesystem without a block device
+  // DiskBusy's last sample (the scrubber's thread only).
+  uint64_t disk_read_at_ = 0, scrubbed_at_ = 0;
   std::unique_ptr<proto::RpcServer> server_;
   std::unique_ptr<proto::RpcClient> coordinator_;  // used by the control thread only
 
@@ -184,6 +205,7 @@ class NodeAgent {
   std::condition_variable janitor_cv_;
   std::shared_ptr<const ClusterView> gc_view_;     // guarded by mu_
   std::vector<proto::SettledDataset> to_drop_;     // guarded by mu_
+  std::vector<std::pair<ChunkKey, uint64_t>> refetch_;  // guarded by mu_: corrupt chunks, by dataset uid
   // Janitor thread only: by dataset uid, the version whose stale chunks
   // CollectGarbage has removed.
   std::map<uint64_t, uint32_t> collected_;

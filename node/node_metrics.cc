@@ -4,6 +4,8 @@
 // latencies), at scrape time: nothing is counted twice.
 #include "node/node_agent.h"
 
+#include <ctime>
+
 namespace hoard {
 namespace {
 
@@ -97,6 +99,32 @@ void NodeAgent::RegisterMetrics(metrics::Registry* registry) {
                        "Requests refused as malformed, forged or replayed (on either socket); each is logged, "
                        "at most 10 lines a second",
                        {}, [this] { return double(server_->rejected()); });
+  registry->AddCounter("hoard_node_handshakes_cut_total",
+                       "Connections cut while still in their handshake because more than the cap were "
+                       "(proto/handshake_gate.h): strangers holding connections open",
+                       {}, [this] { return double(server_->handshakes_cut()); });
+  registry->AddGauge("hoard_node_pending_handshakes",
+                     "Connections accepted in the last handshake timeout that have not sent a message yet",
+                     {}, [this] { return double(server_->handshakes_pending()); });
+  registry->AddCounter("hoard_node_scrub_bytes_total",
+                       "Bytes the scrubber read back from the disk and checked (node/scrubber.h)", {},
+                       [this] { return double(scrubber_->progress().bytes_scrubbed); });
+  registry->AddCounter("hoard_node_scrub_files_total", "Chunk files the scrubber checked", {},
+                       [this] { return double(scrubber_->progress().items_scrubbed); });
+  registry->AddCounter("hoard_node_corrupt_chunks_total",
+                       "Chunk files found corrupt and quarantined, by the scrubber and by readers, since the "
+                       "node was set up",
+                       {}, [this] { return double(scrubber_->progress().corrupt_found + store_->corrupt_chunks()); });
+  registry->AddGauge("hoard_node_scrub_pass_age_seconds",
+                     "Seconds since the scrubber's last full pass ended (-1: none yet)", {}, [this] {
+                       const int64_t end = scrubber_->progress().last_pass_end_unix;
+                       return end == 0 ? -1.0 : double(std::time(nullptr) - end);
+                     });
+  registry->AddGauge("hoard_node_scrub_pass_progress_ratio",
+                     "How far the running scrub pass got (by bytes); 1 when none runs", {}, [this] {
+                       const Scrubber::Progress p = scrubber_->progress();
+                       return !p.running || p.pass_bytes == 0 ? 1.0 : double(p.pass_bytes_done) / double(p.pass_bytes);
+                     });
   registry->AddHistogram("hoard_peer_request_seconds",
                          "Latency of one GetChunk asked of a peer, with its busy retries", {},
                          &peer_source_->latency());

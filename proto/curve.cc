@@ -176,6 +176,26 @@ CurveSecurity::~CurveSecurity() {
   zap_.reset();
 }
 
+namespace {
+
+std::mutex plain_mu;
+std::map<std::string, PlainCheck>& PlainDomains() {
+  static auto* domains = new std::map<std::string, PlainCheck>();
+  return *domains;
+}
+
+}  // namespace
+
+void RegisterPlainDomain(const std::string& domain, PlainCheck check) {
+  std::lock_guard lock(plain_mu);
+  PlainDomains()[domain] = std::move(check);
+}
+
+void UnregisterPlainDomain(const std::string& domain) {
+  std::lock_guard lock(plain_mu);
+  PlainDomains().erase(domain);
+}
+
 void CurveSecurity::ZapLoop() {
   const std::string cluster = Decoded(keys_.server_public), admin = Decoded(keys_.admin_public);
   while (!stopping_.load()) {
@@ -198,6 +218,14 @@ void CurveSecurity::ZapLoop() {
       const std::string_view key = req[6].to_string_view();
       if (key == cluster) user = kUserMember;
       else if (key == admin) user = kUserAdmin;
+    } else if (req.size() == 8 && req[0].to_string_view() == "1.0" && req[5].to_string_view() == "PLAIN") {
+      PlainCheck check;
+      {
+        std::lock_guard lock(plain_mu);
+        auto it = PlainDomains().find(req[2].to_string());
+        if (it != PlainDomains().end()) check = it->second;
+      }
+      if (check) user = check(req[6].to_string_view(), req[7].to_string_view());
     }
     std::vector<zmq::message_t> reply;
     reply.emplace_back(std::string_view("1.0"));

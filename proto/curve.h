@@ -35,6 +35,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -118,6 +119,15 @@ class CurveSecurity {
 
 // The keys attached to `context`, or null (plain sockets).
 std::shared_ptr<const CurveKeys> KeysFor(const zmq::context_t& context);
+
+// ZMTP PLAIN handshakes on sockets of ZAP domain `domain` (a data socket's:
+// proto/data_channel.h) are checked by `check`, which returns the User-Id to
+// admit the connection with, or "" to refuse it. The ZAP handler refuses a
+// PLAIN handshake of a domain with no check. Register before the socket
+// binds; unregister before whatever `check` uses goes away.
+using PlainCheck = std::function<std::string(std::string_view user, std::string_view password)>;
+void RegisterPlainDomain(const std::string& domain, PlainCheck check);
+void UnregisterPlainDomain(const std::string& domain);
 
 // Makes `socket` a CURVE server or client with the keys of its context; does
 // nothing on a context without keys. kInvalidArgument for a server on a

@@ -58,6 +58,9 @@ bool Update(EVP_CIPHER_CTX* ctx, bool encrypt, uint8_t* out, const uint8_t* in, 
 
 Result<std::string> Seal(const DataKey& key, SealDirection direction, uint64_t seq, std::span<const SealIo> frames) {
   if (frames.size() > kMaxSealedFrames) return Status::InvalidArgument("too many frames to seal");
+  // A seal over nothing would be a valid-looking message saying nothing;
+  // its nonce would also be spent for no frame.
+  if (frames.empty()) return Status::InvalidArgument("nothing to seal");
   std::string seal(kSealPrefixBytes + kSealTagBytes * frames.size(), '\0');
   auto* s = reinterpret_cast<uint8_t*>(seal.data());
   s[0] = kSealMagic;
@@ -90,7 +93,8 @@ Result<SealInfo> ParseSeal(std::string_view frame) {
   const auto* s = reinterpret_cast<const uint8_t*>(frame.data());
   if (s[1] != kSealVersion) return Status::InvalidArgument("sealed message of version " + std::to_string(s[1]));
   SealInfo info{.session = GetU64(s + 2), .seq = GetU64(s + 10), .frames = s[18]};
-  if (info.frames > kMaxSealedFrames || frame.size() != kSealPrefixBytes + kSealTagBytes * info.frames) {
+  if (info.frames == 0 || info.frames > kMaxSealedFrames ||
+      frame.size() != kSealPrefixBytes + kSealTagBytes * info.frames) {
     return Status::InvalidArgument("malformed seal frame");
   }
   return info;
@@ -132,23 +136,68 @@ Status OpenMessage(const DataKey& key, SealDirection direction, std::vector<zmq:
   return Status::Ok();
 }
 
-Result<std::shared_ptr<DataSessions::Session>> DataSessions::Create(bool admin) {
+namespace {
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Hex(const uint8_t* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = digits[p[i] >> 4];
+    out[2 * i + 1] = digits[p[i] & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string DataUserId(uint64_t session) { return "data:" + std::to_string(session); }
+
+Result<std::shared_ptr<DataSessions::Session>> DataSessions::Create(bool admin, std::string owner) {
   auto session = std::make_shared<Session>();
   session->admin = admin;
-  uint8_t id[8];
-  if (RAND_bytes(session->key.key.data(), kDataKeyBytes) != 1 || RAND_bytes(id, sizeof id) != 1) {
+  session->owner = std::move(owner);
+  session->last_used_ms = SteadyMs();
+  uint8_t id[8], token[24];
+  if (RAND_bytes(session->key.key.data(), kDataKeyBytes) != 1 || RAND_bytes(id, sizeof id) != 1 ||
+      RAND_bytes(token, sizeof token) != 1) {
     return Status::Internal("no randomness for a data channel key");
   }
   session->key.session = GetU64(id);
+  session->token = Hex(token, sizeof token);
   std::lock_guard lock(mu_);
   if (sessions_.contains(session->key.session)) return Status::Internal("data channel session id collision");
-  while (sessions_.size() >= max_ && !order_.empty()) {
-    sessions_.erase(order_.front());
-    order_.pop_front();
-  }
+  ExpireLocked();
+  if (auto old = by_owner_.find(session->owner); old != by_owner_.end()) EraseLocked(old->second);
+  while (sessions_.size() >= max_ && !order_.empty()) EraseLocked(order_.front());
   sessions_[session->key.session] = session;
+  by_owner_[session->owner] = session->key.session;
   order_.push_back(session->key.session);
   return session;
+}
+
+void DataSessions::EraseLocked(uint64_t id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  if (auto o = by_owner_.find(it->second->owner); o != by_owner_.end() && o->second == id) by_owner_.erase(o);
+  sessions_.erase(it);
+  std::erase(order_, id);
+}
+
+void DataSessions::ExpireLocked() {
+  const int64_t now = SteadyMs();
+  // At most once a minute (or once per idle time, when shorter).
+  if (now - last_sweep_ms_ < std::min<int64_t>(60'000, idle_.count()) && sessions_.size() < max_) return;
+  last_sweep_ms_ = now;
+  std::vector<uint64_t> idle;
+  for (const auto& [id, s] : sessions_) {
+    if (now - s->last_used_ms.load() >= idle_.count()) idle.push_back(id);
+  }
+  for (uint64_t id : idle) EraseLocked(id);
 }
 
 std::shared_ptr<DataSessions::Session> DataSessions::Find(uint64_t id) const {
@@ -157,10 +206,19 @@ std::shared_ptr<DataSessions::Session> DataSessions::Find(uint64_t id) const {
   return it == sessions_.end() ? nullptr : it->second;
 }
 
+bool DataSessions::CheckToken(uint64_t id, std::string_view token) const {
+  std::shared_ptr<Session> s = Find(id);
+  if (s == nullptr || token.size() != s->token.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < token.size(); ++i) diff |= static_cast<unsigned char>(token[i] ^ s->token[i]);
+  return diff == 0;
+}
+
 bool DataSessions::Accept(Session& session, uint64_t seq) {
   std::lock_guard lock(session.mu);
   if (seq <= session.last_seq) return false;
   session.last_seq = seq;
+  session.last_used_ms = SteadyMs();
   return true;
 }
 

@@ -33,13 +33,37 @@
 // A message the server cannot open (unknown or evicted session, bad tag,
 // replayed id) gets a plain, unsealed error reply. A client that receives an
 // unsealed reply drops its session and opens a new one; nothing unsealed is
-// ever taken as data.
+// ever taken as data, nor as an error about the data (an unsealed "no space"
+// or "permission denied" could come from anyone: it only means "start
+// over").
+//
+// Before any of that, the data socket admits a connection only at its
+// handshake (ZMTP PLAIN, checked by the process's ZAP handler: proto/
+// curve.h): the client presents its session id and the session's token
+// (DataChannel.token), and every message on that connection must be sealed
+// for that session. A stranger's connection never gets past the handshake,
+// so it cannot make the server hold a message; what it costs the server is
+// one frame of at most kMaxWireFrameBytes (64 KiB, bigger frames travel in
+// pieces: proto/wire_frames.h) and libzmq's buffers (about 2 x 8 KiB) until
+// the handshake times out (2 s), for at most 256 such connections at once
+// (proto/handshake_gate.h). docs/data-channel.md is the one-page spec.
+//
+// On the wire the seal frame is followed by a frame layout and the sealed
+// frames' pieces (proto/wire_frames.h): ciphertext could look like anything,
+// so the layout always comes.
+//
+// Sessions: one per client connection to the CURVE socket (a connection's
+// new OpenDataChannel replaces its old session, so a member cannot push
+// other members' sessions out by opening many), forgotten after 10 minutes
+// unused, and at most `max_sessions` (the oldest go).
 //
 // Thread-safety: Seal/Open are pure (thread-local cipher contexts);
 // DataSessions is thread-safe.
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -87,7 +111,9 @@ inline SealIo SealInPlace(std::string& bytes) {
 }
 
 // Encrypts `frames` and returns the seal frame that goes before them.
-// kInvalidArgument for more than kMaxSealedFrames; kInternal if the cipher fails.
+// kInvalidArgument for none or more than kMaxSealedFrames; kInternal if the
+// cipher fails. `seq` must never repeat for a key in one direction (it is
+// the nonce): a client takes it from DataClientSession::NextSeq.
 Result<std::string> Seal(const DataKey& key, SealDirection direction, uint64_t seq, std::span<const SealIo> frames);
 
 // The seal frame's fields, before anything is decrypted.
@@ -110,33 +136,67 @@ Status Open(const DataKey& key, SealDirection direction, std::string_view seal, 
 // opened in place and the seal frame is removed.
 Status OpenMessage(const DataKey& key, SealDirection direction, std::vector<zmq::message_t>& message);
 
-// A server's open sessions. Bounded: past `max_sessions` the oldest is
-// forgotten, and its client opens a new one on its next call.
+// A client's side of a session: the key, and the counter its request
+// sequence numbers (the nonces) come from. Atomic, so that two threads
+// sealing with one session can never use one nonce twice.
+class DataClientSession {
+ public:
+  DataClientSession() = default;
+  explicit DataClientSession(DataKey key) : key_(key) {}
+  const DataKey& key() const { return key_; }
+  uint64_t NextSeq() { return next_.fetch_add(1, std::memory_order_relaxed) + 1; }
+
+ private:
+  DataKey key_;
+  std::atomic<uint64_t> next_{0};
+};
+
+// A server's open sessions (see the top for their bounds).
 class DataSessions {
  public:
   struct Session {
     DataKey key;
+    std::string token;  // presented at the data socket's handshake (hex)
+    std::string owner;  // the CURVE connection that opened it (its routing id)
     bool admin = false;  // opened over a connection with the admin key (proto/access.h)
     std::mutex mu;
     uint64_t last_seq = 0;  // guarded by mu
+    std::atomic<int64_t> last_used_ms{0};  // steady clock
   };
 
-  explicit DataSessions(size_t max_sessions = 65536) : max_(max_sessions) {}
+  explicit DataSessions(size_t max_sessions = 65536,
+                        std::chrono::milliseconds idle = std::chrono::minutes(10))
+      : max_(max_sessions), idle_(idle) {}
 
-  // A new session with a fresh random key. kInternal if the system has no randomness.
-  Result<std::shared_ptr<Session>> Create(bool admin);
+  // A new session with a fresh random key and token for connection `owner`,
+  // replacing that connection's previous one. kInternal if the system has
+  // no randomness.
+  Result<std::shared_ptr<Session>> Create(bool admin, std::string owner);
   // The session, or null.
   std::shared_ptr<Session> Find(uint64_t id) const;
-  // Records `seq` as used; false if it is not above every seq used before.
+  // Whether `token` is session `id`'s (the handshake's check; constant time).
+  bool CheckToken(uint64_t id, std::string_view token) const;
+  // Records `seq` as used (and the session as used now); false if it is not
+  // above every seq used before.
   static bool Accept(Session& session, uint64_t seq);
 
   size_t size() const;
 
  private:
+  // Forgets sessions unused for `idle_`. REQUIRES: mu_ held.
+  void ExpireLocked();
+  void EraseLocked(uint64_t id);
+
   const size_t max_;
+  const std::chrono::milliseconds idle_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions_;  // guarded by mu_
+  std::unordered_map<std::string, uint64_t> by_owner_;              // guarded by mu_
   std::deque<uint64_t> order_;                                      // creation order; guarded by mu_
+  int64_t last_sweep_ms_ = 0;                                       // guarded by mu_
 };
+
+// The ZAP User-Id a data socket connection is admitted with: "data:<id>".
+std::string DataUserId(uint64_t session);
 
 }  // namespace hoard::proto

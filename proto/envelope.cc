@@ -1,5 +1,7 @@
 #include "proto/envelope.h"
 
+#include <optional>
+
 namespace hoard::proto {
 namespace {
 
@@ -10,6 +12,40 @@ const msgpack::unpack_limit kLimits(/*array=*/kMaxArrayEntries, /*map=*/1u << 12
                                     /*bin=*/kMaxHeaderBytes, /*ext=*/0, /*depth=*/10);
 
 std::string Size(size_t bytes) { return std::to_string(bytes) + " bytes"; }
+
+// Reads a msgpack unsigned integer at `*pos`; false if there is none.
+bool ReadUint(std::string_view b, size_t* pos, uint64_t* out) {
+  if (*pos >= b.size()) return false;
+  const auto tag = uint8_t(b[*pos]);
+  size_t width = 0;
+  if (tag <= 0x7F) {
+    *out = tag;
+    ++*pos;
+    return true;
+  }
+  if (tag == 0xCC) width = 1;
+  else if (tag == 0xCD) width = 2;
+  else if (tag == 0xCE) width = 4;
+  else if (tag == 0xCF) width = 8;
+  else return false;
+  if (*pos + 1 + width > b.size()) return false;
+  *out = 0;
+  for (size_t i = 0; i < width; ++i) *out = (*out << 8) | uint8_t(b[*pos + 1 + i]);
+  *pos += 1 + width;
+  return true;
+}
+
+// The type a header names, read from its first bytes without decoding it
+// (the array header, the version, the type); nullopt if they are not that.
+std::optional<MsgType> PeekType(std::string_view header) {
+  size_t pos = 1;
+  uint64_t version = 0, type = 0;
+  if (header.empty() || uint8_t(header[0]) != 0x96 || !ReadUint(header, &pos, &version) ||
+      !ReadUint(header, &pos, &type) || type > 0xFFFF || !IsKnownType(uint16_t(type))) {
+    return std::nullopt;
+  }
+  return static_cast<MsgType>(type);
+}
 
 }  // namespace
 
@@ -75,6 +111,8 @@ bool IsKnownType(uint16_t t) {
     case MsgType::kCkptSessionReply:
     case MsgType::kCkptLock:
     case MsgType::kCkptLockReply:
+    case MsgType::kScrub:
+    case MsgType::kScrubReply:
       return true;
   }
   return false;
@@ -142,6 +180,8 @@ const char* TypeName(MsgType t) {
     case MsgType::kCkptSessionReply: return "CkptSessionReply";
     case MsgType::kCkptLock: return "CkptLock";
     case MsgType::kCkptLockReply: return "CkptLockReply";
+    case MsgType::kScrub: return "Scrub";
+    case MsgType::kScrubReply: return "ScrubReply";
   }
   return "Unknown";
 }
@@ -161,6 +201,21 @@ Result<Envelope> DecodeMessage(std::vector<zmq::message_t>& frames, uint64_t* id
   if (frames.size() == 2 && frames[1].size() > kMaxPayloadBytes) {
     return Status::InvalidArgument("message payload of " + Size(frames[1].size()) +
                                    " exceeds the limit of " + Size(kMaxPayloadBytes));
+  }
+  // Each type's own limits, before anything is decoded.
+  if (std::optional<MsgType> type = PeekType(header.to_string_view())) {
+    const MessageLimits limits = LimitsOf(*type);
+    if (header.size() > limits.header) {
+      return Status::InvalidArgument(std::string(TypeName(*type)) + " header of " + Size(header.size()) +
+                                     " exceeds its limit of " + Size(limits.header));
+    }
+    if (frames.size() == 2 && limits.payload == 0) {
+      return Status::InvalidArgument(std::string(TypeName(*type)) + " carries no payload");
+    }
+    if (frames.size() == 2 && frames[1].size() > limits.payload) {
+      return Status::InvalidArgument(std::string(TypeName(*type)) + " payload of " + Size(frames[1].size()) +
+                                     " exceeds its limit of " + Size(limits.payload));
+    }
   }
 
   Envelope env;

@@ -33,21 +33,54 @@ TEST(EnvelopeTest, RoundTripKeepsEveryField) {
   DatasetAdd add{.name = "imagenet", .source = "nfs://10.0.0.1/export/imagenet", .chunk_size = 1 << 22,
                  .replicas = 2};
   auto frames = Frames(EncodeHeader(DatasetAdd::kType, 42, Status::Ok(), add));
-  std::string payload = "payload bytes";
-  frames.emplace_back(payload.data(), payload.size());
   uint64_t id = 0;
   Result<Envelope> env = DecodeMessage(frames, &id);
   ASSERT_TRUE(env.ok()) << env.status().ToString();
   EXPECT_EQ(id, 42u);
   EXPECT_EQ(env->type, MsgType::kDatasetAdd);
   EXPECT_TRUE(env->status.ok());
-  EXPECT_EQ(env->payload_view(), payload);
+  EXPECT_FALSE(env->has_payload);
   Result<DatasetAdd> back = BodyAs<DatasetAdd>(*env);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->name, "imagenet");
   EXPECT_EQ(back->source, add.source);
   EXPECT_EQ(back->chunk_size, add.chunk_size);
   EXPECT_EQ(back->replicas, 2u);
+}
+
+TEST(EnvelopeTest, APayloadArrivesWithItsMessage) {
+  auto frames = Frames(EncodeHeader(PutCkptChunk::kType, 9, Status::Ok(), PutCkptChunk{.id = 3, .index = 1}));
+  const std::string payload = "chunk bytes";
+  frames.emplace_back(payload.data(), payload.size());
+  uint64_t id = 0;
+  Result<Envelope> env = DecodeMessage(frames, &id);
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_TRUE(env->has_payload);
+  EXPECT_EQ(env->payload_view(), payload);
+}
+
+// Each type gets what it needs and no more, checked before the header is
+// decoded: a chunk request is a few dozen bytes and carries no payload.
+TEST(EnvelopeTest, EachTypeIsHeldToItsOwnLimits) {
+  uint64_t id = 0;
+  auto big = Frames(EncodeHeader(GetChunk::kType, 1, Status::Ok(), GetChunk{.dataset = std::string(8000, 'd')}));
+  Result<Envelope> env = DecodeMessage(big, &id);
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(env.status().message().find("GetChunk header of"), std::string::npos) << env.status().ToString();
+
+  auto with_payload = Frames(EncodeHeader(GetChunk::kType, 2, Status::Ok(), GetChunk{.dataset = "ds"}));
+  with_payload.emplace_back(std::string(10, 'x').data(), 10);
+  env = DecodeMessage(with_payload, &id);
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find("GetChunk carries no payload"), std::string::npos);
+
+  // A control request may be large (a node's status), a reply may carry a chunk.
+  auto status = Frames(EncodeHeader(DatasetAdd::kType, 3, Status::Ok(), DatasetAdd{.name = std::string(8000, 'n')}));
+  EXPECT_TRUE(DecodeMessage(status, &id).ok());
+  auto reply = Frames(EncodeHeader(MsgType::kChunkData, 4, Status::Ok(), ChunkData{}));
+  reply.emplace_back(std::string(1 << 20, 'c').data(), 1 << 20);
+  EXPECT_TRUE(DecodeMessage(reply, &id).ok());
 }
 
 TEST(EnvelopeTest, ErrorReplyCarriesCodeAndMessage) {

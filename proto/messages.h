@@ -10,8 +10,13 @@
 //   frame 1  optional payload: raw bytes (chunk data, a manifest slice), kept
 //            out of msgpack so large data is not copied through the encoder.
 // Limits: kMaxHeaderBytes for frame 0, kMaxPayloadBytes for frame 1, no
-// further frames. A REQ-style empty delimiter frame before the header is
-// accepted and echoed.
+// further frames; each type's own, smaller limits are LimitsOf's. A REQ-style
+// empty delimiter frame before the header is accepted and echoed.
+//
+// On the wire a frame larger than kMaxWireFrameBytes travels in pieces
+// (proto/wire_frames.h): a server socket takes no bigger frame from anyone,
+// so a stranger who never gets past the ZeroMQ handshake cannot make it hold
+// more than that per connection.
 //
 // A receiver answers a malformed, oversized, unknown-type or wrong-version
 // message with an error reply (type kError, status InvalidArgument) and a log
@@ -47,6 +52,14 @@ namespace hoard::proto {
 inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr size_t kMaxHeaderBytes = 16u << 20;
 inline constexpr size_t kMaxPayloadBytes = 80u << 20;  // > the largest chunk (64 MiB)
+// The largest frame a server socket receives (ZMQ_MAXMSGSIZE); bigger frames
+// are split (proto/wire_frames.h). ZeroMQ allocates a frame's announced size
+// before the handshake has authenticated anyone, so this is what one
+// unauthenticated connection can make a server hold.
+inline constexpr size_t kMaxWireFrameBytes = 64u << 10;
+// The header of a request on the data path (a chunk's coordinates: a name of
+// at most 64 bytes and a few integers).
+inline constexpr size_t kSmallHeaderBytes = 4u << 10;
 // The most entries one array of a header may have (the decoder refuses more):
 // e.g. a checkpoint file's chunks, one checksum each in its commit.
 inline constexpr uint32_t kMaxArrayEntries = 1u << 16;
@@ -90,6 +103,9 @@ enum class MsgType : uint16_t {
   kChunkData = 51,
   kNodeStatus = 52,
   kNodeStatusReply = 53,
+  // CLI -> node agent: scrub now (node/scrubber.h).
+  kScrub = 54,
+  kScrubReply = 55,
   // Checkpoints (proto/ckpt_messages.h): mount/CLI/node -> coordinator.
   kCkptLookup = 60,
   kCkptEntryReply = 61,
@@ -121,6 +137,34 @@ enum class MsgType : uint16_t {
   kCkptLock = 86,
   kCkptLockReply = 87,
 };
+
+// What one message of a type may carry: its header's bytes and its payload's
+// (0: no payload). DecodeMessage checks them before it decodes the header, so
+// a request cannot make a server decode more than its type needs. Only
+// PutCkptChunk carries a payload to a server; replies carry chunks back.
+struct MessageLimits {
+  size_t header = 0;
+  size_t payload = 0;
+};
+constexpr MessageLimits LimitsOf(MsgType type) {
+  switch (type) {
+    case MsgType::kPing:
+    case MsgType::kOpenDataChannel:
+    case MsgType::kGetChunk:
+    case MsgType::kGetCkptChunk:
+    case MsgType::kScrub:
+      return {kSmallHeaderBytes, 0};
+    case MsgType::kPutCkptChunk:
+      return {kSmallHeaderBytes, kMaxPayloadBytes};
+    case MsgType::kChunkData:
+    case MsgType::kManifestPart:
+    case MsgType::kCkptChunkData:
+      return {kMaxHeaderBytes, kMaxPayloadBytes};
+    default:
+      return {kMaxHeaderBytes, 0};
+  }
+}
+
 
 }  // namespace hoard::proto
 
@@ -156,7 +200,13 @@ struct NodeInfo {
   // Being drained: placement weight 0 (owns nothing), still serving what it
   // holds so the new owners can copy it.
   bool draining = false;
-  MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, chunks, weight, up, last_seen_unix, draining);
+  // The scrubber (node/scrubber.h), as last reported: when its last full
+  // pass ended (0: none yet) and the corrupt chunk files it and the readers
+  // found since the node was set up. Like used_bytes, not part of placement.
+  int64_t scrub_last_pass_unix = 0;
+  uint64_t scrub_corrupt = 0;
+  MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, chunks, weight, up, last_seen_unix, draining,
+                     scrub_last_pass_unix, scrub_corrupt);
 };
 
 // The weight a node of `capacity_bytes` registers with: its capacity in MiB
@@ -236,7 +286,12 @@ struct DataChannel {
   uint64_t session = 0;
   std::string key;    // 32 raw bytes, AES-256-GCM
   uint32_t port = 0;  // the data socket's TCP port, on the host the client dialed
-  MSGPACK_DEFINE_MAP(session, key, port);
+  // What the client presents at the data socket's handshake (ZMTP PLAIN:
+  // user = the session id in decimal, password = this): the server admits
+  // no connection without a live session's token, so a stranger cannot make
+  // it hold a single message. Not the key: it crosses the wire in clear.
+  std::string token;
+  MSGPACK_DEFINE_MAP(session, key, port, token);
 };
 struct OpenDataChannel {
   static constexpr MsgType kType = MsgType::kOpenDataChannel;
@@ -287,8 +342,10 @@ struct Heartbeat {
   std::vector<DatasetReport> datasets;
   bool datasets_included = false;
   std::map<std::string, uint64_t> counters;  // node metrics
+  int64_t scrub_last_pass_unix = 0;  // as NodeInfo
+  uint64_t scrub_corrupt = 0;
   MSGPACK_DEFINE_MAP(name, epoch, capacity_bytes, used_bytes, chunks, datasets, datasets_included,
-                     counters);
+                     counters, scrub_last_pass_unix, scrub_corrupt);
 };
 
 // Cluster-wide limits on what the nodes together ask of the central storage,
@@ -526,14 +583,41 @@ struct GetChunk {
   MSGPACK_DEFINE_MAP(dataset, uid, version, entry, index, key_lo, key_hi, offset, length, fill, placement_epoch);
 };
 
+// A node's scrubber (node/scrubber.h): the pass running or the last one.
+struct ScrubStatus {
+  uint64_t pass = 0;
+  bool running = false;
+  uint64_t files = 0;  // in the pass
+  uint64_t files_done = 0;
+  uint64_t bytes = 0;
+  uint64_t bytes_done = 0;
+  int64_t started_unix = 0;
+  int64_t last_pass_unix = 0;  // when the last full pass ended; 0 = never
+  uint64_t corrupt = 0;        // corrupt files found since the node was set up
+  MSGPACK_DEFINE_MAP(pass, running, files, files_done, bytes, bytes_done, started_unix, last_pass_unix, corrupt);
+};
+
 struct NodeStatusReply {
   NodeInfo node;
   std::map<std::string, uint64_t> counters;
-  MSGPACK_DEFINE_MAP(node, counters);
+  ScrubStatus scrub;
+  MSGPACK_DEFINE_MAP(node, counters, scrub);
 };
 struct NodeStatus {
   static constexpr MsgType kType = MsgType::kNodeStatus;
   using Reply = NodeStatusReply;
+  HOARD_EMPTY_BODY
+};
+
+// Starts a scrub pass now, unless one is running. The reply names the pass
+// that covers the request; NodeStatus shows its progress.
+struct ScrubReply {
+  uint64_t pass = 0;
+  MSGPACK_DEFINE_MAP(pass);
+};
+struct Scrub {
+  static constexpr MsgType kType = MsgType::kScrub;
+  using Reply = ScrubReply;
   HOARD_EMPTY_BODY
 };
 
@@ -559,6 +643,7 @@ HOARD_REPLY_TYPE(NodeDrainReply, kNodeDrainReply);
 HOARD_REPLY_TYPE(NodeRemoveReply, kNodeRemoveReply);
 HOARD_REPLY_TYPE(ChunkData, kChunkData);
 HOARD_REPLY_TYPE(NodeStatusReply, kNodeStatusReply);
+HOARD_REPLY_TYPE(ScrubReply, kScrubReply);
 HOARD_REPLY_TYPE(CkptEntryReply, kCkptEntryReply);
 HOARD_REPLY_TYPE(CkptListReply, kCkptListReply);
 HOARD_REPLY_TYPE(CkptRenameReply, kCkptRenameReply);

@@ -5,6 +5,7 @@
 #include <zmq_addon.hpp>
 
 #include "proto/curve.h"
+#include "proto/wire_frames.h"
 #include "proto/rpc_server.h"
 
 namespace hoard::proto {
@@ -22,8 +23,9 @@ RpcClient::RpcClient(zmq::context_t& context, std::string endpoint)
 namespace {
 
 // A DEALER with hoard's options; CURVE keys only for the control socket.
-std::unique_ptr<zmq::socket_t> MakeSocket(zmq::context_t& context, const std::string& endpoint, bool curve) {
-  auto s = std::make_unique<zmq::socket_t>(context, zmq::socket_type::dealer);
+std::unique_ptr<zmq::socket_t> MakeSocket(zmq::context_t& context, const std::string& endpoint, bool curve,
+                                          std::unique_ptr<zmq::socket_t> s = nullptr) {
+  if (s == nullptr) s = std::make_unique<zmq::socket_t>(context, zmq::socket_type::dealer);
   ConfigureSocket(*s);
   if (curve) ApplyClientKeys(context, *s);
   // Queue only to connected peers: a send to a dead peer waits (up to the
@@ -55,7 +57,13 @@ void RpcClient::Reconnect() {
 void RpcClient::ConnectData() {
   data_socket_.reset();
   try {
-    data_socket_ = MakeSocket(context_, data_endpoint_, /*curve=*/false);
+    // The data socket admits us at the handshake only with our session's
+    // token (proto/data_channel.h): set before connect, so every
+    // (re)connection of this socket presents it.
+    auto s = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    s->set(zmq::sockopt::plain_username, std::to_string(data_session_->key().session));
+    s->set(zmq::sockopt::plain_password, data_token_);
+    data_socket_ = MakeSocket(context_, data_endpoint_, /*curve=*/false, std::move(s));
   } catch (const zmq::error_t& e) {
     connect_error_ = e.what();
   }
@@ -124,17 +132,19 @@ Status RpcClient::OpenDataChannel(Clock::time_point deadline) {
   }
   Result<DataChannel> channel =
       env->type == MsgType::kDataChannel ? BodyAs<DataChannel>(*env) : Status::InvalidArgument("not a DataChannel");
-  if (!channel.ok() || channel->key.size() != kDataKeyBytes || channel->port == 0 || channel->port > 65535) {
+  if (!channel.ok() || channel->key.size() != kDataKeyBytes || channel->port == 0 || channel->port > 65535 ||
+      channel->token.empty()) {
+    // A server from before tokens (or a broken one): CURVE only.
     data_state_ = DataState::kNone;
     return Status::Ok();
   }
-  data_key_.session = channel->session;
-  std::copy(channel->key.begin(), channel->key.end(), data_key_.key.begin());
-  const std::string endpoint = endpoint_.substr(0, colon + 1) + std::to_string(channel->port);
-  if (endpoint != data_endpoint_ || !data_socket_) {
-    data_endpoint_ = endpoint;
-    ConnectData();
-  }
+  DataKey key{.session = channel->session};
+  std::copy(channel->key.begin(), channel->key.end(), key.key.begin());
+  data_session_ = std::make_unique<DataClientSession>(key);
+  data_token_ = channel->token;
+  // A new session is a new handshake (its token): a new connection.
+  data_endpoint_ = endpoint_.substr(0, colon + 1) + std::to_string(channel->port);
+  ConnectData();
   data_state_ = DataState::kOpen;
   return Status::Ok();
 }
@@ -144,6 +154,9 @@ Result<Envelope> RpcClient::SealedExchange(const std::string& header, uint64_t i
   // Sealed straight into the frames ZeroMQ sends: the one pass over the bytes
   // that replaces the copy a plain send makes.
   std::vector<zmq::message_t> frames;
+  // Never reallocated below: a frame of up to 33 bytes keeps its bytes inside
+  // the message_t itself, so moving it would leave `io` pointing at nothing.
+  frames.reserve(3);
   frames.emplace_back();  // the seal, below
   frames.emplace_back(header.size());
   std::vector<SealIo> io = {{reinterpret_cast<const uint8_t*>(header.data()),
@@ -153,7 +166,9 @@ Result<Envelope> RpcClient::SealedExchange(const std::string& header, uint64_t i
     io.push_back({reinterpret_cast<const uint8_t*>(payload->data()), static_cast<uint8_t*>(frames.back().data()),
                   payload->size()});
   }
-  Result<std::string> seal = Seal(data_key_, SealDirection::kRequest, id, io);
+  // The nonce comes from the session's own counter, never from the caller.
+  data_seq_ = data_session_->NextSeq();
+  Result<std::string> seal = Seal(data_session_->key(), SealDirection::kRequest, data_seq_, io);
   if (!seal.ok()) return seal.status();
   frames[0].rebuild(seal->data(), seal->size());
   // A data socket that was connected before and is not now may point at a
@@ -189,6 +204,9 @@ Result<Envelope> RpcClient::SendAndReceive(bool data, std::vector<zmq::message_t
     if (!(item.revents & ZMQ_POLLOUT)) {
       return Status::Unavailable("cannot reach " + endpoint + " within " + std::to_string(connect.count()) + " ms");
     }
+    // A server takes frames of kMaxWireFrameBytes at most: bigger ones go in
+    // pieces (after a data channel's seal, which stays whole).
+    frames = ToWire(std::move(frames), data ? 1 : 0);
     if (!zmq::send_multipart(*socket, frames, zmq::send_flags::dontwait)) {
       return Status::Unavailable("cannot send to " + endpoint);
     }
@@ -233,10 +251,18 @@ Result<Envelope> RpcClient::Receive(bool data, uint64_t id, Clock::time_point de
     }
     if (!frames.empty() && frames[0].size() == 0) frames.erase(frames.begin());  // delimiter
     const bool sealed = data && !frames.empty() && LooksSealed(frames[0].to_string_view());
+    // Servers send replies whole; pieces (proto/wire_frames.h) could only be
+    // in a plain reply, whose header is never mistaken for a layout (a sealed
+    // one's ciphertext could be).
+    if (Status joined = sealed ? Status::Ok() : FromWire(frames); !joined.ok()) {
+      answered_ = true;
+      *unsealed = data;
+      return joined.Annotate("bad reply from " + endpoint);
+    }
     if (sealed) {
       Result<SealInfo> seal = ParseSeal(frames[0].to_string_view());
-      if (seal.ok() && seal->seq != id) continue;  // answers an earlier call that timed out
-      Status opened = seal.ok() ? OpenMessage(data_key_, SealDirection::kReply, frames) : seal.status();
+      if (seal.ok() && seal->seq != data_seq_) continue;  // answers an earlier call that timed out
+      Status opened = seal.ok() ? OpenMessage(data_session_->key(), SealDirection::kReply, frames) : seal.status();
       answered_ = true;
       if (!opened.ok()) {
         *unsealed = true;  // not from our server as we know it: start over with a new session
@@ -255,9 +281,12 @@ Result<Envelope> RpcClient::Receive(bool data, uint64_t id, Clock::time_point de
     // was busy (kUnavailable: our session is fine, the caller retries).
     *unsealed = data && !sealed && !(env.ok() && env->status.code() == Code::kUnavailable);
     if (!env.ok()) return env.status().Annotate("bad reply from " + endpoint);
-    if (data && !sealed && env->type != MsgType::kError) {
-      return Status::PermissionDenied("unsealed " + std::string(TypeName(env->type)) + " on the data channel of " +
-                                      endpoint);
+    if (data && !sealed && !busy_) {
+      // Anyone could have sent it: it only says "start over with a new
+      // session", never what the error was (a reader must not see an
+      // unsealed "no space" or "permission denied" as the answer).
+      return Status::Unavailable("unsealed " + std::string(TypeName(env->type)) + " from the data channel of " +
+                                 endpoint + (env->status.ok() ? "" : " (" + env->status.ToString() + ")"));
     }
     if (env->type == MsgType::kError || !env->status.ok()) {
       if (env->status.ok()) return Status::Internal("error reply without a status from " + endpoint);

@@ -151,7 +151,9 @@ class RpcClient {
   std::chrono::milliseconds connect_timeout_{std::chrono::milliseconds::max()};
 
   DataState data_state_ = DataState::kUnknown;
-  DataKey data_key_;                            // when kOpen
+  std::unique_ptr<DataClientSession> data_session_;  // when kOpen
+  std::string data_token_;                           // when kOpen: presented at the handshake
+  uint64_t data_seq_ = 0;                            // the seq of the sealed request in flight
   std::string data_endpoint_;                   // when kOpen
   std::unique_ptr<zmq::socket_t> data_socket_;  // null until needed, and after a lost connection
 };

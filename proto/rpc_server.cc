@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <limits>
 
 #include <zmq_addon.hpp>
 
 #include "proto/access.h"
 #include "proto/curve.h"
+#include "proto/wire_frames.h"
 
 namespace hoard::proto {
 
@@ -21,6 +24,27 @@ void ConfigureSocket(zmq::socket_t& socket) {
   socket.set(zmq::sockopt::reconnect_ivl_max, 500);
 }
 
+namespace {
+
+// Every listening socket: frames in pieces (proto/wire_frames.h), so a
+// connection that has not finished its handshake holds at most one piece;
+// and that handshake ends within `handshake` either way.
+void ConfigureListener(zmq::socket_t& socket, std::chrono::milliseconds handshake) {
+  ConfigureSocket(socket);
+  socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxWireFrameBytes));
+  socket.set(zmq::sockopt::handshake_ivl, static_cast<int>(handshake.count()));
+}
+
+uint16_t PortOf(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  if (!endpoint.starts_with("tcp://") || colon == std::string::npos) return 0;
+  unsigned port = 0;
+  std::from_chars(endpoint.data() + colon + 1, endpoint.data() + endpoint.size(), port);
+  return uint16_t(port);
+}
+
+}  // namespace
+
 RpcServer::RpcServer(Options options) : options_(std::move(options)) {}
 
 RpcServer::~RpcServer() { Stop(); }
@@ -31,35 +55,59 @@ Status RpcServer::Start() {
   }
   try {
     router_ = std::make_unique<zmq::socket_t>(*options_.context, zmq::socket_type::router);
-    ConfigureSocket(*router_);
+    ConfigureListener(*router_, kControlHandshake);
     if (Status s = ApplyServerKeys(*options_.context, *router_); !s.ok()) {
       router_.reset();
       return s.Annotate(options_.name);
     }
     secure_ = KeysFor(*options_.context) != nullptr;
+    if (Status s = StartGate(*router_, kControlHandshake, &router_gate_); !s.ok()) {
+      router_.reset();
+      return s.Annotate(options_.name);
+    }
     router_->bind(options_.endpoint);
     bound_endpoint_ = router_->get(zmq::sockopt::last_endpoint);
-    if (secure_ && !options_.data_endpoint.empty()) {
-      // No CURVE on this socket: its messages are sealed (proto/data_channel.h).
-      data_ = std::make_unique<zmq::socket_t>(*options_.context, zmq::socket_type::router);
-      ConfigureSocket(*data_);
-      data_->bind(options_.data_endpoint);
-      data_endpoint_ = data_->get(zmq::sockopt::last_endpoint);
-      data_port_ = static_cast<uint32_t>(std::stoul(data_endpoint_.substr(data_endpoint_.rfind(':') + 1)));
-      sessions_ = std::make_unique<DataSessions>();
-    }
+    router_gate_->set_port(PortOf(bound_endpoint_));
     // A fresh name per server: ZeroMQ releases an inproc name asynchronously,
     // so a name derived from `this` could still be taken by a server that
     // lived at the same address a moment ago.
     static std::atomic<uint64_t> next_id{0};
+    if (secure_ && !options_.data_endpoint.empty()) {
+      // No CURVE on this socket: its messages are sealed (proto/data_channel.h).
+      // It admits a connection only with a live session's token (PLAIN,
+      // checked by the ZAP handler), so a stranger never gets to send it a
+      // message; one that does not finish its handshake goes after 2 s.
+      sessions_ = std::make_unique<DataSessions>();
+      plain_domain_ = "hoard-data-" + std::to_string(::getpid()) + "-" + std::to_string(++next_id);
+      DataSessions* sessions = sessions_.get();
+      RegisterPlainDomain(plain_domain_, [sessions](std::string_view user, std::string_view password) {
+        uint64_t id = 0;
+        auto [end, ec] = std::from_chars(user.data(), user.data() + user.size(), id);
+        if (ec != std::errc() || end != user.data() + user.size()) return std::string();
+        return sessions->CheckToken(id, password) ? DataUserId(id) : std::string();
+      });
+      data_ = std::make_unique<zmq::socket_t>(*options_.context, zmq::socket_type::router);
+      ConfigureListener(*data_, options_.data_handshake);
+      data_->set(zmq::sockopt::plain_server, 1);
+      data_->set(zmq::sockopt::zap_domain, plain_domain_);
+      if (Status s = StartGate(*data_, options_.data_handshake, &data_gate_); !s.ok()) {
+        throw zmq::error_t();  // cleaned up below
+      }
+      data_->bind(options_.data_endpoint);
+      data_endpoint_ = data_->get(zmq::sockopt::last_endpoint);
+      data_port_ = PortOf(data_endpoint_);
+      data_gate_->set_port(uint16_t(data_port_));
+    }
     reply_endpoint_ = "inproc://hoard-replies-" + std::to_string(::getpid()) + "-" + std::to_string(++next_id);
     replies_ = std::make_unique<zmq::socket_t>(*options_.context, zmq::socket_type::pull);
     replies_->set(zmq::sockopt::linger, 0);
     replies_->bind(reply_endpoint_);
   } catch (const zmq::error_t& e) {
+    StopGates();
     router_.reset();
     data_.reset();
     replies_.reset();
+    if (!plain_domain_.empty()) UnregisterPlainDomain(plain_domain_);
     return Status::Unavailable(options_.name + ": cannot listen on " + options_.endpoint +
                                (options_.data_endpoint.empty() ? "" : " and " + options_.data_endpoint) + ": " +
                                e.what());
@@ -81,18 +129,54 @@ void RpcServer::Stop() {
     if (t.joinable()) t.join();
   }
   if (io_thread_.joinable()) io_thread_.join();
+  StopGates();
   router_.reset();
   data_.reset();
   replies_.reset();
+  if (!plain_domain_.empty()) UnregisterPlainDomain(plain_domain_);
+}
+
+Status RpcServer::StartGate(zmq::socket_t& socket, std::chrono::milliseconds handshake,
+                            std::unique_ptr<HandshakeGate>* gate) {
+  Result<std::unique_ptr<HandshakeGate>> g = HandshakeGate::Start(
+      *options_.context, socket, {.max_pending = options_.max_pending_handshakes, .handshake_timeout = handshake});
+  if (!g.ok()) return g.status();
+  *gate = std::move(*g);
+  return Status::Ok();
+}
+
+void RpcServer::StopGates() {
+  if (router_gate_) router_gate_->Stop();
+  if (data_gate_) data_gate_->Stop();
+}
+
+uint64_t RpcServer::handshakes_cut() const {
+  return (router_gate_ ? router_gate_->cut() : 0) + (data_gate_ ? data_gate_->cut() : 0);
+}
+
+size_t RpcServer::handshakes_pending() const {
+  return (router_gate_ ? router_gate_->pending() : 0) + (data_gate_ ? data_gate_->pending() : 0);
 }
 
 void RpcServer::IoLoop() {
+  // Slots: 0 router, 1 replies, 2 data (if any), then the handshake gates'
+  // monitors.
   std::vector<zmq::pollitem_t> items = {{router_->handle(), 0, ZMQ_POLLIN, 0},
                                         {replies_->handle(), 0, ZMQ_POLLIN, 0}};
   if (data_) items.push_back({data_->handle(), 0, ZMQ_POLLIN, 0});
+  const size_t data_slot = data_ ? 2 : std::numeric_limits<size_t>::max();
+  std::vector<HandshakeGate*> gates;
+  for (HandshakeGate* g : {router_gate_.get(), data_gate_.get()}) {
+    if (g == nullptr) continue;
+    gates.push_back(g);
+    items.push_back({g->events().handle(), 0, ZMQ_POLLIN, 0});
+  }
   while (!stopping_.load()) {
     try {
       zmq::poll(items, std::chrono::milliseconds(100));
+      // Every round, not only on events: a pending handshake also leaves the
+      // count by growing old.
+      for (HandshakeGate* g : gates) g->OnEvents(HandshakeGate::Clock::now());
       if (items[1].revents & ZMQ_POLLIN) {
         // Drain replies first, so callers get answers before new work starts.
         // A worker's first frame names the socket the request came from.
@@ -103,13 +187,17 @@ void RpcServer::IoLoop() {
           zmq::send_multipart(to, std::span(frames).subspan(1), zmq::send_flags::dontwait);
         }
       }
-      for (size_t socket : {size_t{0}, size_t{2}}) {
+      for (size_t socket : {size_t{0}, data_slot}) {
         if (socket >= items.size() || !(items[socket].revents & ZMQ_POLLIN)) continue;
-        const bool sealed = socket == 2;
+        const bool sealed = socket == data_slot;
         zmq::socket_t& in = sealed ? *data_ : *router_;
+        HandshakeGate* gate = sealed ? data_gate_.get() : router_gate_.get();
         while (true) {
           std::vector<zmq::message_t> frames;
           if (!zmq::recv_multipart(in, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
+          if (gate != nullptr && gate->watching() && frames.size() > 1) {
+            gate->Delivered(zmq_msg_get(frames[1].handle(), ZMQ_SRCFD));
+          }
           Job job;
           job.from_data = sealed;
           job.route.push_back(std::move(frames[0]));
@@ -120,9 +208,10 @@ void RpcServer::IoLoop() {
           }
           // The User-Id the ZAP handler gave the connection rides on every
           // frame it delivers (not on the identity ROUTER made up).
-          if (frames.size() > first && !sealed) {
+          if (frames.size() > first) {
             const char* user = zmq_msg_gets(frames[first].handle(), "User-Id");
-            job.admin = !secure_ || (user != nullptr && std::string_view(user) == kUserAdmin);
+            if (sealed) job.user = user != nullptr ? user : "";
+            else job.admin = !secure_ || (user != nullptr && std::string_view(user) == kUserAdmin);
           }
           for (size_t i = first; i < frames.size(); ++i) job.frames.push_back(std::move(frames[i]));
           if (sealed && !AdmitSealed(job)) continue;
@@ -159,9 +248,14 @@ bool RpcServer::AdmitSealed(Job& job) {
     status = Status::InvalidArgument("empty message on the data channel");
   } else if (Result<SealInfo> seal = ParseSeal(job.frames[0].to_string_view()); !seal.ok()) {
     status = seal.status().Annotate("data channel");
-  } else if (seal->frames == 0 || seal->frames + 1 != job.frames.size()) {
+  } else if (Result<size_t> n = FramesAfterJoin(job.frames, 1); !n.ok()) {
+    status = n.status().Annotate("data channel");
+  } else if (seal->frames == 0 || seal->frames != *n) {
     status = Status::InvalidArgument("data channel: the seal covers " + std::to_string(seal->frames) +
-                                     " frames, the message has " + std::to_string(job.frames.size() - 1));
+                                     " frames, the message has " + std::to_string(*n));
+  } else if (job.user != DataUserId(seal->session)) {
+    // A connection may only speak for the session it was admitted with.
+    status = Status::PermissionDenied("data channel: a message sealed for another session than the connection's");
   } else if (!(job.session = sessions_->Find(seal->session))) {
     // Not bad input: the session was evicted, or this server restarted. The
     // client opens a new one when it sees an unsealed answer other than
@@ -217,7 +311,9 @@ void RpcServer::WorkerLoop(int index) {
 }
 
 bool RpcServer::Unseal(Job& job, std::string* header) {
-  Status status = OpenMessage(job.session->key, SealDirection::kRequest, job.frames);
+  // Joined here, on a worker, not on the I/O thread: a chunk is a 64 MiB copy.
+  Status status = FromWire(job.frames, 1);
+  if (status.ok()) status = OpenMessage(job.session->key, SealDirection::kRequest, job.frames);
   if (status.ok() && !DataSessions::Accept(*job.session, job.seal.seq)) {
     status = Status::PermissionDenied("data channel: request id " + std::to_string(job.seal.seq) + " replayed");
   }
@@ -257,17 +353,19 @@ std::vector<zmq::message_t> RpcServer::ReplyFrames(Job& job, std::string header,
   return reply;
 }
 
-Result<DataChannel> RpcServer::OpenChannel(bool admin) {
+Result<DataChannel> RpcServer::OpenChannel(bool admin, const std::string& owner) {
   if (!sessions_) return Status::InvalidArgument(options_.name + " has no data channel");
-  Result<std::shared_ptr<DataSessions::Session>> session = sessions_->Create(admin);
+  Result<std::shared_ptr<DataSessions::Session>> session = sessions_->Create(admin, owner);
   if (!session.ok()) return session.status();
   const auto& key = (*session)->key;
-  return DataChannel{.session = key.session, .key = std::string(key.key.begin(), key.key.end()), .port = data_port_};
+  return DataChannel{.session = key.session, .key = std::string(key.key.begin(), key.key.end()), .port = data_port_,
+                     .token = (*session)->token};
 }
 
 void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
   uint64_t id = 0;
-  Result<Envelope> env = DecodeMessage(job.frames, &id);
+  Status joined = job.session ? Status::Ok() : FromWire(job.frames);  // Unseal joined a sealed one
+  Result<Envelope> env = joined.ok() ? DecodeMessage(job.frames, &id) : Result<Envelope>(joined);
   Status status;
   if (!env.ok()) {
     status = env.status();
@@ -275,7 +373,9 @@ void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
     if (env->type == MsgType::kOpenDataChannel && !job.from_data) {
       // Answered here, not by a handler: the key is this server's. Never over
       // the data channel itself: its key must come over CURVE.
-      Result<DataChannel> channel = OpenChannel(job.admin);
+      // One session per CURVE connection (its routing id): a new one replaces
+      // its own old one, never another client's.
+      Result<DataChannel> channel = OpenChannel(job.admin, job.route.empty() ? "" : job.route[0].to_string());
       *header = channel.ok() ? EncodeHeader(MsgType::kDataChannel, id, Status::Ok(), *channel)
                              : EncodeError(id, channel.status());
       return;

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -51,6 +52,7 @@
 #include "common/result.h"
 #include "proto/data_channel.h"
 #include "proto/envelope.h"
+#include "proto/handshake_gate.h"
 
 namespace hoard::proto {
 
@@ -67,7 +69,19 @@ class RpcServer {
     // e.g. "tcp://10.0.0.5:7102" or port 0; "" for none. Used only on a
     // context with CURVE keys (plain sockets need no second channel).
     std::string data_endpoint;
+    // Connections per socket allowed to be in their handshake at once
+    // (proto/handshake_gate.h).
+    size_t max_pending_handshakes = 256;
+    // How long a data connection may take to authenticate before ZeroMQ
+    // drops it (kDataHandshake; longer only in tests of the gate's cap).
+    std::chrono::milliseconds data_handshake{2000};
   };
+
+  // How long a connection may take to authenticate before ZeroMQ drops it:
+  // a CURVE handshake is four messages; a data connection's PLAIN one is two,
+  // from a client that just got its token.
+  static constexpr std::chrono::milliseconds kControlHandshake{5000};
+  static constexpr std::chrono::milliseconds kDataHandshake{2000};
 
   explicit RpcServer(Options options);
   ~RpcServer();
@@ -108,6 +122,10 @@ class RpcServer {
 
   // Requests answered with an error because they were malformed.
   uint64_t rejected() const { return rejected_.load(); }
+  // Connections cut, and connections now counted, as unfinished handshakes
+  // past the cap (both sockets; proto/handshake_gate.h).
+  uint64_t handshakes_cut() const;
+  size_t handshakes_pending() const;
 
  private:
   using RawHandler =
@@ -118,12 +136,15 @@ class RpcServer {
     size_t bytes = 0;                    // of frames
     bool admin = false;                  // may make admin requests (proto/access.h)
     bool from_data = false;              // came in on the data socket: answered there
+    std::string user;                    // data socket: the connection's ZAP User-Id
     // Set for a sealed request from the data socket: its session (reset if
     // it fails to open: the answer then goes unsealed) and seal.
     std::shared_ptr<DataSessions::Session> session;
     SealInfo seal;
   };
 
+  Status StartGate(zmq::socket_t& socket, std::chrono::milliseconds handshake, std::unique_ptr<HandshakeGate>* gate);
+  void StopGates();
   void IoLoop();
   void WorkerLoop(int index);
   // Builds the reply frames for one job (runs on a worker).
@@ -136,8 +157,8 @@ class RpcServer {
   bool AdmitSealed(Job& job);
   // The reply frames of a job, sealed for a job that came sealed.
   std::vector<zmq::message_t> ReplyFrames(Job& job, std::string header, std::string payload);
-  // A new session's reply to OpenDataChannel.
-  Result<DataChannel> OpenChannel(bool admin);
+  // A new session's reply to OpenDataChannel, for connection `owner`.
+  Result<DataChannel> OpenChannel(bool admin, const std::string& owner);
   void LogRejected(const std::string& why);
 
   Options options_;
@@ -148,9 +169,11 @@ class RpcServer {
 
   std::unique_ptr<zmq::socket_t> router_;
   std::unique_ptr<zmq::socket_t> data_;  // the data socket; null without a data channel
+  std::unique_ptr<HandshakeGate> router_gate_, data_gate_;  // data_gate_ only with data_
   std::unique_ptr<DataSessions> sessions_;
   std::string data_endpoint_;
   uint32_t data_port_ = 0;
+  std::string plain_domain_;  // the data socket's ZAP domain ("" without one)
   std::unique_ptr<zmq::socket_t> replies_;
   std::thread io_thread_;
   std::vector<std::thread> workers_;
