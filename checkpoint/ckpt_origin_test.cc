@@ -286,6 +286,56 @@ TEST(PosixCkptOriginTest, SymlinksInTheTreeAreNotFollowed) {
   EXPECT_NE(::stat(JoinPath(outside.path(), "y").c_str(), &st), 0);
 }
 
+// The origin's path comes to name another directory under a running daemon
+// (a file system mounted over it; here the directory is moved away and a new
+// one made, which is the same to the origin: another directory at the path).
+// Every handle, opened before or after, then works in the new one, so an
+// upload one process makes is where another looks for it (issue 28: a node
+// that opened its origin after a remount uploaded into the new file system
+// while the coordinator, opened before, looked in the covered directory, and
+// the node uploaded the same file again and again).
+TEST(PosixCkptOriginTest, APathMountedAnewIsFollowedByEveryHandle) {
+  TempDir tmp("hoard-ckpt-posix");
+  const std::string root = tmp.Sub("origin");
+  auto before = OpenCkptOrigin(root);  // the coordinator, started before
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_EQ(::rename(root.c_str(), tmp.Sub("covered").c_str()), 0);
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  auto after = OpenCkptOrigin(root);  // a node, opening it now
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+
+  const std::string tmp_path = std::string(kCkptStagingDir) + "/7-1-node1";
+  ASSERT_TRUE(Upload(**after, tmp_path, "the bytes", 4).ok());
+  // The other handle finds the upload, publishes it, and that lands in the
+  // directory at the path, not the old one.
+  Result<OriginEntry> st = (*before)->Stat(tmp_path);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  ASSERT_TRUE((*before)->MakeDirs("job").ok());
+  ASSERT_TRUE((*before)->Rename(tmp_path, "job/model.pt").ok());
+  Result<std::string> got = ReadFile(JoinPath(root, "job/model.pt"));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "the bytes");
+  struct stat ignored;
+  EXPECT_NE(::stat(JoinPath(tmp.Sub("covered"), "job").c_str(), &ignored), 0) << "written to the old directory";
+}
+
+// A handle opened before the remount writes its uploads to the new
+// directory too, with a staging directory made for it there.
+TEST(PosixCkptOriginTest, AnOldHandleUploadsIntoTheDirectoryMountedAnew) {
+  TempDir tmp("hoard-ckpt-posix");
+  const std::string root = tmp.Sub("origin");
+  auto o = OpenCkptOrigin(root);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_EQ(::rename(root.c_str(), tmp.Sub("covered").c_str()), 0);
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);  // no staging directory in it
+  const std::string tmp_path = std::string(kCkptStagingDir) + "/8-2-node2";
+  Status s = Upload(**o, tmp_path, "more bytes", 3);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  Result<std::string> got = ReadFile(JoinPath(root, tmp_path));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "more bytes");
+}
+
 TEST(PosixCkptOriginTest, RelativeSourceIsRefused) {
   EXPECT_EQ(OpenCkptOrigin("relative/dir").status().code(), Code::kInvalidArgument);
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <mutex>
 
 #include "common/file_util.h"
 #include "origin/posix_origin.h"
@@ -47,10 +48,31 @@ class PosixCkptWriter : public CkptWriter {
   const std::string path_;
 };
 
+// The directory the origin works in: its descriptor, a reader on it, and
+// which directory it is (to notice that the path now names another).
+struct Root {
+  UniqueFd fd;
+  std::unique_ptr<Origin> reader;  // a PosixOrigin on the same directory
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+Result<std::shared_ptr<const Root>> OpenRoot(const std::string& path) {
+  auto root = std::make_shared<Root>();
+  HOARD_ASSIGN_OR_RETURN(root->reader, PosixOrigin::Create(path));
+  root->fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root->fd.valid()) return Status::FromErrno(errno, "open checkpoint origin " + path);
+  struct stat st {};
+  if (::fstat(root->fd.get(), &st) != 0) return Status::FromErrno(errno, "stat checkpoint origin " + path);
+  root->dev = st.st_dev;
+  root->ino = st.st_ino;
+  return std::shared_ptr<const Root>(std::move(root));
+}
+
 class PosixCkptOrigin : public CkptOrigin {
  public:
-  PosixCkptOrigin(std::string source, UniqueFd root_fd, std::unique_ptr<Origin> reader)
-      : source_(std::move(source)), root_fd_(std::move(root_fd)), reader_(std::move(reader)) {}
+  PosixCkptOrigin(std::string source, std::shared_ptr<const Root> root)
+      : source_(std::move(source)), root_(std::move(root)) {}
 
   const std::string& source() const override { return source_; }
 
@@ -63,8 +85,13 @@ class PosixCkptOrigin : public CkptOrigin {
   }
 
   Status MakeDirs(std::string_view path) override {
+    HOARD_ASSIGN_OR_RETURN(std::shared_ptr<const Root> root, Current());
+    return MakeDirsIn(*root, path);
+  }
+
+  Status MakeDirsIn(const Root& root, std::string_view path) const {
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, path, /*root_ok=*/true));
-    UniqueFd dir(::dup(root_fd_.get()));
+    UniqueFd dir(::dup(root.fd.get()));
     if (!dir.valid()) return Status::FromErrno(errno, "dup");
     size_t start = 0;
     while (start < path.size()) {
@@ -132,30 +159,51 @@ class PosixCkptOrigin : public CkptOrigin {
 
   Result<OriginEntry> Stat(std::string_view path) override {
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, path, /*root_ok=*/true));
-    return reader_->Stat(path);
+    HOARD_ASSIGN_OR_RETURN(std::shared_ptr<const Root> root, Current());
+    return root->reader->Stat(path);
   }
 
   Result<std::unique_ptr<OriginFile>> Open(std::string_view path) override {
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, path, /*root_ok=*/false));
-    return reader_->Open(path);
+    HOARD_ASSIGN_OR_RETURN(std::shared_ptr<const Root> root, Current());
+    return root->reader->Open(path);
   }
 
   Result<uint64_t> FreeBytes() override {
+    HOARD_ASSIGN_OR_RETURN(std::shared_ptr<const Root> root, Current());
     struct statvfs st {};
-    if (::fstatvfs(root_fd_.get(), &st) != 0) return Status::FromErrno(errno, "statvfs " + source_);
+    if (::fstatvfs(root->fd.get(), &st) != 0) return Status::FromErrno(errno, "statvfs " + source_);
     return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
   }
 
  private:
+  // The root to work in: the directory source_ names now. When that is no
+  // longer the one opened (a file system was mounted over the path, or
+  // unmounted from it), it is opened afresh and given its staging directory,
+  // as OpenCkptOrigin does: this process then writes where a process started
+  // now would, and so where the others do. If the path names nothing (or no
+  // directory) right now, the directory opened stays in use.
+  Result<std::shared_ptr<const Root>> Current() {
+    struct stat st {};
+    const bool named = ::stat(source_.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    std::lock_guard lock(mu_);
+    if (!named || (st.st_dev == root_->dev && st.st_ino == root_->ino)) return root_;
+    HOARD_ASSIGN_OR_RETURN(std::shared_ptr<const Root> fresh, OpenRoot(source_));
+    HOARD_RETURN_IF_ERROR(MakeDirsIn(*fresh, kCkptStagingDir).Annotate(source_ + " (mounted anew)"));
+    root_ = std::move(fresh);
+    return root_;
+  }
+
   // A readable descriptor of the directory that holds the last component of
   // `path` (fsync-able, unlike O_PATH), and that component's name.
   struct Parent {
     UniqueFd fd;
     std::string name;
   };
-  Result<Parent> OpenParent(std::string_view path, std::string_view op) const {
+  Result<Parent> OpenParent(std::string_view path, std::string_view op) {
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, path, /*root_ok=*/false));
-    UniqueFd dir(::dup(root_fd_.get()));
+    HOARD_ASSIGN_OR_RETURN(std::shared_ptr<const Root> root, Current());
+    UniqueFd dir(::dup(root->fd.get()));
     if (!dir.valid()) return Status::FromErrno(errno, "dup");
     size_t start = 0;
     for (size_t slash; (slash = path.find('/', start)) != std::string_view::npos; start = slash + 1) {
@@ -168,17 +216,15 @@ class PosixCkptOrigin : public CkptOrigin {
   }
 
   const std::string source_;
-  const UniqueFd root_fd_;
-  const std::unique_ptr<Origin> reader_;  // a PosixOrigin on the same root
+  std::mutex mu_;
+  std::shared_ptr<const Root> root_;  // GUARDED_BY(mu_); a call keeps the one it started with
 };
 
 }  // namespace
 
 Result<std::unique_ptr<CkptOrigin>> OpenPosixCkptOrigin(const std::string& root) {
-  HOARD_ASSIGN_OR_RETURN(std::unique_ptr<PosixOrigin> reader, PosixOrigin::Create(root));
-  UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(errno, "open checkpoint origin " + root);
-  return std::unique_ptr<CkptOrigin>(new PosixCkptOrigin(root, std::move(fd), std::move(reader)));
+  HOARD_ASSIGN_OR_RETURN(std::shared_ptr<const Root> r, OpenRoot(root));
+  return std::unique_ptr<CkptOrigin>(new PosixCkptOrigin(root, std::move(r)));
 }
 
 }  // namespace hoard

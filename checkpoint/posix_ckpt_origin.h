@@ -18,8 +18,19 @@
 //
 // Reads (Stat, Open) go through a PosixOrigin on the same root.
 //
-// Thread-safety: as CkptOrigin. The root descriptor is shared read-only;
-// each call uses its own descriptors.
+// Mounted anew: every call first stats the root's path (one stat(2)); when
+// it names another directory than the one opened (a file system mounted over
+// the path, or unmounted from it, under the running daemon), the origin
+// opens the new one, creates its staging directory there (as OpenCkptOrigin
+// does) and works in it from then on. Without this, a process that opened
+// the origin before the mount kept writing to the covered directory and one
+// that opened it after wrote to the new file system: a node's uploads were
+// never where the coordinator looked for them, and the node uploaded the
+// same file again and again (issue 28). A path that names nothing, or no
+// directory, for a moment leaves the directory opened in use.
+//
+// Thread-safety: as CkptOrigin. The root is swapped under a mutex; a call
+// keeps the root it started with; each call uses its own descriptors.
 #pragma once
 
 #include <memory>
