@@ -55,8 +55,10 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
     return writing_.contains(n.id) || writing_commits_.contains(n.id) ||
            (reporting && n.committed_writing && n.committed_unix_ms < opened_unix_ms_);
   };
+  // The node asks between rounds only (proto::CkptWork): whatever it was
+  // given before and did not report, it is not uploading now.
+  std::erase_if(leases_, [&](const auto& kv) { return kv.second.node == node; });
   uint32_t held = 0;
-  for (const auto& [id, l] : leases_) held += (l.node == node && l.expiry > now) ? 1 : 0;
   // Two passes over the undrained files in commit order: flushed ones first.
   for (int pass = 0; pass < 2 && held < options_.max_tasks_per_node; ++pass) {
     for (const auto& [seq, id] : undrained_) {
@@ -193,12 +195,15 @@ Result<proto::CkptDrainedReply> CkptTable::Drained(const proto::CkptDrained& req
   const CkptNode* n = FindLocked(req.id);
   if (n != nullptr && n->is_dir) return Status::IsDirectory("checkpoint id " + std::to_string(req.id) + " is a directory");
   if (auto l = leases_.find(req.id); l != leases_.end() && l->second.gen == req.gen) leases_.erase(l);
+  const bool current = n != nullptr && !n->orphan && n->gen == req.gen;
   if (!req.ok) {
-    options_.logger->warn("checkpoint drain of {}-{} by {} failed (handed out again): {}", req.id, req.gen, req.node,
-                          req.error);
+    // Logged by DrainHealth when it starts or changes (a full origin fails
+    // every round); each attempt at debug level.
+    options_.logger->debug("checkpoint drain of {}-{} by {} failed (handed out again): {}", req.id, req.gen, req.node,
+                           req.error);
+    if (current) health_.UploadFailed(req.id, req.gen, PathLocked(req.id), req.node, req.error, req.at_origin, NowMs());
     return proto::CkptDrainedReply{.level = n == nullptr ? uint8_t(0) : n->level};
   }
-  const bool current = n != nullptr && !n->orphan && n->gen == req.gen;
   const std::string tmp = StagingPath(req.id, req.gen, req.node);
   if (!current || n->published_gen == req.gen || n->uploaded_gen == req.gen) {
     // Removed, re-committed since, or uploaded by another node too (a lease
@@ -221,6 +226,7 @@ Result<proto::CkptDrainedReply> CkptTable::Drained(const proto::CkptDrained& req
   if (!IsMarker(c.name) || MarkerReadyLocked(c)) QueuePublishLocked(&r, c);
   else PutLocked(&r, c);  // held: MarkerReady is checked again as others publish
   HOARD_RETURN_IF_ERROR(SaveLocked(r));
+  health_.UploadOk(req.id, req.gen, PathLocked(req.id), req.node, NowMs());
   HOARD_RETURN_IF_ERROR(PublishReadyMarkersLocked());
   return proto::CkptDrainedReply{.level = nodes_.at(c.id).level};
 }
@@ -288,9 +294,27 @@ Status CkptTable::OriginOpDone(uint64_t seq, OpOutcome outcome) {
     r.put.push_back(c);
   }
   HOARD_RETURN_IF_ERROR(SaveLocked(r));
+  // The origin answered (a lost upload is a missing file, not a failed call).
+  if (outcome != OpOutcome::kFailed) health_.PublisherOk(NowMs());
+  if (outcome == OpOutcome::kUploadLost && n != nullptr) {
+    health_.UploadLost(op.id, op.gen, PathLocked(op.id), op.from, StagingNode(op.from), NowMs());
+  }
   if (n == nullptr || outcome != OpOutcome::kDone) return Status::Ok();
   HOARD_RETURN_IF_ERROR(PublishReadyMarkersLocked());
   return ApplyRetentionLocked(JobOfLocked(op.id));
+}
+
+void CkptTable::OriginOpFailed(const OriginOp& op, const Status& s, bool for_good) {
+  std::lock_guard lock(mu_);
+  const bool publish = op.kind == OriginOp::kPublish && FindLocked(op.id) != nullptr;
+  health_.PublisherFailed(publish ? op.id : 0, op.gen, publish ? PathLocked(op.id) : op.path, s, for_good, NowMs());
+}
+
+std::string CkptTable::StagingNode(const std::string& tmp) {
+  // ".hoard-staging/<id>-<gen>-<node>": the node is after the second '-'.
+  const size_t first = tmp.find('-', tmp.rfind('/') + 1);
+  const size_t second = first == std::string::npos ? first : tmp.find('-', first + 1);
+  return second == std::string::npos ? std::string() : tmp.substr(second + 1);
 }
 
 // ---- retention ------------------------------------------------------------
@@ -344,8 +368,31 @@ proto::CkptJobStatus CkptTable::JobStatusLocked(const CkptNode& job) const {
       s.oldest_undrained_unix_ms = f.committed_unix_ms;
     }
     if (now - f.committed_unix_ms > options_.drain_deadline.count()) ++s.overdue_files;
+    if (const proto::CkptDrainError* e = health_.FileError(f.id); e != nullptr) {
+      ++s.failing_files;
+      if (s.drain_error.since_unix_ms == 0 || e->since_unix_ms < s.drain_error.since_unix_ms) {
+        s.drain_error = *e;
+        s.drain_error.path = PathLocked(f.id);
+      }
+    }
   });
   return s;
+}
+
+proto::CkptOriginHealth CkptTable::OriginHealth() const {
+  std::lock_guard lock(mu_);
+  return health_.Origin(NowMs());
+}
+
+CkptTable::DrainStats CkptTable::drain_stats() const {
+  std::lock_guard lock(mu_);
+  const proto::CkptOriginHealth h = health_.Origin(NowMs());
+  return {.failing_files = health_.failing_files(),
+          .looping_files = health_.looping_files(),
+          .lost_uploads = health_.lost_uploads_total(),
+          .failures = health_.failures_total(),
+          .origin_failing = h.failing,
+          .origin_failing_s = h.failing ? std::max(0.0, double(NowMs() - h.since_unix_ms) / 1000) : 0.0};
 }
 
 std::vector<proto::CkptJobStatus> CkptTable::JobSummaries() const {
@@ -380,6 +427,16 @@ Result<proto::CkptStatusReply> CkptTable::GetStatus(const proto::CkptStatus& req
       ForEachFileLocked(root, [&](const CkptNode& f) { reply.files.push_back(ShownLocked(f)); });
     }
   }
+  // The failing files are few; the namespace may be large.
+  for (const auto& [id, e] : health_.file_errors()) {
+    const CkptNode* f = FindLocked(id);
+    if (f == nullptr || f->orphan || !InSubtreeLocked(id, roots.front())) continue;
+    reply.drain_errors.push_back(e);
+    reply.drain_errors.back().path = PathLocked(id);
+  }
+  std::sort(reply.drain_errors.begin(), reply.drain_errors.end(),
+            [](const proto::CkptDrainError& a, const proto::CkptDrainError& b) { return a.path < b.path; });
+  reply.origin = health_.Origin(reply.now_unix_ms);
   return reply;
 }
 

@@ -53,9 +53,13 @@
 // node by Work(): its writer if the writer is up, else the first up node that
 // holds one of its chunks (it fetches the rest from the holders). Urgent
 // (flushed) files first, then oldest commit first; at most
-// max_tasks_per_node tasks leased to a node at once; a task not reported
-// within `lease` is handed out again (staging names differ per node: see
-// StagingPath). Drained(ok) queues its publish. Work
+// max_tasks_per_node tasks per reply, each leased to its node: a task not
+// reported within `lease` is handed to another node (staging names differ
+// per node: see StagingPath). A node asks for work only between its rounds
+// (proto::CkptWork), so its Work call ends its own leases: a task it did not
+// get to in a round that stopped at a failed upload is handed to it again at
+// once, not `lease` later (which, with the origin full, left a freed origin
+// idle for up to two minutes). Drained(ok) queues its publish. Work
 // walks the undrained files in order (an index kept by Apply), so its cost
 // grows with the undrained backlog, not the namespace; keep_files lists every
 // file id not released, which does grow with the namespace.
@@ -107,6 +111,11 @@
 // Work. The committed level itself (the journal's, and Commit's reply) never
 // changes that way.
 //
+// Drain health (drain_health.h): the outcome of every upload (Drained) and
+// of every origin operation of the publisher (OriginOpFailed, OriginOpDone)
+// is recorded, so GetStatus and JobSummaries carry each file's last drain
+// error and since when, and OriginHealth whether the origin takes the drain.
+//
 // Thread-safety: every public method may be called concurrently (RPC worker
 // threads and the publisher thread). One mutex, mu_, guards all state and is
 // held across the journal's fdatasync: namespace changes are serialised, which
@@ -132,6 +141,7 @@
 
 #include "checkpoint/ckpt_origin.h"
 #include "checkpoint/ckpt_store.h"
+#include "checkpoint/drain_health.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "proto/messages.h"
@@ -209,6 +219,18 @@ class CkptTable {
   // ---- CLI -> coordinator ----
   Result<proto::CkptStatusReply> GetStatus(const proto::CkptStatus& req) const;
   std::vector<proto::CkptJobStatus> JobSummaries() const;  // every job
+  // Whether the checkpoint origin takes the drain (`source` left empty).
+  proto::CkptOriginHealth OriginHealth() const;
+  // Totals for the metrics (drain_health.h).
+  struct DrainStats {
+    size_t failing_files = 0;
+    size_t looping_files = 0;
+    uint64_t lost_uploads = 0;   // uploads reported done that the publisher did not find
+    uint64_t failures = 0;       // failed drain attempts (uploads and publishes)
+    bool origin_failing = false;
+    double origin_failing_s = 0;  // how long the origin has been failing (0: it is not)
+  };
+  DrainStats drain_stats() const;
   Result<proto::CkptJobStatus> Flush(const std::string& job);
 
   // ---- node -> coordinator (ckpt_drain.cc) ----
@@ -279,6 +301,9 @@ class CkptTable {
   // Removes operation `seq` from the queue, durably, with its consequence
   // (a publish done: the file is P, and retention may release old copies).
   Status OriginOpDone(uint64_t seq, OpOutcome outcome);
+  // An attempt at `op` failed with `s` (`for_good`: it is reported kFailed
+  // next, else retried): recorded for the status (drain_health.h).
+  void OriginOpFailed(const OriginOp& op, const Status& s, bool for_good);
   // Called (with mu_ held: see the top) after operations were queued.
   void SetOriginOpListener(std::function<void()> listener);
 
@@ -290,6 +315,8 @@ class CkptTable {
   // file on the origin). A node must not run two uploads of one (id, gen)
   // at once (its own re-issued task included).
   static std::string StagingPath(uint64_t id, uint64_t gen, const std::string& node);
+  // The node in a StagingPath ("" if it is not one).
+  static std::string StagingNode(const std::string& tmp);
 
   // Test-only.
   CkptStore& TEST_store() { return store_; }
@@ -414,6 +441,7 @@ class CkptTable {
   uint64_t next_rebuild_seq_ = 1;  // starts at the wall clock's microseconds (see the constructor)
   std::atomic<uint64_t> rereplicated_chunks_{0};
   std::function<void()> listener_;    // guarded by mu_
+  DrainHealth health_;                // guarded by mu_; not durable (see drain_health.h)
   // Sessions (not durable: mounts report again within retire_grace), guarded
   // by mu_.
   std::set<proto::CkptHold> holds_;

@@ -7,7 +7,7 @@
 namespace hoard {
 
 CkptTable::CkptTable(Options options)
-    : options_(std::move(options)), store_(options_.dir, options_.store) {
+    : options_(std::move(options)), store_(options_.dir, options_.store), health_(options_.logger) {
   wall_injected_ = static_cast<bool>(options_.now_unix_ms);
   opened_at_ = options_.clock->Now();
   if (!options_.now_unix_ms) {
@@ -193,6 +193,8 @@ void CkptTable::ApplyPut(const CkptNode& n) {
   }
   if (!n.orphan) children_[n.parent][n.name] = n.id;
   IndexLocked(n, true);
+  // At P (or out of the namespace) nothing keeps it from the origin any more.
+  if (n.orphan || n.level == uint8_t(proto::CkptLevel::kP)) health_.Forget(n.id);
 }
 
 void CkptTable::ApplyDel(uint64_t id) {
@@ -204,6 +206,7 @@ void CkptTable::ApplyDel(uint64_t id) {
     if (auto s = siblings.find(it->second.name); s != siblings.end() && s->second == id) siblings.erase(s);
   }
   children_.erase(id);
+  health_.Forget(id);
   leases_.erase(id);
   urgent_.erase(id);
   nodes_.erase(it);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include "common/testing.h"
 #include "proto/envelope.h"
@@ -634,9 +635,9 @@ TEST_F(CkptTableTest, DrainsOldestFirstAndFlushedJobsFirst) {
   EXPECT_EQ(work.drain[1].entry.path, "b/2");
   EXPECT_EQ(work.drain[0].tmp_path, ".hoard-staging/" + std::to_string(IdOf("b/1")) + "-1-n1");
   EXPECT_EQ(work.max_drain_bytes_per_s, 500u);  // split between the two up nodes
-  EXPECT_TRUE(WorkPaths("n1").empty());         // both slots taken
   ASSERT_TRUE(table_->Drained({.node = "n1", .id = IdOf("b/1"), .gen = 1, .ok = true}).ok());
-  EXPECT_EQ(WorkPaths("n1"), std::vector<std::string>{"a/1"});
+  // b/2 was not reported: n1 did not get to it, it comes first again.
+  EXPECT_EQ(WorkPaths("n1"), (std::vector<std::string>{"b/2", "a/1"}));
 }
 
 TEST_F(CkptTableTest, WriterDownMeansAReplicaHolderDrains) {
@@ -649,14 +650,36 @@ TEST_F(CkptTableTest, WriterDownMeansAReplicaHolderDrains) {
 
 TEST_F(CkptTableTest, UnreportedTasksAreHandedOutAgain) {
   Mk("a", true);
-  ASSERT_TRUE(Commit(Mk("a/1"), 1).ok());
+  ASSERT_TRUE(Commit(Mk("a/1"), 1, "n1", "n2").ok());
   EXPECT_EQ(WorkPaths("n1").size(), 1u);
-  EXPECT_TRUE(WorkPaths("n1").empty());
+  // n1 goes down while it may still be uploading: n2 does not get the task
+  // before the lease runs out (two uploads of one generation at once).
+  EXPECT_TRUE(WorkPaths("n2", {"n2"}).empty());
   clock_.Advance(std::chrono::seconds(31));
-  EXPECT_EQ(WorkPaths("n1").size(), 1u);
+  EXPECT_EQ(WorkPaths("n2", {"n2"}).size(), 1u);
   // A failed upload is handed out again at once.
-  ASSERT_TRUE(table_->Drained({.node = "n1", .id = IdOf("a/1"), .gen = 1, .ok = false, .error = "x"}).ok());
-  EXPECT_EQ(WorkPaths("n1").size(), 1u);
+  ASSERT_TRUE(table_->Drained({.node = "n2", .id = IdOf("a/1"), .gen = 1, .ok = false, .error = "x"}).ok());
+  EXPECT_EQ(WorkPaths("n2", {"n2"}).size(), 1u);
+}
+
+// Issue 28: with the origin full, a round's first upload fails and the round
+// ends; the tasks it did not get to were leased until the lease ran out
+// (two minutes by default), so a freed origin sat idle that long. A node asks
+// again only between rounds: its next ask gets them at once.
+TEST_F(CkptTableTest, TasksARoundDidNotGetToAreHandedOutAtTheNextAsk) {
+  Mk("a", true);
+  ASSERT_TRUE(Commit(Mk("a/1"), 1).ok());
+  ASSERT_TRUE(Commit(Mk("a/2"), 1).ok());
+  ASSERT_EQ(WorkPaths("n1"), (std::vector<std::string>{"a/1", "a/2"}));
+  ASSERT_TRUE(table_->Drained({.node = "n1",
+                               .id = IdOf("a/1"),
+                               .gen = 1,
+                               .ok = false,
+                               .error = "NoSpace: write: No space left on device",
+                               .at_origin = true})
+                  .ok());
+  // a/2 was never attempted, nor reported; no time passes.
+  EXPECT_EQ(WorkPaths("n1"), (std::vector<std::string>{"a/1", "a/2"}));
 }
 
 TEST_F(CkptTableTest, StaleUploadIsDeletedAndNewGenerationDrained) {
@@ -893,6 +916,140 @@ TEST_F(CkptTableTest, LostUploadIsDrainedAgain) {
   ASSERT_TRUE(table_->OriginOpDone(op->seq, CkptTable::OpOutcome::kUploadLost).ok());
   EXPECT_EQ(LevelOf("a/1"), uint8_t(CkptLevel::kR));
   EXPECT_EQ(WorkPaths("n1"), std::vector<std::string>{"a/1"});
+}
+
+// Issue 28: a failing drain is shown per file with its reason and since
+// when, per job, and as the origin's health; it all ends once the file is P.
+TEST_F(CkptTableTest, DrainErrorsAreShownWithTheirReasonAndSinceWhen) {
+  Mk("job", true);
+  const uint64_t f = Mk("job/model.pt");
+  ASSERT_TRUE(Commit(f, 1).ok());
+  ASSERT_TRUE(Commit(Mk("job/other.pt"), 1).ok());
+  const int64_t first = now_ms_;
+  auto fail = [&] {
+    return table_
+        ->Drained({.node = "n1",
+                   .id = f,
+                   .gen = 1,
+                   .ok = false,
+                   .error = "NoSpace: write '.hoard-staging/1-1-n1': No space left on device",
+                   .at_origin = true})
+        .status();
+  };
+  ASSERT_TRUE(fail().ok());
+  now_ms_ += 20'000;
+  ASSERT_TRUE(fail().ok());
+
+  auto s = table_->GetStatus({.job = "job"});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->drain_errors.size(), 1u);
+  const proto::CkptDrainError& e = s->drain_errors[0];
+  EXPECT_EQ(e.path, "job/model.pt");
+  EXPECT_EQ(e.id, f);
+  EXPECT_EQ(e.code, uint8_t(Code::kNoSpace));
+  EXPECT_EQ(e.reason, "no_space");
+  EXPECT_EQ(e.node, "n1");
+  EXPECT_EQ(e.since_unix_ms, first) << "since the first failure of the run";
+  EXPECT_EQ(e.last_unix_ms, first + 20'000);
+  EXPECT_EQ(e.failures, 2u);
+  EXPECT_NE(e.error.find("No space left on device"), std::string::npos) << e.error;
+  ASSERT_EQ(s->jobs.size(), 1u);
+  EXPECT_EQ(s->jobs[0].failing_files, 1u);
+  EXPECT_EQ(s->jobs[0].drain_error.reason, "no_space");
+  EXPECT_EQ(s->jobs[0].drain_error.since_unix_ms, first);
+  EXPECT_EQ(table_->JobSummaries().at(0).failing_files, 1u) << "hoard status shows it too";
+  EXPECT_TRUE(s->origin.failing);
+  EXPECT_EQ(s->origin.reason, "no_space");
+  EXPECT_EQ(s->origin.nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(s->origin.since_unix_ms, first);
+  EXPECT_EQ(s->origin.failing_files, 1u);
+  EXPECT_TRUE(table_->drain_stats().origin_failing);
+  EXPECT_DOUBLE_EQ(table_->drain_stats().origin_failing_s, 20.0);
+
+  // Space was freed: the upload works, the publish too.
+  DrainAndPublish("job/model.pt");
+  s = table_->GetStatus({.job = "job"});
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->drain_errors.empty());
+  EXPECT_EQ(s->jobs[0].failing_files, 0u);
+  EXPECT_EQ(s->jobs[0].drain_error.since_unix_ms, 0);
+  EXPECT_FALSE(s->origin.failing) << s->origin.error;
+  EXPECT_FALSE(table_->drain_stats().origin_failing);
+}
+
+// A chunk no holder has is the file's error, not the origin's.
+TEST_F(CkptTableTest, AMissingChunkIsNotTheOriginsFault) {
+  Mk("job", true);
+  const uint64_t f = Mk("job/model.pt");
+  ASSERT_TRUE(Commit(f, 1).ok());
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = f, .gen = 1, .ok = false,
+                               .error = "NotFound: chunk 0 of checkpoint file 2 gen 1 is on no reachable holder",
+                               .at_origin = false})
+                  .ok());
+  auto s = table_->GetStatus({.job = "job"});
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->drain_errors.size(), 1u);
+  EXPECT_EQ(s->drain_errors[0].reason, "chunks_missing");
+  EXPECT_FALSE(s->origin.failing);
+}
+
+// Issue 28: the node's uploads are not where the publisher looks (they see
+// different origins): each is lost and the file drained again, forever. The
+// fourth upload of the generation makes it a loop: shown as the file's
+// error, counted, and logged once (not at every upload).
+TEST_F(CkptTableTest, AnUploadLoopIsShownCountedAndLoggedOnce) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000);
+  auto logger = std::make_shared<spdlog::logger>("loop-test", sink);
+  logger->set_level(spdlog::level::debug);
+  table_.reset();
+  auto t = CkptTable::Open({.dir = dir_.Sub("loop"), .logger = logger, .clock = &clock_,
+                            .now_unix_ms = [this] { return now_ms_; }});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  table_ = std::move(*t);
+  Mk("job", true);
+  const uint64_t f = Mk("job/model.pt");
+  ASSERT_TRUE(Commit(f, 1).ok());
+  auto upload_and_lose = [&] {
+    auto w = table_->Work("n1", {"n1", "n2"});
+    ASSERT_EQ(w.drain.size(), 1u);
+    ASSERT_TRUE(table_->Drained({.node = "n1", .id = f, .gen = 1, .ok = true}).ok());
+    auto op = table_->NextOriginOp();
+    ASSERT_TRUE(op.has_value());
+    ASSERT_EQ(op->kind, OriginOp::kPublish);
+    ASSERT_TRUE(table_->OriginOpDone(op->seq, CkptTable::OpOutcome::kUploadLost).ok());
+    now_ms_ += 3'000;
+  };
+  for (int i = 0; i < 3; ++i) upload_and_lose();
+  EXPECT_EQ(table_->drain_stats().looping_files, 0u) << "three uploads: not a loop yet";
+  for (int i = 0; i < 7; ++i) upload_and_lose();
+  EXPECT_EQ(table_->drain_stats().looping_files, 1u);
+  EXPECT_EQ(table_->drain_stats().lost_uploads, 10u);
+  auto s = table_->GetStatus({.job = "job"});
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->drain_errors.size(), 1u);
+  EXPECT_EQ(s->drain_errors[0].reason, "upload_lost");
+  EXPECT_EQ(s->drain_errors[0].lost_uploads, 10u);
+  EXPECT_NE(s->drain_errors[0].error.find(".hoard-staging/" + std::to_string(f) + "-1-n1"), std::string::npos)
+      << s->drain_errors[0].error;
+  EXPECT_TRUE(s->origin.failing) << "every origin call works, and yet nothing gets there";
+  EXPECT_EQ(s->origin.looping_files, 1u);
+  int warnings = 0;
+  for (const std::string& line : sink->last_formatted()) {
+    if (line.find("[warning]") != std::string::npos && line.find("never published") != std::string::npos) {
+      ++warnings;
+      EXPECT_NE(line.find("same origin"), std::string::npos) << "the warning says why: " << line;
+    }
+  }
+  EXPECT_EQ(warnings, 1) << "at most one a minute";
+  // Published at last (the views agree again): it all ends.
+  auto w = table_->Work("n1", {"n1", "n2"});
+  ASSERT_EQ(w.drain.size(), 1u);
+  ASSERT_TRUE(table_->Drained({.node = "n1", .id = f, .gen = 1, .ok = true}).ok());
+  PublishAll();
+  EXPECT_EQ(LevelOf("job/model.pt"), uint8_t(CkptLevel::kP));
+  EXPECT_EQ(table_->drain_stats().looping_files, 0u);
+  EXPECT_EQ(table_->drain_stats().failing_files, 0u);
+  EXPECT_FALSE(table_->OriginHealth().failing);
 }
 
 TEST_F(CkptTableTest, StatusCountsLevelsAndOverdue) {

@@ -121,7 +121,9 @@ Status Drainer::Drain(const std::vector<proto::CkptDrainTask>& tasks, int* drain
   auto stream = [&](size_t slot) {
     for (size_t k = next++; k < tasks.size() && !failed.load() && !stopping(); k = next++) {
       const proto::CkptEntry& e = tasks[k].entry;
-      Status up = Upload(tasks[k], slot);
+      NoteUpload(e, false);
+      bool at_origin = false;
+      Status up = Upload(tasks[k], slot, &at_origin);
       if (up.ok()) {
         counters_.drained_files += 1;
         counters_.drained_bytes += e.size;
@@ -133,9 +135,15 @@ Status Drainer::Drain(const std::vector<proto::CkptDrainTask>& tasks, int* drain
       Result<proto::CkptDrainedReply> rep = [&] {
         std::lock_guard lock(coordinator_mu_);
         return coordinator_->Call(
-            proto::CkptDrained{.node = options_.node, .id = e.id, .gen = e.gen, .ok = up.ok(), .error = up.ToString()},
+            proto::CkptDrained{.node = options_.node,
+                               .id = e.id,
+                               .gen = e.gen,
+                               .ok = up.ok(),
+                               .error = up.ToString(),
+                               .at_origin = !up.ok() && at_origin},
             options_.rpc_timeout);
       }();
+      if (up.ok() && rep.ok()) NoteUpload(e, true);
       // After a failed upload the rest would most likely fail alike (origin
       // down or full): the round ends and the next one backs off.
       Status s = !rep.ok() ? rep.status().Annotate("CkptDrained") : up;
@@ -167,17 +175,18 @@ Result<CkptOrigin*> Drainer::Origin(size_t stream) {
   return origin.get();
 }
 
-Status Drainer::Upload(const proto::CkptDrainTask& task, size_t stream) {
+Status Drainer::Upload(const proto::CkptDrainTask& task, size_t stream, bool* at_origin) {
   const proto::CkptEntry& e = task.entry;
   const std::optional<uint64_t> chunks = proto::CkptChunkCount(e.size, e.chunk_size);
   if (!chunks || e.checksums.size() != *chunks || e.gen == 0 ||
       !proto::IsSafeCkptPath(task.tmp_path) || task.tmp_path.empty()) {
     return Status::InvalidArgument("malformed drain task for id " + std::to_string(e.id));
   }
+  *at_origin = true;  // until WriteAll says a chunk was the trouble
   HOARD_ASSIGN_OR_RETURN(CkptOrigin * origin, Origin(stream));
   // Create truncates: a partial upload of an earlier attempt is overwritten.
   HOARD_ASSIGN_OR_RETURN(std::unique_ptr<CkptWriter> writer, origin->Create(task.tmp_path));
-  Status s = WriteAll(e, writer.get());
+  Status s = WriteAll(e, writer.get(), at_origin);
   if (s.ok()) s = writer->Close();
   if (!s.ok()) {
     writer.reset();
@@ -189,14 +198,50 @@ Status Drainer::Upload(const proto::CkptDrainTask& task, size_t stream) {
   return s;
 }
 
-Status Drainer::WriteAll(const proto::CkptEntry& e, CkptWriter* writer) {
+Status Drainer::WriteAll(const proto::CkptEntry& e, CkptWriter* writer, bool* at_origin) {
   for (uint32_t i = 0; i < e.checksums.size(); ++i) {
-    HOARD_ASSIGN_OR_RETURN(std::string bytes, FetchChunk(e, i));
-    gate_.Pace(OriginGate::Priority::kWarm, bytes.size());
-    if (stopping()) return Status::Unavailable("the node agent is stopping");
-    HOARD_RETURN_IF_ERROR(writer->WriteAt(uint64_t(i) * e.chunk_size, bytes.data(), bytes.size()));
+    Result<std::string> bytes = FetchChunk(e, i);
+    if (!bytes.ok()) {
+      *at_origin = false;
+      return bytes.status();
+    }
+    gate_.Pace(OriginGate::Priority::kWarm, bytes->size());
+    if (stopping()) {
+      *at_origin = false;
+      return Status::Unavailable("the node agent is stopping");
+    }
+    HOARD_RETURN_IF_ERROR(writer->WriteAt(uint64_t(i) * e.chunk_size, bytes->data(), bytes->size()));
   }
   return Status::Ok();
+}
+
+void Drainer::NoteUpload(const proto::CkptEntry& e, bool ok) {
+  std::lock_guard lock(uploads_mu_);
+  auto [it, added] = uploads_.try_emplace(e.id, e.gen, 0);
+  if (it->second.first != e.gen) it->second = {e.gen, 0};
+  // The oldest ids go first (they are the least likely to be drained again).
+  if (added && uploads_.size() > kUploadsKept) {
+    uploads_.erase(uploads_.begin() == it ? std::next(it) : uploads_.begin());
+  }
+  if (ok) {
+    ++it->second.second;
+    return;
+  }
+  // About to upload it again.
+  const uint32_t before = it->second.second;
+  if (before < kMaxRepeatedUploads) return;
+  counters_.repeated_uploads += 1;
+  const auto now = options_.clock->Now();
+  if (repeat_logged_ != std::chrono::steady_clock::time_point{} && now - repeat_logged_ < std::chrono::minutes(1)) {
+    return;
+  }
+  repeat_logged_ = now;
+  options_.logger->warn(
+      "checkpoint {} (id {} gen {}): uploading it again, {} times now: the coordinator asks again after each upload, "
+      "so it does not find them on the checkpoint origin it publishes to (is this node's --ckpt-origin the "
+      "coordinator's, and the same file system: not one mounted anew under a running daemon?). See the "
+      "coordinator's log and `hoard checkpoint ls`",
+      e.path, e.id, e.gen, before + 1);
 }
 
 Result<std::string> Drainer::FetchChunk(const proto::CkptEntry& e, uint32_t i) {

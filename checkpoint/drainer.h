@@ -19,11 +19,21 @@
 //      there, else from its holders (the writer, then replicas[i]), each
 //      verified against its checksum; Close() (fsync), then CkptDrained{ok}.
 //      A failed upload (origin unreachable or full, a chunk nowhere) is
-//      reported ok=false with the reason and removed from the origin; it is
-//      never reported ok unless every byte was written and fsynced.
+//      reported ok=false with the reason (and whether the origin failed, or
+//      the fetching of chunks: CkptDrained.at_origin) and removed from the
+//      origin; it is never reported ok unless every byte was written and
+//      fsynced. The tasks of a round after its first failure are not
+//      attempted; the next CkptWork hands them out again.
 // After a failed round the next one waits backoff_min, doubling up to
-// backoff_max; a good round resets it. Uploads are paced to the reply's
-// max_drain_bytes_per_s (an OriginGate token bucket; 0 = unlimited).
+// backoff_max (10 s: an origin that was full or away and is back gets the
+// drain within 10 s); a good round resets it. Uploads are paced to the
+// reply's max_drain_bytes_per_s (an OriginGate token bucket; 0 = unlimited).
+//
+// A generation this node already uploaded (reported ok) kMaxRepeatedUploads
+// times and is asked to upload again is counted (repeated_uploads) and
+// logged, at most once a minute (Options.clock): the coordinator does not find those
+// uploads on its origin (see its log and `hoard checkpoint ls`), a drain loop
+// that costs the link the file's size each round.
 //
 // The origin is opened once, on the first task, with Options.open_origin
 // (OpenCkptOrigin in the daemon); a failed open is retried next round.
@@ -37,6 +47,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +59,7 @@
 
 #include "checkpoint/ckpt_origin.h"
 #include "checkpoint/replica_store.h"
+#include "common/clock.h"
 #include "prefetch/origin_gate.h"
 #include "proto/rpc_client.h"
 
@@ -71,13 +83,14 @@ class Drainer {
     std::chrono::milliseconds poll_interval{500};
     int upload_streams = 2;  // uploads at once, each with its own origin connection
     std::chrono::milliseconds backoff_min{1000};
-    std::chrono::milliseconds backoff_max{30000};
+    std::chrono::milliseconds backoff_max{10000};
     std::chrono::milliseconds rpc_timeout{3000};    // coordinator calls
     std::chrono::milliseconds peer_timeout{10000};  // one chunk from a peer
     // How often CkptWork asks for the rebuild list after the first call.
     std::chrono::milliseconds rebuild_interval{std::chrono::minutes(5)};
     std::shared_ptr<spdlog::logger> logger;  // required
     zmq::context_t* context = nullptr;       // required
+    Clock* clock = Clock::Real();            // spaces the repeated-upload warnings
   };
 
   struct Counters {
@@ -87,7 +100,9 @@ class Drainer {
     std::atomic<uint64_t> rebuilt_chunks{0};
     std::atomic<uint64_t> evicted_files{0};
     std::atomic<uint64_t> dropped_copies{0};  // replicas and whole-file copies of retired generations
+    std::atomic<uint64_t> repeated_uploads{0};  // uploads of a generation already uploaded kMaxRepeatedUploads times
   };
+  static constexpr uint32_t kMaxRepeatedUploads = 3;
 
   Drainer(Options options, ReplicaStore* store);
   ~Drainer();
@@ -114,9 +129,12 @@ class Drainer {
   // coordinator as it ends. Stops taking tasks after the first failure.
   Status Drain(const std::vector<proto::CkptDrainTask>& tasks, int* drained);
   // Uploads one generation over origin connection `stream`; the Status is
-  // what CkptDrained reports.
-  Status Upload(const proto::CkptDrainTask& task, size_t stream);
-  Status WriteAll(const proto::CkptEntry& e, CkptWriter* writer);
+  // what CkptDrained reports, *at_origin whether the origin failed.
+  Status Upload(const proto::CkptDrainTask& task, size_t stream, bool* at_origin);
+  Status WriteAll(const proto::CkptEntry& e, CkptWriter* writer, bool* at_origin);
+  // Counts the uploads of each generation reported ok; logs a repeat (see
+  // the top). Called by the upload streams.
+  void NoteUpload(const proto::CkptEntry& e, bool ok);
   // Chunk i of `e`, verified: local store first, then its holders.
   Result<std::string> FetchChunk(const proto::CkptEntry& e, uint32_t i);
   // From the first of `holders` (not this node) that has it.
@@ -139,6 +157,12 @@ class Drainer {
   uint64_t rebuilt_seq_ = 0;  // the last rebuild list held in full (RunOnce's thread only)
   uint64_t dropped_seq_ = 0;  // the last drop list carried out (RunOnce's thread only)
   std::atomic<bool> rebuild_requested_{false};
+
+  std::mutex uploads_mu_;  // guards the two below
+  // By id: (generation, uploads of it reported ok); the newest kUploadsKept ids.
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> uploads_;
+  static constexpr size_t kUploadsKept = 4096;
+  std::chrono::steady_clock::time_point repeat_logged_{};  // the last repeat logged
 
   std::thread thread_;
   std::atomic<bool> stopping_{false};

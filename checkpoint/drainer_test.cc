@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include "checkpoint/ckpt_chunk_service.h"
 #include "checkpoint/mem_ckpt_origin.h"
@@ -45,7 +46,7 @@ class FakeCoordinator {
         [this](const proto::CkptDrained& r, const proto::Envelope&, std::string*) -> Result<proto::CkptDrainedReply> {
           std::lock_guard lock(mu_);
           drained_.push_back(r);
-          if (r.ok) {
+          if (r.ok && !hand_out_again_) {
             std::erase_if(work_.drain, [&](const proto::CkptDrainTask& t) { return t.entry.id == r.id; });
           }
           return proto::CkptDrainedReply{.level = uint8_t(r.ok ? proto::CkptLevel::kP : proto::CkptLevel::kR)};
@@ -61,6 +62,12 @@ class FakeCoordinator {
     std::lock_guard lock(mu_);
     fail_with_ = std::move(s);
   }
+  // Hands out a task drained ok again: a coordinator that never finds the
+  // uploads on its origin (a drain loop).
+  void HandOutAgain() {
+    std::lock_guard lock(mu_);
+    hand_out_again_ = true;
+  }
   std::vector<proto::CkptDrained> drained() {
     std::lock_guard lock(mu_);
     return drained_;
@@ -75,6 +82,7 @@ class FakeCoordinator {
   std::mutex mu_;
   proto::CkptWorkReply work_;
   Status fail_with_;
+  bool hand_out_again_ = false;
   std::vector<proto::CkptDrained> drained_;
   std::vector<proto::CkptWork> asks_;
 };
@@ -129,7 +137,8 @@ class DrainerTest : public ::testing::Test {
                          .rpc_timeout = 1000ms,
                          .peer_timeout = 2000ms,
                          .logger = log_,
-                         .context = &zmq_},
+                         .context = &zmq_,
+                         .clock = &clock_},
         local_.get());
   }
 
@@ -175,6 +184,7 @@ class DrainerTest : public ::testing::Test {
   }
 
   testing::TempDir tmp_;
+  FakeClock clock_;  // outlives the drainer
   zmq::context_t zmq_;
   std::shared_ptr<spdlog::logger> log_;
   FakeCoordinator coord_;
@@ -270,6 +280,62 @@ TEST_F(DrainerTest, FailedUploadIsReportedNotOkThenRetriedOverTheSameName) {
   EXPECT_TRUE(d[2].ok);
   EXPECT_EQ(drainer_->counters().failures.load(), 2u);
   EXPECT_EQ(drainer_->counters().drained_files.load(), 1u);
+}
+
+// Issue 28: the coordinator tells the origin's failures (which `hoard status`
+// flags) from chunks no holder could give (the file's own trouble).
+TEST_F(DrainerTest, AFailedUploadSaysWhetherTheOriginFailed) {
+  const std::string bytes = PseudoRandomBytes(5000, 10);
+  proto::CkptEntry full = Entry(16, 1, bytes, 2048, "self");
+  ASSERT_TRUE(WriteFileAtomic(ReplicaStore::WholeFilePath(tmp_.Sub("local"), 16), bytes).ok());
+  origin_->SetCapacity(1000);  // the origin is full
+  coord_.Set({.drain = {{.entry = full, .tmp_path = Tmp(full)}}, .keep_files = {16}});
+  EXPECT_EQ(drainer_->RunOnce().code(), Code::kNoSpace);
+  origin_->SetCapacity(1 << 20);
+  proto::CkptEntry nowhere = Entry(17, 1, PseudoRandomBytes(3000, 11), 1000, "peer");  // no holder has it
+  coord_.Set({.drain = {{.entry = nowhere, .tmp_path = Tmp(nowhere)}}, .keep_files = {17}});
+  EXPECT_EQ(drainer_->RunOnce().code(), Code::kNotFound);
+  std::vector<proto::CkptDrained> d = coord_.drained();
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_FALSE(d[0].ok);
+  EXPECT_TRUE(d[0].at_origin);
+  EXPECT_TRUE(d[0].error.starts_with("NoSpace:")) << d[0].error;
+  EXPECT_FALSE(d[1].ok);
+  EXPECT_FALSE(d[1].at_origin) << d[1].error;
+}
+
+// Issue 28: a node asked to upload a generation it already uploaded three
+// times (the coordinator keeps not finding it) counts it and says so in its
+// log, once a minute at most.
+TEST_F(DrainerTest, UploadingTheSameGenerationAgainAndAgainIsCountedAndLogged) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
+  log_ = std::make_shared<spdlog::logger>("drainer-loop-" + std::to_string(++count_), sink);
+  drainer_ = MakeDrainer(coord_.endpoint());
+  const std::string bytes = PseudoRandomBytes(1500, 12);
+  proto::CkptEntry e = Entry(18, 5, bytes, 1000, "self");
+  ASSERT_TRUE(WriteFileAtomic(ReplicaStore::WholeFilePath(tmp_.Sub("local"), 18), bytes).ok());
+  coord_.Set({.drain = {{.entry = e, .tmp_path = Tmp(e)}}, .keep_files = {18}});
+  coord_.HandOutAgain();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(drainer_->RunOnce().ok());
+  EXPECT_EQ(coord_.drained().size(), 6u);
+  EXPECT_EQ(drainer_->counters().repeated_uploads.load(), 3u) << "the 4th, 5th and 6th uploads";
+  auto warnings = [&] {
+    int n = 0;
+    for (const std::string& line : sink->last_formatted()) {
+      n += line.find("[warning]") != std::string::npos && line.find("times now") != std::string::npos ? 1 : 0;
+    }
+    return n;
+  };
+  EXPECT_EQ(warnings(), 1);
+  clock_.Advance(std::chrono::seconds(61));
+  ASSERT_TRUE(drainer_->RunOnce().ok());
+  EXPECT_EQ(warnings(), 2) << "a minute later it is said again";
+}
+
+// Issue 28: after a failure, a retry never waits more than 10 s by default,
+// so a freed origin gets the drain within 10 s.
+TEST(DrainerDefaultsTest, RetriesAreNeverMoreThanTenSecondsApart) {
+  EXPECT_LE(Drainer::Options{}.backoff_max, std::chrono::seconds(10));
 }
 
 TEST_F(DrainerTest, WrongBytesFromAHolderAreNeverUploaded) {

@@ -66,6 +66,7 @@ Publisher::Attempt Publisher::ApplyOnce(const OriginOp& op, int* io_errors) {
   switch (op.kind) {
     case OriginOp::kPublish: {
       Result<OriginEntry> tmp = origin.Stat(op.from);
+      // Recorded and logged by the table (DrainHealth::UploadLost).
       if (!tmp.ok() && tmp.status().code() == Code::kNotFound) return Attempt::kUploadLost;
       s = tmp.status();
       if (s.ok() && !Parent(op.path).empty()) s = origin.MakeDirs(Parent(op.path));
@@ -102,11 +103,16 @@ Publisher::Attempt Publisher::ApplyOnce(const OriginOp& op, int* io_errors) {
       s = Status::Internal("unknown origin operation kind " + std::to_string(op.kind));
   }
   if (s.ok()) return Attempt::kDone;
-  const bool retry = s.code() == Code::kUnavailable || s.code() == Code::kNoSpace ||
+  // A full, unreachable or refusing origin is the operator's to fix (free
+  // space, the network, the export's permissions): nothing is skipped meanwhile.
+  const std::string reason = DrainHealth::Reason(s.code(), s.message(), /*at_origin=*/true);
+  const bool retry = reason == "no_space" || reason == "unreachable" || reason == "permission" ||
                      (s.code() == Code::kIoError && ++*io_errors < options_.io_error_attempts);
+  options_.table->OriginOpFailed(op, s, /*for_good=*/!retry);
   if (retry) {
-    options_.logger->warn("checkpoint origin: {} #{} {} (retried): {}", KindName(op.kind), op.seq, op.path,
-                          s.ToString());
+    // Each attempt at debug: the table logs when the origin starts failing.
+    options_.logger->debug("checkpoint origin: {} #{} {} (retried): {}", KindName(op.kind), op.seq, op.path,
+                           s.ToString());
     return Attempt::kRetry;
   }
   options_.logger->error("checkpoint origin: {} #{} {} failed for good, skipped: {}", KindName(op.kind), op.seq,

@@ -17,10 +17,14 @@
 //   unlink, rmdir
 //            kNotFound counts as done.
 //
-// Errors: kUnavailable and kNoSpace (the server is away or full) are retried
-// forever with exponential backoff (min_backoff doubling to max_backoff):
-// nothing is dropped or reordered, the copies on the nodes stay meanwhile.
-// kIoError is retried `io_error_attempts` times, then treated as permanent.
+// Errors: kUnavailable, kNoSpace and permission errors (the server is away,
+// full, or refuses: DrainHealth::Reason) are retried forever with exponential
+// backoff (min_backoff doubling to max_backoff, 10 s, so that an origin that
+// is back is used within 10 s): nothing is dropped or reordered, the copies on
+// the nodes stay meanwhile. Other kIoErrors are retried `io_error_attempts`
+// times, then treated as permanent. Every failed attempt is recorded in the
+// table (CkptTable::OriginOpFailed) for `hoard status` and `hoard checkpoint
+// status`.
 // Permanent errors (kNotEmpty, kIsDirectory, ...: the origin was changed
 // behind hoard's back) are logged as errors and the operation is reported
 // kFailed, so one bad entry cannot stop every later checkpoint; such a file
@@ -53,10 +57,10 @@ class Publisher {
     CkptOrigin* origin = nullptr;  // required, outlives the publisher
     std::shared_ptr<spdlog::logger> logger;  // required
     std::chrono::milliseconds min_backoff{100};
-    std::chrono::milliseconds max_backoff{std::chrono::seconds(30)};
-    // With the backoff doubling from 100 ms to 30 s: about 2 minutes for an
+    std::chrono::milliseconds max_backoff{std::chrono::seconds(10)};
+    // With the backoff doubling from 100 ms to 10 s: about 2 minutes for an
     // NFS server to get over an EIO or ESTALE (a restart, a failover).
-    int io_error_attempts = 12;
+    int io_error_attempts = 18;
   };
 
   // Starts the thread and registers itself as the table's listener.

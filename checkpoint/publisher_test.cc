@@ -1,5 +1,7 @@
 #include "checkpoint/publisher.h"
 
+#include <cerrno>
+
 #include <gtest/gtest.h>
 
 #include "checkpoint/mem_ckpt_origin.h"
@@ -26,12 +28,13 @@ class PublisherTest : public ::testing::Test {
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     table_ = std::move(*t);
   }
-  void Start() {
+  void Start(int io_error_attempts = Publisher::Options{}.io_error_attempts) {
     publisher_ = std::make_unique<Publisher>(Publisher::Options{.table = table_.get(),
                                                                 .origin = &origin_,
                                                                 .logger = spdlog::default_logger(),
                                                                 .min_backoff = std::chrono::milliseconds(1),
-                                                                .max_backoff = std::chrono::milliseconds(20)});
+                                                                .max_backoff = std::chrono::milliseconds(20),
+                                                                .io_error_attempts = io_error_attempts});
   }
   // Creates and commits `path`, uploads its bytes as a drainer would, and
   // reports the upload.
@@ -108,6 +111,57 @@ TEST_F(PublisherTest, UnavailableOriginIsRetriedAndNothingIsLost) {
   EXPECT_TRUE(namespace_ops[0].ends_with(" job/a"));
   EXPECT_TRUE(namespace_ops[1].ends_with(" job/b"));
   EXPECT_EQ(namespace_ops[2], "unlink job/a");
+}
+
+// Issue 28: an origin that refuses (EACCES, EPERM, EROFS: kIoError with
+// strerror's text) is the operator's to fix, like a full one: retried until
+// fixed, never skipped for good after a few attempts (which left the file
+// below P for ever).
+TEST_F(PublisherTest, APermissionErrorIsRetriedUntilFixedNotSkipped) {
+  ASSERT_TRUE(table_->Create({.path = "job", .is_dir = true}).ok());
+  WriteAndDrain("job/a", "A");
+  origin_.FailNext(CkptOp::kRename, Status::FromErrno(EACCES, "rename '.hoard-staging/2-1-n1' to 'job/a'"), 10);
+  Start(/*io_error_attempts=*/3);
+  ASSERT_TRUE(publisher_->WaitIdle(std::chrono::seconds(10)));
+  EXPECT_EQ(origin_.FaultsLeft(CkptOp::kRename), 0);
+  EXPECT_EQ(OnOrigin("job/a"), "A");
+  EXPECT_EQ(table_->Lookup("job/a")->level, uint8_t(CkptLevel::kP));
+}
+
+// Issue 28: while the publisher cannot write (here: mkdir on a full origin),
+// the file and the origin show why and since when; it clears once it works.
+TEST_F(PublisherTest, AFailingPublishIsShownUntilItWorks) {
+  ASSERT_TRUE(table_->Create({.path = "job", .is_dir = true}).ok());
+  const uint64_t id = WriteAndDrain("job/a", "A");
+  origin_.FailNext(CkptOp::kMakeDirs, Status::FromErrno(ENOSPC, "mkdir 'job'"), 1'000'000);
+  Start();
+  ASSERT_TRUE(testing::Eventually([&] { return table_->OriginHealth().failing; }));
+  const proto::CkptOriginHealth h = table_->OriginHealth();
+  EXPECT_EQ(h.reason, "no_space");
+  EXPECT_EQ(h.nodes, std::vector<std::string>{""}) << "the coordinator's publisher";
+  auto s = table_->GetStatus({.job = "job"});
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->drain_errors.size(), 1u);
+  EXPECT_EQ(s->drain_errors[0].id, id);
+  EXPECT_EQ(s->drain_errors[0].reason, "no_space");
+  origin_.ClearFaults();  // space freed
+  ASSERT_TRUE(publisher_->WaitIdle(std::chrono::seconds(10)));
+  EXPECT_EQ(OnOrigin("job/a"), "A");
+  EXPECT_FALSE(table_->OriginHealth().failing);
+  EXPECT_TRUE(table_->GetStatus({.job = "job"})->drain_errors.empty());
+}
+
+// Issue 28: a freed origin must be used within 10 s, so no retry waits longer.
+TEST(PublisherDefaultsTest, RetriesAreNeverMoreThanTenSecondsApart) {
+  EXPECT_LE(Publisher::Options{}.max_backoff, std::chrono::seconds(10));
+  // ... and a passing EIO (an NFS server restarting) still gets about 2 minutes.
+  std::chrono::milliseconds patience{0};
+  auto b = Publisher::Options{}.min_backoff;
+  for (int i = 1; i < Publisher::Options{}.io_error_attempts; ++i) {
+    patience += b;
+    b = std::min(b * 2, Publisher::Options{}.max_backoff);
+  }
+  EXPECT_GE(patience, std::chrono::seconds(100));
 }
 
 TEST_F(PublisherTest, MarkerReachesTheOriginAfterTheData) {

@@ -729,6 +729,7 @@ Result<proto::ClusterStatusReply> Coordinator::GetStatus(const std::string& data
   }
   for (const StatusInput& in : inputs) r.datasets.push_back(ComputeStatus(in));
   r.ckpt_jobs = ckpt_table_->JobSummaries();
+  r.ckpt_origin = CkptOriginHealth();
   return r;
 }
 

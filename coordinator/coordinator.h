@@ -195,6 +195,11 @@ class Coordinator {
   CkptTable& checkpoints() { return *ckpt_table_; }
   // Mount sessions and checkpoint file locks.
   CkptSessions& ckpt_sessions() { return *ckpt_sessions_; }
+  // `hoard checkpoint status|ls`: the table's answer, with the origin it
+  // publishes to named in `origin.source`.
+  Result<proto::CkptStatusReply> CkptStatus(const proto::CkptStatus& req) const;
+  // Whether the checkpoint origin takes the drain (`hoard status`).
+  proto::CkptOriginHealth CkptOriginHealth() const;
   // Drain work for `node`, given the nodes up now.
   Result<proto::CkptWorkReply> CkptWork(const std::string& node, bool rebuild = false, uint64_t rebuilt = 0,
                                         uint64_t dropped = 0);

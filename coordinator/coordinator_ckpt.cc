@@ -59,6 +59,18 @@ Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool
   return ckpt_table_->Work(node, up, rebuild, fill, rebuilt, dropped);
 }
 
+proto::CkptOriginHealth Coordinator::CkptOriginHealth() const {
+  proto::CkptOriginHealth h = ckpt_table_->OriginHealth();
+  if (ckpt_origin_ != nullptr) h.source = ckpt_origin_->source();
+  return h;
+}
+
+Result<proto::CkptStatusReply> Coordinator::CkptStatus(const proto::CkptStatus& req) const {
+  HOARD_ASSIGN_OR_RETURN(proto::CkptStatusReply r, ckpt_table_->GetStatus(req));
+  if (ckpt_origin_ != nullptr) r.origin.source = ckpt_origin_->source();
+  return r;
+}
+
 void Coordinator::CheckCkptCopies() {
   std::set<std::string> up, lost, leaving;
   {

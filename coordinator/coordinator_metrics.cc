@@ -105,6 +105,26 @@ void Coordinator::RegisterMetrics(metrics::Registry* registry) const {
   registry->AddCounter("hoard_ckpt_rereplicated_chunks_total",
                        "Checkpoint chunks given a new holder because one of theirs was lost (--ckpt-lost-after-s)", {},
                        [table] { return double(table->rereplicated_chunks()); });
+  // One field of the table's drain health (checkpoint/drain_health.h).
+  auto drain = [table](auto field) { return [table, field] { return double(table->drain_stats().*field); }; };
+  registry->AddGauge("hoard_ckpt_origin_failing",
+                     "1 while the checkpoint origin does not take the drain (a node's or the publisher's last call "
+                     "to it failed, or uploads are lost), else 0",
+                     {}, drain(&CkptTable::DrainStats::origin_failing));
+  registry->AddGauge("hoard_ckpt_origin_failing_seconds",
+                     "How long the checkpoint origin has been failing (0 while it works)", {},
+                     drain(&CkptTable::DrainStats::origin_failing_s));
+  registry->AddGauge("hoard_ckpt_failing_files", "Checkpoint files whose last drain attempt failed", {},
+                     drain(&CkptTable::DrainStats::failing_files));
+  registry->AddCounter("hoard_ckpt_drain_failures_total",
+                       "Failed attempts to get a checkpoint file to the origin (node uploads and publishes)", {},
+                       drain(&CkptTable::DrainStats::failures));
+  registry->AddCounter("hoard_ckpt_lost_uploads_total",
+                       "Checkpoint uploads reported done that the publisher did not find on the origin", {},
+                       drain(&CkptTable::DrainStats::lost_uploads));
+  registry->AddGauge("hoard_ckpt_upload_loops",
+                     "Checkpoint files uploaded more than 3 times without being published (a drain loop)", {},
+                     drain(&CkptTable::DrainStats::looping_files));
   registry->AddGauge("hoard_ckpt_old_generations",
                      "Checkpoint generations kept after a rewrite or removal because a mount may still read them", {},
                      [table] { return double(table->old_generations()); });

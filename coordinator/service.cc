@@ -90,7 +90,7 @@ void CoordinatorService::RegisterCheckpointHandlers() {
     return EntryReply(c->checkpoints().SetAttr(r));
   });
   server_.Handle<proto::CkptStatus>(
-      [c](const proto::CkptStatus& r, const Envelope&, std::string*) { return c->checkpoints().GetStatus(r); });
+      [c](const proto::CkptStatus& r, const Envelope&, std::string*) { return c->CkptStatus(r); });
   server_.Handle<proto::CkptFlush>(
       [c](const proto::CkptFlush& r, const Envelope&, std::string*) -> Result<proto::CkptFlushReply> {
         HOARD_ASSIGN_OR_RETURN(proto::CkptJobStatus s, c->checkpoints().Flush(r.job));

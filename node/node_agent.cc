@@ -534,6 +534,7 @@ std::map<std::string, uint64_t> NodeAgent::Counters() const {
           {"ckpt_rebuilt_chunks", d.rebuilt_chunks.load()},
           {"ckpt_evicted_files", d.evicted_files.load()},
           {"ckpt_dropped_copies", d.dropped_copies.load()},
+          {"ckpt_repeated_uploads", d.repeated_uploads.load()},
           {"ckpt_replica_bytes", ckpt.chunk_bytes},
           {"ckpt_file_bytes", ckpt.file_bytes},
           {"chunk_requests", c.requests.load()},

@@ -48,6 +48,9 @@ const std::vector<CounterMetric>& CounterMetrics() {
        "Local checkpoint files removed once on the origin"},
       {"ckpt_dropped_copies", "hoard_node_ckpt_dropped_copies_total", Type::kCounter, {},
        "Checkpoint replicas and whole-file copies deleted because no generation anyone may read uses them"},
+      {"ckpt_repeated_uploads", "hoard_node_ckpt_repeated_uploads_total", Type::kCounter, {},
+       "Checkpoint uploads of a generation this node had already uploaded 3 times (a drain loop: the coordinator "
+       "does not find the uploads on its origin)"},
       {"ckpt_replica_bytes", "hoard_node_ckpt_replica_bytes", Type::kGauge, {},
        "Bytes of checkpoint replica chunks on this node's disk"},
       {"ckpt_file_bytes", "hoard_node_ckpt_file_bytes", Type::kGauge, {},

@@ -303,6 +303,52 @@ struct CkptSetAttr {
 
 // ---- CLI -> coordinator ---------------------------------------------------
 
+// Why a file is not reaching the checkpoint origin (checkpoint/drain_health.h
+// keeps them, in the coordinator's memory only): the last failed attempt of a
+// run of failures, and since when that run lasts. Shown by `hoard checkpoint
+// status|ls`; since_unix_ms 0 means no error.
+struct CkptDrainError {
+  uint64_t id = 0;
+  std::string path;
+  uint64_t gen = 0;  // the generation of the last attempt
+  uint8_t code = 0;  // hoard::Code of the last failure
+  // A short word for what went wrong (DrainHealth::Reason): "no_space",
+  // "permission", "unreachable", "upload_lost", "chunks_missing",
+  // "not_found", "io_error", "failed_for_good", "other".
+  std::string reason;
+  std::string error;  // the last failure, as Status::ToString()
+  std::string node;   // who failed: a node's drainer, or "" the coordinator's publisher
+  int64_t since_unix_ms = 0;  // the first failure of the run
+  int64_t last_unix_ms = 0;   // the last one
+  uint32_t failures = 0;      // failed attempts in the run
+  // Uploads of `gen` reported done that never got published (the publisher
+  // did not find them on the origin it writes to).
+  uint32_t lost_uploads = 0;
+  MSGPACK_DEFINE_MAP(id, path, gen, code, reason, error, node, since_unix_ms, last_unix_ms, failures, lost_uploads);
+};
+
+// Whether the checkpoint origin takes what the cluster drains to it, as the
+// coordinator saw it last: `failing` while some party's last origin call
+// failed (a node's drainer, or the coordinator's publisher: node "") or
+// uploads are being lost. `code`, `reason`, `error` are those of the most
+// recent failure; since_unix_ms is when the longest-failing party started.
+struct CkptOriginHealth {
+  std::string source;  // the coordinator's --ckpt-origin
+  bool failing = false;
+  uint8_t code = 0;
+  std::string reason;
+  std::string error;
+  std::vector<std::string> nodes;  // the failing parties ("" the coordinator)
+  int64_t since_unix_ms = 0;
+  int64_t last_unix_ms = 0;
+  uint64_t failing_files = 0;  // files whose last drain attempt failed
+  // Files whose current generation was uploaded more than 3 times without
+  // being published: a drain loop (DrainHealth::kMaxUnpublishedUploads).
+  uint64_t looping_files = 0;
+  MSGPACK_DEFINE_MAP(source, failing, code, reason, error, nodes, since_unix_ms, last_unix_ms, failing_files,
+                     looping_files);
+};
+
 struct CkptJobStatus {
   std::string job;
   uint64_t files = 0;
@@ -311,13 +357,19 @@ struct CkptJobStatus {
   uint64_t undrained_bytes = 0;               // committed, not yet P
   int64_t oldest_undrained_unix_ms = 0;       // 0: none
   uint64_t overdue_files = 0;                 // past the drain deadline
-  MSGPACK_DEFINE_MAP(job, files, bytes, files_by_level, undrained_bytes, oldest_undrained_unix_ms, overdue_files);
+  uint64_t failing_files = 0;                 // files with a drain error
+  CkptDrainError drain_error;                 // the job's longest-failing file's (since_unix_ms 0: none)
+  MSGPACK_DEFINE_MAP(job, files, bytes, files_by_level, undrained_bytes, oldest_undrained_unix_ms, overdue_files,
+                     failing_files, drain_error);
 };
 struct CkptStatusReply {
   std::vector<CkptJobStatus> jobs;
   std::vector<CkptEntry> files;  // with `files`: every file of the job(s)
   int64_t now_unix_ms = 0;
-  MSGPACK_DEFINE_MAP(jobs, files, now_unix_ms);
+  // Every file of the job(s) with a drain error (listed or not), by path.
+  std::vector<CkptDrainError> drain_errors;
+  CkptOriginHealth origin;
+  MSGPACK_DEFINE_MAP(jobs, files, now_unix_ms, drain_errors, origin);
 };
 struct CkptStatus {
   static constexpr MsgType kType = MsgType::kCkptStatus;
@@ -401,6 +453,11 @@ struct CkptWorkReply {
   MSGPACK_DEFINE_MAP(drain, keep_files, max_drain_bytes_per_s, keep_from_id, rebuild, rebuild_seq, drop, drop_files,
                      drop_seq);
 };
+// A node asks for work only between its drain rounds, when none of its
+// uploads is in flight: the call ends every lease the node holds, so a task
+// of its last reply that it did not get to (a round ends at its first failed
+// upload) or whose report was lost is handed out again at once, not when the
+// lease runs out. Leases still keep a task from other nodes.
 struct CkptWork {
   static constexpr MsgType kType = MsgType::kCkptWork;
   using Reply = CkptWorkReply;
@@ -422,7 +479,11 @@ struct CkptDrainedReply {
   MSGPACK_DEFINE_MAP(level);
 };
 // Reports uploads: each task's tmp_path now holds the whole generation,
-// fsynced (ok), or the upload failed (error says why; it is retried).
+// fsynced (ok), or the upload failed (error says why, as Status::ToString();
+// it is retried). `at_origin`: the failure was the checkpoint origin's (it
+// could not be opened, or refused a create, write or fsync), not the
+// fetching of chunks from their holders: it counts against the origin's
+// health (`hoard status`).
 struct CkptDrained {
   static constexpr MsgType kType = MsgType::kCkptDrained;
   using Reply = CkptDrainedReply;
@@ -431,7 +492,8 @@ struct CkptDrained {
   uint64_t gen = 0;
   bool ok = false;
   std::string error;
-  MSGPACK_DEFINE_MAP(node, id, gen, ok, error);
+  bool at_origin = false;
+  MSGPACK_DEFINE_MAP(node, id, gen, ok, error, at_origin);
 };
 
 // ---- mount -> coordinator: sessions and locks -----------------------------

@@ -432,7 +432,8 @@ struct ClusterStatusReply {
   std::vector<DatasetStatus> datasets;
   OriginLimits origin_limits;
   std::vector<CkptJobStatus> ckpt_jobs;  // every checkpoint job, by name
-  MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits, ckpt_jobs);
+  CkptOriginHealth ckpt_origin;          // whether the checkpoint origin takes the drain
+  MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits, ckpt_jobs, ckpt_origin);
 };
 struct ClusterStatus {
   static constexpr MsgType kType = MsgType::kClusterStatus;
