@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cli/ckpt_health.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "common/units.h"
@@ -18,7 +19,15 @@ struct CkptArgs {
 
 const char* Level(uint8_t level) { return proto::CkptLevelName(static_cast<proto::CkptLevel>(level)); }
 
-nlohmann::json ToJson(const proto::CkptEntry& e, int64_t now_ms) {
+// The drain error of file `id` among `errors` (since_unix_ms 0: none).
+proto::CkptDrainError ErrorOf(const std::vector<proto::CkptDrainError>& errors, uint64_t id) {
+  for (const auto& e : errors) {
+    if (e.id == id) return e;
+  }
+  return {};
+}
+
+nlohmann::json ToJson(const proto::CkptEntry& e, int64_t now_ms, const proto::CkptDrainError& error) {
   nlohmann::json replicas = nlohmann::json::array();
   for (const auto& r : e.replicas) replicas.push_back(r);
   return {{"path", e.path},
@@ -34,7 +43,8 @@ nlohmann::json ToJson(const proto::CkptEntry& e, int64_t now_ms) {
           {"drained_unix_ms", e.drained_unix_ms},
           {"undrained_age_s", e.level < uint8_t(proto::CkptLevel::kP) && e.committed_unix_ms > 0
                                   ? double(now_ms - e.committed_unix_ms) / 1000
-                                  : 0.0}};
+                                  : 0.0},
+          {"drain_error", cli::ToJson(error, now_ms)}};
 }
 
 nlohmann::json ToJson(const proto::CkptJobStatus& j, int64_t now_ms) {
@@ -49,55 +59,78 @@ nlohmann::json ToJson(const proto::CkptJobStatus& j, int64_t now_ms) {
           {"undrained_bytes", j.undrained_bytes},
           {"oldest_undrained_age_s",
            j.oldest_undrained_unix_ms > 0 ? double(now_ms - j.oldest_undrained_unix_ms) / 1000 : 0.0},
-          {"overdue_files", j.overdue_files}};
+          {"overdue_files", j.overdue_files},
+          {"failing_files", j.failing_files},
+          {"drain_error", cli::ToJson(j.drain_error, now_ms)}};
+}
+
+// Committed files of the job not at P yet (levels L and R).
+uint64_t UndrainedFiles(const proto::CkptJobStatus& j) {
+  auto n = [&](proto::CkptLevel l) { return j.files_by_level.size() > size_t(l) ? j.files_by_level[size_t(l)] : 0; };
+  return n(proto::CkptLevel::kL) + n(proto::CkptLevel::kR);
 }
 
 std::string JobLine(const proto::CkptJobStatus& j, int64_t now_ms) {
   auto n = [&](proto::CkptLevel l) { return j.files_by_level.size() > size_t(l) ? j.files_by_level[size_t(l)] : 0; };
-  char line[512];
-  std::snprintf(line, sizeof line, "%-24s %8llu %10s %6llu %6llu %6llu %10s %10s %s", j.job.c_str(),
+  std::string error = ShortDrainError(j.drain_error, now_ms);
+  if (j.failing_files > 1) error += " (" + std::to_string(j.failing_files) + " files)";
+  const std::string overdue =
+      j.overdue_files > 0 ? "(" + std::to_string(j.overdue_files) + " past the drain deadline)" : "";
+  char line[1024];
+  std::snprintf(line, sizeof line, "%-24s %8llu %10s %6llu %6llu %6llu %10s %10s %-28s %s", j.job.c_str(),
                 (unsigned long long)j.files, FormatBytes(double(j.bytes)).c_str(),
                 (unsigned long long)n(proto::CkptLevel::kL), (unsigned long long)n(proto::CkptLevel::kR),
                 (unsigned long long)n(proto::CkptLevel::kP), FormatBytes(double(j.undrained_bytes)).c_str(),
                 j.oldest_undrained_unix_ms > 0 ? Duration(double(now_ms - j.oldest_undrained_unix_ms) / 1000).c_str()
                                                : "-",
-                j.overdue_files > 0 ? ("(" + std::to_string(j.overdue_files) + " past the drain deadline)").c_str()
-                                    : "");
+                error.c_str(), overdue.c_str());
   return line;
 }
 
 int RunStatus(Context& ctx, const CkptArgs& a, bool files) {
   Result<proto::CkptStatusReply> r = ctx.Call(proto::CkptStatus{.job = a.job, .files = files});
   if (!r.ok()) return ctx.Fail(r.status());
+  const int64_t now_ms = r->now_unix_ms;
   nlohmann::json doc;
   doc["jobs"] = nlohmann::json::array();
-  for (const auto& j : r->jobs) doc["jobs"].push_back(ToJson(j, r->now_unix_ms));
+  for (const auto& j : r->jobs) doc["jobs"].push_back(ToJson(j, now_ms));
+  doc["origin"] = cli::ToJson(r->origin, now_ms);
+  doc["drain_errors"] = nlohmann::json::array();
+  for (const auto& e : r->drain_errors) doc["drain_errors"].push_back(cli::ToJson(e, now_ms));
   std::string text;
   if (files) {
     doc["files"] = nlohmann::json::array();
-    char line[1024];
-    std::snprintf(line, sizeof line, "%-5s %10s %5s %-40s %s\n", "LEVEL", "SIZE", "GEN", "PATH", "HOLDERS");
+    char line[2048];
+    std::snprintf(line, sizeof line, "%-5s %10s %5s %-28s %-40s %s\n", "LEVEL", "SIZE", "GEN", "DRAIN ERROR", "PATH",
+                  "HOLDERS");
     text += line;
     for (const auto& e : r->files) {
-      doc["files"].push_back(ToJson(e, r->now_unix_ms));
+      const proto::CkptDrainError error = ErrorOf(r->drain_errors, e.id);
+      doc["files"].push_back(ToJson(e, now_ms, error));
       if (e.is_dir) continue;
       std::string holders = e.writer;
       size_t replicated = 0;
       for (const auto& c : e.replicas) replicated += c.empty() ? 0 : 1;
       if (!e.replicas.empty()) holders += " + " + std::to_string(replicated) + "/" + std::to_string(e.replicas.size()) +
                                           " chunks on peers";
-      std::snprintf(line, sizeof line, "%-5s %10s %5llu %-40s %s\n", Level(e.level),
-                    FormatBytes(double(e.size)).c_str(), (unsigned long long)e.gen, e.path.c_str(),
+      std::snprintf(line, sizeof line, "%-5s %10s %5llu %-28s %-40s %s\n", Level(e.level),
+                    FormatBytes(double(e.size)).c_str(), (unsigned long long)e.gen,
+                    ShortDrainError(error, now_ms).c_str(), e.path.c_str(),
                     holders.empty() ? "(origin only)" : holders.c_str());
       text += line;
     }
   } else {
     char head[256];
-    std::snprintf(head, sizeof head, "%-24s %8s %10s %6s %6s %6s %10s %10s\n", "JOB", "FILES", "BYTES", "L", "R", "P",
-                  "UNDRAINED", "OLDEST");
+    std::snprintf(head, sizeof head, "%-24s %8s %10s %6s %6s %6s %10s %10s %s\n", "JOB", "FILES", "BYTES", "L", "R",
+                  "P", "UNDRAINED", "OLDEST", "DRAIN ERROR");
     text += head;
-    for (const auto& j : r->jobs) text += JobLine(j, r->now_unix_ms) + "\n";
+    for (const auto& j : r->jobs) text += JobLine(j, now_ms) + "\n";
     if (r->jobs.empty()) text += "(no checkpoints)\n";
+  }
+  // Why files are not getting there, where an operator looks first.
+  if (r->origin.failing || !r->drain_errors.empty()) {
+    text += "\n" + OriginLine(r->origin, now_ms) + "\n";
+    if (!r->drain_errors.empty()) text += "drain errors:\n" + DrainErrorLines(r->drain_errors, now_ms);
   }
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return ctx.Done(doc, text);
@@ -112,10 +145,14 @@ int RunFlush(Context& ctx, const CkptArgs& a) {
                                               " to drain, ahead of other jobs; follow it with: hoard checkpoint "
                                               "flush " + a.job + " --wait");
   }
-  // Done when nothing committed in the job is below P.
+  // Done when nothing committed in the job is below P. The bar counts what
+  // is at P (published), not what was uploaded, in bytes and in files.
   ProgressBar bar("flush " + a.job);
   WaitLimits limits(a.timeout_s, a.stall_timeout_s);
   uint64_t total = start_undrained;
+  uint64_t files_total = UndrainedFiles(r->status);
+  std::string why_shown;  // the drain error last shown under the bar
+  std::string why_now;
   while (true) {
     Result<proto::CkptStatusReply> st = ctx.Call(proto::CkptStatus{.job = a.job});
     if (!st.ok()) return ctx.Fail(st.status().Annotate("flush " + a.job));
@@ -126,7 +163,23 @@ int RunFlush(Context& ctx, const CkptArgs& a) {
     j.job = a.job;
     total = std::max(total, j.undrained_bytes);  // new commits meanwhile
     const uint64_t done = total - j.undrained_bytes;
-    bar.Update(done, total, 0, 0);
+    files_total = std::max(files_total, UndrainedFiles(j));
+    bar.Update(done, total, files_total - UndrainedFiles(j), files_total);
+    // Why it does not move, said once per change of reason, not only at the end.
+    why_now.clear();
+    if (j.drain_error.since_unix_ms != 0) {
+      why_now =
+          ShortDrainError(j.drain_error, st->now_unix_ms) + ": " + j.drain_error.path + ": " + j.drain_error.error;
+    } else if (st->origin.failing) {
+      why_now = OriginLine(st->origin, st->now_unix_ms);
+    }
+    const std::string reason = j.drain_error.since_unix_ms != 0 ? j.drain_error.reason
+                               : st->origin.failing             ? st->origin.reason
+                                                                : "";
+    if (reason != why_shown) {
+      if (!reason.empty()) bar.Note("flush " + a.job + ": waiting: " + why_now);
+      why_shown = reason;
+    }
     if (j.undrained_bytes == 0) {
       bar.Finish();
       nlohmann::json doc = ToJson(j, st->now_unix_ms);
@@ -139,7 +192,7 @@ int RunFlush(Context& ctx, const CkptArgs& a) {
       bar.Finish();
       const std::string error = "flush " + a.job + ": " + why + " with " + FormatBytes(double(j.undrained_bytes)) +
                                 " still to drain (the drain goes on; `hoard checkpoint ls " + a.job +
-                                "` shows which files)";
+                                "` shows which files)" + (why_now.empty() ? "" : "; last drain error: " + why_now);
       if (ctx.json()) {
         nlohmann::json doc = ToJson(j, st->now_unix_ms);
         doc["flushed"] = false;

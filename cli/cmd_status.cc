@@ -3,6 +3,7 @@
 #include <ctime>
 #include <sstream>
 
+#include "cli/ckpt_health.h"
 #include "cli/commands.h"
 #include "cli/json.h"
 #include "cli/progress.h"
@@ -106,24 +107,30 @@ int RunStatus(Context& ctx, const std::string& dataset) {
     text << "\n" << Table(shares);
   }
   if (!failures.empty()) text << "\nfailures:\n" << failures;
-  // Checkpoints: what is not on the checkpoint origin yet, and how old.
+  // Checkpoints: what is not on the checkpoint origin yet, how old, and why.
   doc["checkpoints"] = nlohmann::json::array();
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
   if (!st->ckpt_jobs.empty()) {
     std::vector<std::vector<std::string>> jobs = {{"CHECKPOINT JOB", "FILES", "SIZE", "L", "R", "P", "UNDRAINED",
-                                                   "OLDEST UNDRAINED"}};
-    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch()).count();
+                                                   "OLDEST UNDRAINED", "DRAIN ERROR"}};
     for (const auto& j : st->ckpt_jobs) {
       auto n = [&](size_t l) { return std::to_string(l < j.files_by_level.size() ? j.files_by_level[l] : 0); };
       const double age = j.oldest_undrained_unix_ms > 0 ? double(now_ms - j.oldest_undrained_unix_ms) / 1000 : 0;
       doc["checkpoints"].push_back({{"job", j.job}, {"files", j.files}, {"bytes", j.bytes},
                                     {"undrained_bytes", j.undrained_bytes}, {"oldest_undrained_age_s", age},
-                                    {"overdue_files", j.overdue_files}});
+                                    {"overdue_files", j.overdue_files}, {"failing_files", j.failing_files},
+                                    {"drain_error", ToJson(j.drain_error, now_ms)}});
+      std::string error = ShortDrainError(j.drain_error, now_ms);
+      if (j.failing_files > 1) error += " (" + std::to_string(j.failing_files) + " files)";
       jobs.push_back({j.job, Thousands(j.files), FormatBytes(double(j.bytes)), n(1), n(2), n(3),
-                      FormatBytes(double(j.undrained_bytes)), age > 0 ? Duration(age) : "-"});
+                      FormatBytes(double(j.undrained_bytes)), age > 0 ? Duration(age) : "-", error});
     }
     text << "\n" << Table(jobs);
   }
+  // A checkpoint origin in trouble is flagged whether or not jobs exist.
+  doc["checkpoint_origin"] = ToJson(st->ckpt_origin, now_ms);
+  if (st->ckpt_origin.failing || !st->ckpt_jobs.empty()) text << "\n" << OriginLine(st->ckpt_origin, now_ms) << "\n";
   return ctx.Done(doc, text.str());
 }
 

@@ -50,6 +50,11 @@ void ProgressBar::Update(uint64_t bytes_done, uint64_t bytes_total, uint64_t fil
   }
 }
 
+void ProgressBar::Note(const std::string& line) {
+  std::fprintf(stderr, tty_ ? "\r%s\033[K\n" : "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
 void ProgressBar::Finish() {
   std::fprintf(stderr, tty_ ? "\r%s\033[K\n" : "%s\n", Render().c_str());
   std::fflush(stderr);
@@ -62,7 +67,8 @@ std::string ProgressBar::Render() const {
   std::string bar = "[" + std::string(static_cast<size_t>(filled), '#') +
                     std::string(static_cast<size_t>(width - filled), '.') + "]";
   char pct[16];
-  std::snprintf(pct, sizeof pct, "%5.1f%%", frac * 100);
+  // %.1f rounds 0.9996 up to 100.0: not while something is left.
+  std::snprintf(pct, sizeof pct, "%5.1f%%", (bytes_done_ < bytes_total_ ? std::min(frac, 0.999) : frac) * 100);
   std::string eta = "-";
   if (bytes_done_ >= bytes_total_) eta = "0s";
   else if (rate_ > 0) eta = Duration(double(bytes_total_ - bytes_done_) / rate_);

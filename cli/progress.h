@@ -1,7 +1,9 @@
 // File: cli/progress.h
 //
-// A progress line for long operations (warm-up now; drain and rebuild later):
+// A progress line for long operations (warm-up, checkpoint flush):
 //   [##########..........]  52.3%  1.4 GiB / 2.7 GiB  8,012 / 16,000 files  310.2 MiB/s  ETA 4s
+// It shows 100.0% only when done: a few bytes left of a large total read
+// 99.9%, not a rounded 100% that looks finished.
 // On a terminal it redraws one line on stderr; otherwise it prints a line
 // every `log_every` seconds, so CI and job logs stay short. The rate is measured over the
 // last ~5 s, so the ETA follows the current speed, not the average.
@@ -24,6 +26,9 @@ class ProgressBar {
   void Update(uint64_t bytes_done, uint64_t bytes_total, uint64_t files_done, uint64_t files_total);
   // Prints the final line (and a newline on a terminal).
   void Finish();
+  // Prints `line` on a line of its own (on a terminal, over the bar, which
+  // the next Update draws again below it).
+  void Note(const std::string& line);
 
   double rate_bytes_per_s() const { return rate_; }
 
