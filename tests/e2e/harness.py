@@ -159,6 +159,18 @@ def file_digests(root):
     return out
 
 
+def write_file(path, data, chunk=1 << 20):
+    """Writes `data` with several write(2)s, fsyncs and closes: returns only
+    once both returned (a checkpoint's commit, the promise under test)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for off in range(0, len(data), chunk):
+            os.write(fd, data[off:off + chunk])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class TempDir:
     def __init__(self, prefix):
         self.path = tempfile.mkdtemp(prefix=prefix)

@@ -63,16 +63,7 @@ def file_sha(path):
         return sha(f.read())
 
 
-def write_file(path, data, chunk=1 << 20):
-    """Writes `data` with several write(2)s, fsyncs and closes: returns only
-    once both returned (the promise under test)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        for off in range(0, len(data), chunk):
-            os.write(fd, data[off:off + chunk])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+write_file = harness.write_file  # write(2)s, fsync, close
 
 
 class CheckpointTest(harness.CheckpointHostsCase):
