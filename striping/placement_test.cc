@@ -9,33 +9,15 @@
 #include <iostream>
 #include <limits>
 #include <map>
-#include <new>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "common/alloc_budget.h"
 #include "common/hash.h"
 #include "striping/chunk_key.h"
-
-// Counts heap allocations made by this thread while armed, to prove Owners()
-// does not allocate. Replacing the global operator new is the only way to see
-// allocations from inside the library; disarmed it is plain malloc/free.
-namespace {
-thread_local bool t_count_allocs = false;
-thread_local long t_allocs = 0;
-}  // namespace
-
-// noinline: once GCC inlines these into callers it sees malloc paired with
-// `delete` and free paired with `new`, and warns (-Wmismatched-new-delete).
-[[gnu::noinline]] void* operator new(std::size_t n) {
-  if (t_count_allocs) ++t_allocs;
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace hoard {
 namespace {
@@ -416,14 +398,18 @@ TEST(PlacementTest, OwnersDoesNotAllocateWithCapacity) {
   const std::vector<ChunkKey>& chunks = TestChunks();  // built here, not while counting
   std::vector<uint32_t> owners;
   owners.reserve(3);
-  t_allocs = 0;
-  t_count_allocs = true;
-  for (size_t c = 0; c < 10000; ++c) {
-    for (int k : {1, 2, 3}) p.Owners(chunks[c].PlacementHash(), k, &owners);
-    p.IsOwner(chunks[c].PlacementHash(), 3, static_cast<uint32_t>(c % 100));
+  // The decode budget's operator new (common/alloc_budget.h) sees every
+  // allocation of this thread, from inside the library too.
+  size_t peak = 0;
+  {
+    AllocBudget budget(SIZE_MAX);
+    for (size_t c = 0; c < 10000; ++c) {
+      for (int k : {1, 2, 3}) p.Owners(chunks[c].PlacementHash(), k, &owners);
+      p.IsOwner(chunks[c].PlacementHash(), 3, static_cast<uint32_t>(c % 100));
+    }
+    peak = budget.peak();
   }
-  t_count_allocs = false;
-  EXPECT_EQ(t_allocs, 0);
+  EXPECT_EQ(peak, 0u);
 }
 
 // Mean wall-clock nanoseconds per call of fn(i) over `calls` calls.
