@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "common/msgpack_budget.h"
+
 namespace hoard::proto {
 namespace {
 
@@ -219,12 +221,21 @@ Result<Envelope> DecodeMessage(std::vector<zmq::message_t>& frames, uint64_t* id
   }
 
   Envelope env;
-  try {
-    env.handle = msgpack::unpack(static_cast<const char*>(header.data()), header.size(), nullptr,
-                                 nullptr, kLimits);
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(std::string("header is not valid msgpack: ") + e.what());
+  // The tree is charged before it is built; what is left is the body's.
+  const size_t budget = DecodeBudget(header.size());
+  size_t charged = 0;
+  const std::exception_ptr failure = RunWithAllocBudget(
+      budget,
+      [&] { env.handle = UnpackCharged(static_cast<const char*>(header.data()), header.size(), kLimits); },
+      &charged);
+  if (failure) {
+    if (IsAllocBudgetExceeded(failure)) {
+      return Status::InvalidArgument("message header of " + Size(header.size()) + " refused: " +
+                                     ExceptionMessage(failure));
+    }
+    return Status::InvalidArgument(std::string("header is not valid msgpack: ") + ExceptionMessage(failure));
   }
+  env.body_budget = budget - charged;
   const msgpack::object& root = env.handle.get();
   if (root.type != msgpack::type::ARRAY || root.via.array.size != 6) {
     return Status::InvalidArgument("header is not a 6-element array");

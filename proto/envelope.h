@@ -4,10 +4,18 @@
 // is the only code that turns bytes from the network into typed messages; it
 // enforces the version, the type list and every size limit, and never throws.
 //
+// Decode budget (common/alloc_budget.h): a message of N header bytes may
+// allocate DecodeBudget(N) = 16 N + 64 KiB while it is decoded, shared by
+// DecodeMessage (the msgpack tree of the header) and BodyAs (the structs).
+// Past it the decode stops and the message is refused as malformed
+// (InvalidArgument "... decoding would take more than M bytes"). The payload
+// frame is adopted as it came, never decoded, and costs nothing.
+//
 // Thread-safety: functions are pure; an Envelope is owned by one thread.
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +23,7 @@
 #include <msgpack.hpp>
 #include <zmq.hpp>
 
+#include "common/alloc_budget.h"
 #include "common/result.h"
 #include "proto/messages.h"
 
@@ -29,6 +38,9 @@ struct Envelope {
   msgpack::object body;
   zmq::message_t payload;  // empty when the message had none
   bool has_payload = false;
+  // What BodyAs may still allocate: the message's decode budget less what
+  // its tree was charged. Set by DecodeMessage.
+  size_t body_budget = 0;
 
   std::string_view payload_view() const {
     return {static_cast<const char*>(payload.data()), payload.size()};
@@ -36,14 +48,19 @@ struct Envelope {
 };
 
 // Converts the body to T; kInvalidArgument naming the type and the field
-// problem if it does not fit (wrong msgpack type, not a map).
+// problem if it does not fit (wrong msgpack type, not a map), or if the
+// structs would take more than what is left of the message's decode budget.
 template <typename T>
 Result<T> BodyAs(const Envelope& env) {
   T out{};
-  try {
-    env.body.convert(out);
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(std::string("malformed ") + TypeName(env.type) + " body: " + e.what());
+  const std::exception_ptr failure = RunWithAllocBudget(env.body_budget, [&] { env.body.convert(out); });
+  if (failure && IsAllocBudgetExceeded(failure)) {
+    return Status::InvalidArgument(std::string("refused ") + TypeName(env.type) + " body: " +
+                                   ExceptionMessage(failure) + " (what its msgpack tree left of the budget)");
+  }
+  if (failure) {
+    return Status::InvalidArgument(std::string("malformed ") + TypeName(env.type) + " body: " +
+                                   ExceptionMessage(failure));
   }
   return out;
 }
@@ -64,8 +81,9 @@ std::string EncodeHeader(MsgType type, uint64_t id, const Status& status, const 
 }
 
 // Decodes frame 0 (header) and adopts frame 1 (payload) if present. Checks, in
-// order: frame count and sizes, msgpack well-formedness within decoder limits,
-// envelope shape, protocol version, known type. The error says which failed.
+// order: frame count and sizes, msgpack well-formedness within decoder limits
+// and the decode budget, envelope shape, protocol version, known type. The
+// error says which failed.
 // The returned message's id is also filled into `*id_out` when the header got
 // far enough to carry one (so an error reply can echo it).
 Result<Envelope> DecodeMessage(std::vector<zmq::message_t>& frames, uint64_t* id_out);
