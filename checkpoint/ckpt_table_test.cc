@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 
+#include "common/alloc_budget.h"
 #include "common/testing.h"
+#include "coordinator/msgpack_codec.h"
 #include "proto/envelope.h"
 
 namespace hoard {
@@ -348,6 +350,91 @@ TEST_F(CkptTableTest, ImpossibleNamespaceIsCorruption) {
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_GT(e->id, 100u);
   EXPECT_EQ((*t)->Lookup("job")->id, 100u);
+}
+
+// A namespace snapshot of `files` files (and a directory per 100) as CkptStore
+// writes it: committed files of 16 to 80 chunks, replicas on two nodes, some
+// with an older generation kept for a reader.
+CkptSnapshot SnapshotOf(int files) {
+  CkptSnapshot snap;
+  snap.next_id = files * 2 + 10;
+  uint64_t dir = 0;
+  for (int i = 0; i < files; ++i) {
+    if (i % 100 == 0) {
+      CkptNode d;
+      d.id = ++snap.next_id;
+      d.is_dir = true;
+      d.mode = 0755;
+      d.name = "step-" + std::to_string(i / 100);
+      snap.nodes.push_back(d);
+      dir = d.id;
+    }
+    CkptNode f;
+    f.id = ++snap.next_id;
+    f.parent = dir;
+    f.name = "rank-" + std::to_string(i % 100) + ".pt";
+    f.mode = 0644;
+    f.gen = 3;
+    f.level = 2;
+    f.chunk_size = 4u << 20;
+    const int chunks = 16 + i % 64;
+    f.size = uint64_t(chunks) << 22;
+    f.writer = "node-" + std::to_string(i % 64);
+    for (int c = 0; c < chunks; ++c) {
+      f.checksums.push_back(0x9e3779b97f4a7c15ull * (i * 131 + c + 1));
+      f.replicas.push_back({"node-" + std::to_string((i + c) % 64)});
+    }
+    f.replicas_wanted = 2;
+    f.mtime_ns = f.ctime_ns = f.atime_ns = 1700000000000000000 + i;
+    f.commit_seq = i + 1;
+    f.published_gen = 3;
+    f.on_origin = true;
+    if (i % 10 == 0) f.old_gens.push_back({.gen = 2, .size = f.size, .chunk_size = f.chunk_size,
+                                           .checksums = f.checksums, .writer = f.writer, .replicas = f.replicas});
+    snap.nodes.push_back(std::move(f));
+  }
+  return snap;
+}
+
+// The decode budget (common/alloc_budget.h) holds a namespace snapshot of
+// any size with room to spare: its charge per byte does not grow with the
+// entries (so a 10M-entry snapshot, 1<<24 being the array limit, decodes
+// too). A journal record of empty maps is Corruption, not gigabytes.
+TEST_F(CkptTableTest, SnapshotsDecodeWithinTheBudget) {
+  for (int files : {2000, 20000}) {
+    const std::string bytes = PackState(SnapshotOf(files));
+    size_t peak = 0;
+    {
+      AllocBudget outer(SIZE_MAX);
+      CkptSnapshot decoded;
+      UnpackState(bytes.data(), bytes.size(), &decoded);
+      EXPECT_EQ(decoded.nodes.size(), size_t(files + files / 100));
+      peak = outer.peak();
+    }
+    const double spare = double(DecodeBudget(bytes.size())) / double(peak);
+    printf("checkpoint snapshot of %d files: %zu bytes, charged %.1fx, %.2fx to spare\n", files, bytes.size(),
+           double(peak) / double(bytes.size()), spare);
+    // 8x: a chunk's replica list is a vector of strings of its own.
+    EXPECT_GE(spare, 1.5);
+  }
+
+  Mk("job", true);
+  table_.reset();
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(1);
+  pk.pack(std::string("put"));
+  pk.pack_array(60000);
+  for (int i = 0; i < 60000; ++i) pk.pack_map(0);
+  {
+    CkptStore store(dir_.Sub("ckpt"), {});
+    ASSERT_TRUE(store.Open(nullptr).ok());
+    ASSERT_TRUE(store.TEST_log().Append(std::string_view(buf.data(), buf.size())).ok());
+  }
+  auto t = CkptTable::Open({.dir = dir_.Sub("ckpt"), .logger = spdlog::default_logger()});
+  EXPECT_EQ(t.status().code(), Code::kCorruption);
+  EXPECT_NE(t.status().message().find("decoding would take more than"), std::string::npos)
+      << t.status().ToString();
 }
 
 TEST_F(CkptTableTest, FailedAppendChangesNothing) {

@@ -126,16 +126,18 @@ Result<StateStore::SnapshotKind> StateStore::LoadSnapshot(uint64_t* snapshot_seq
   const std::string advice = "; restore it from a backup, or move it and state.log away to start empty";
   CoordinatorState state;
   try {
-    msgpack::object_handle h = msgpack::unpack(bytes->data(), bytes->size(), nullptr, nullptr, kStateDecodeLimits);
     SnapshotFormat f;
-    h.get().convert(f);
+    SnapshotFile file;
+    // Format 2's state is decoded on its own budget, once its checksum held.
+    DecodeState(bytes->data(), bytes->size(), [&](const msgpack::object& tree) {
+      tree.convert(f);
+      if (f.format == kLegacyFormat) tree.convert(state);
+      if (f.format == kSnapshotFormat) tree.convert(file);
+    });
     if (f.format == kLegacyFormat) {
-      h.get().convert(state);
       kind = SnapshotKind::kLegacy;
       Note("upgraded " + path + " from format 1 (one file rewritten per change) to a snapshot plus state.log");
     } else if (f.format == kSnapshotFormat) {
-      SnapshotFile file;
-      h.get().convert(file);
       if (Checksum64(file.state.data(), file.state.size()) != file.checksum) {
         return Status::Corruption("coordinator state " + path + " fails its checksum" + advice);
       }

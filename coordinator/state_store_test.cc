@@ -17,8 +17,10 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
 
+#include "common/alloc_budget.h"
 #include "common/file_util.h"
 #include "common/testing.h"
+#include "coordinator/msgpack_codec.h"
 
 namespace hoard {
 namespace {
@@ -476,6 +478,43 @@ TEST_F(StateStoreTest, ADamagedSnapshotOrLogHeaderRefusesToStart) {
   auto s = Reopen();
   EXPECT_EQ(s.status().code(), Code::kCorruption);
   EXPECT_NE(s.status().message().find("checksum"), std::string::npos) << s.status().ToString();
+}
+
+// The decode budget (common/alloc_budget.h): a real state decodes with room
+// to spare; a state file of empty maps, which would take 30x its size and
+// more, is refused as Corruption before its tree is built.
+TEST_F(StateStoreTest, DecodingStaysWithinTheBudget) {
+  StateGenerator big(7, /*node_names=*/2000, /*dataset_names=*/2000);
+  for (int i = 0; i < 6000; ++i) big.Step();
+  const std::string bytes = PackState(big.state());
+  size_t peak = 0;
+  {
+    AllocBudget outer(SIZE_MAX);
+    CoordinatorState decoded;
+    UnpackState(bytes.data(), bytes.size(), &decoded);
+    EXPECT_EQ(decoded.nodes.size(), big.state().nodes.size());
+    peak = outer.peak();
+  }
+  const double spare = double(DecodeBudget(bytes.size())) / double(peak);
+  printf("coordinator state of %zu nodes, %zu datasets: %zu bytes, charged %.1fx, %.2fx to spare\n",
+         big.state().nodes.size(), big.state().datasets.size(), bytes.size(), double(peak) / double(bytes.size()),
+         spare);
+  EXPECT_GE(spare, 2.0);
+
+  // Format 1 (the whole state in state.msgpack) with 250 x 65,535 empty
+  // maps for nodes: 16 MB.
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(2);
+  pk.pack(std::string("format"));
+  pk.pack(1);
+  pk.pack(std::string("nodes"));
+  pk.pack_array(250 * 65535);
+  for (int i = 0; i < 250 * 65535; ++i) pk.pack_map(0);
+  ASSERT_TRUE(WriteFileAtomic(tmp_.Sub("state.msgpack"), std::string_view(buf.data(), buf.size())).ok());
+  auto s = Reopen();
+  EXPECT_EQ(s.status().code(), Code::kCorruption);
+  EXPECT_NE(s.status().message().find("decoding would take more than"), std::string::npos) << s.status().ToString();
 }
 
 TEST_F(StateStoreTest, OpenRemovesManifestsNoDatasetNames) {
