@@ -10,6 +10,7 @@
 #include <deque>
 #include <unordered_map>
 
+#include "common/alloc_budget.h"
 #include "common/file_util.h"
 #include "common/hash.h"
 
@@ -196,12 +197,23 @@ Status Validate(const char* data, size_t size) {
   return Status::Ok();
 }
 
+// Validate under the decode budget of the manifest's size, like every
+// decoder (common/alloc_budget.h). It allocates nothing per entry (the bytes
+// are the index, used in place), so the budget only keeps it that way.
+Status ValidateWithinBudget(const char* data, size_t size) {
+  Status status;
+  const std::exception_ptr failure =
+      RunWithAllocBudget(DecodeBudget(size), [&] { status = Validate(data, size); });
+  if (failure) return Bad(ExceptionMessage(failure));
+  return status;
+}
+
 }  // namespace
 
 Result<Manifest> Manifest::Parse(std::string bytes) {
   auto owned = std::make_shared<std::string>(std::move(bytes));
   // std::string storage is allocated with operator new: aligned for EntryRecord.
-  HOARD_RETURN_IF_ERROR(Validate(owned->data(), owned->size()));
+  HOARD_RETURN_IF_ERROR(ValidateWithinBudget(owned->data(), owned->size()));
   Manifest m;
   m.data_ = owned->data();
   m.size_ = owned->size();
@@ -221,7 +233,7 @@ Result<Manifest> Manifest::Load(const std::string& path) {
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (map == MAP_FAILED) return Status::FromErrno(errno, "mmap manifest " + path);
   std::shared_ptr<const void> storage(map, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
-  Status s = Validate(static_cast<const char*>(map), size);
+  Status s = ValidateWithinBudget(static_cast<const char*>(map), size);
   if (!s.ok()) return s.Annotate(path);
   Manifest m;
   m.data_ = static_cast<const char*>(map);

@@ -22,7 +22,9 @@
 //
 // Parse validates everything a reader later relies on (bounds, tree shape,
 // name safety, sort order, chunk numbering, checksum), so that accessors can
-// index without checks: a corrupt or hostile manifest is rejected whole.
+// index without checks: a corrupt or hostile manifest is rejected whole. It
+// allocates nothing per entry, and runs under the decode budget
+// (common/alloc_budget.h) like every decoder.
 //
 // Thread-safety: a Manifest is immutable; copies share the bytes and may be
 // used from any thread.

@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/alloc_budget.h"
 #include "common/file_util.h"
+#include "common/testing.h"
 #include "striping/assignment.h"
 
 namespace hoard {
@@ -33,6 +35,41 @@ std::string BuildSample() {
   Result<std::string> bytes = b.Finish(1234);
   EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
   return *bytes;
+}
+
+// Parse and Load run under the decode budget (common/alloc_budget.h) like
+// every decoder; a manifest is used in place, so they charge next to
+// nothing whatever its size.
+TEST(ManifestTest, ParsingAllocatesNothingPerEntry) {
+  ManifestBuilder b(kUid, 1, kChunk);
+  b.SetRoot(S_IFDIR | 0755, 0, 0, 1);
+  for (int d = 0; d < 100; ++d) {
+    b.Add("d" + std::to_string(d), S_IFDIR | 0755, 0, 0, 0, 1);
+    for (int f = 0; f < 1000; ++f) {
+      b.Add("d" + std::to_string(d) + "/f" + std::to_string(f), S_IFREG | 0644, 0, 0, 3 * kChunk, 1);
+    }
+  }
+  Result<std::string> bytes = b.Finish(1);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  testing::TempDir dir;
+  ASSERT_TRUE(WriteFileAtomic(dir.Sub("m"), *bytes).ok());
+  size_t parse_peak = 0, load_peak = 0;
+  {
+    AllocBudget outer(SIZE_MAX);
+    Result<Manifest> m = Manifest::Parse(*bytes);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->entry_count(), 100101u);
+    parse_peak = outer.peak();
+  }
+  {
+    AllocBudget outer(SIZE_MAX);
+    Result<Manifest> m = Manifest::Load(dir.Sub("m"));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    load_peak = outer.peak();
+  }
+  // Parse's copy of the bytes (the test's, passed by value) and a shared_ptr.
+  EXPECT_LT(parse_peak, bytes->size() + 4096);
+  EXPECT_LT(load_peak, 4096u);
 }
 
 TEST(ManifestTest, BuildParseAndLookup) {
