@@ -7,7 +7,9 @@
 //   - PseudoRandomBytes: reproducible bytes that differ per seed and per
 //     offset, so a chunk served from the wrong place never compares equal;
 //   - Eventually: polls a condition until it holds or a deadline passes,
-//     for state that other threads or processes reach asynchronously.
+//     for state that other threads or processes reach asynchronously;
+//   - Gate: a one-shot latch a test opens to let blocked threads go on (a
+//     peer that answers only when the test says so).
 #pragma once
 
 #include <stdlib.h>
@@ -15,6 +17,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <future>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -69,5 +73,22 @@ bool Eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::second
   }
   return pred();
 }
+
+// Closed until opened (opening it again is a no-op); every Wait returns from
+// then on.
+class Gate {
+ public:
+  void Open() {
+    std::call_once(opened_, [this] { promise_.set_value(); });
+  }
+  void Wait() const { future_.wait(); }
+  // Whether it is open within `d`.
+  bool WaitFor(std::chrono::milliseconds d) const { return future_.wait_for(d) == std::future_status::ready; }
+
+ private:
+  std::once_flag opened_;
+  std::promise<void> promise_;
+  std::shared_future<void> future_ = promise_.get_future().share();
+};
 
 }  // namespace hoard::testing
