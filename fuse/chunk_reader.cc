@@ -30,7 +30,19 @@ ChunkReader::ChunkReader(Options options, std::function<std::shared_ptr<const Cl
       origins_(options_.origin, options_.open_origin),
       origin_reader_(nullptr, &origins_, options_.logger),
       id_(NextReaderId()),
-      streams_(kStreamSlots) {
+      streams_(kStreamSlots),
+      hedger_(Hedger::Options{
+          .latency = options_.hedge,
+          .health = {.suspect_for = options_.suspect_for, .slow_after = options_.slow_after},
+          // Requests waiting out a stopped peer keep their threads (up to
+          // peer_timeout), so new ones must not queue behind them.
+          .pool = {.max_threads = 256, .keep_idle = 32},
+          .on_slow_suspect = [logger = options_.logger, suspect_for = options_.suspect_for,
+                              slow_after = options_.slow_after](const std::string& peer) {
+            logger->warn("peer {} left {} chunk requests in a row unanswered past their hedge delay; skipping it "
+                         "for {} ms",
+                         peer, slow_after, suspect_for.count());
+          }}) {
   // Read-ahead must leave room in the memory cache for what readers use.
   options_.readahead_max_bytes = std::min(options_.readahead_max_bytes, options_.memory_cache_bytes / 2);
   if (!options_.read_tier_dir.empty() && options_.read_tier_bytes > 0) {
@@ -313,6 +325,21 @@ Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, ui
   return r;
 }
 
+namespace {
+
+// What makes an answer good: the whole chunk, no more, no less. (Replies are
+// authenticated per message and matched to their request by id; the manifest
+// records no checksum per chunk to check the bytes against.)
+std::function<Status(const ChunkReader::Bytes&)> ChunkLengthIs(uint64_t chunk_len) {
+  return [chunk_len](const ChunkReader::Bytes& b) -> Status {
+    if (b != nullptr && b->size() == chunk_len) return Status::Ok();
+    return Status::Corruption("got " + std::to_string(b == nullptr ? 0 : b->size()) + " bytes of a " +
+                              std::to_string(chunk_len) + "-byte chunk");
+  };
+}
+
+}  // namespace
+
 Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index,
                                                       bool ahead) {
   const Manifest& m = ds.manifest();
@@ -325,67 +352,97 @@ Result<ChunkReader::Bytes> ChunkReader::FetchUncached(const MountedDataset& ds, 
   if (!ds.retired.load(std::memory_order_acquire)) {
     view->placement().Owners(key.PlacementHash(), static_cast<int>(ds.view->meta.replicas), &owners);
   }
-  if (ahead) return FetchAheadFromOwners(ds, *view, owners, entry, index, chunk_len);
-  // Up owners first, in rank order; down ones are not tried at all.
+  if (ahead) return FetchAheadFromOwners(ds, view, owners, entry, index, chunk_len);
+  // Up owners first, in rank order; down ones are not tried at all, suspect
+  // ones are skipped by the Hedger. Then the origin, read by ourselves: a
+  // file that changed at the origin fails there too (kStale), so nothing
+  // mixes versions.
+  std::vector<Hedger::Source<Bytes>> sources;
   for (uint32_t o : owners) {
-    const proto::NodeInfo& node = view->node(o);
-    if (!node.up || Suspect(node.endpoint, view->epoch())) continue;
-    Result<Bytes> r = FetchFromPeer(node, view->map().placement_epoch, ds, entry, index, chunk_len, /*fill=*/true);
-    if (r.ok()) {
-      counters_.peer_bytes.fetch_add(chunk_len);
-      counters_.remote_fetches.fetch_add(1, std::memory_order_relaxed);
-      return r;
-    }
-    counters_.peer_failures.fetch_add(1);
-    if (r.status().code() == Code::kUnavailable) MarkSuspect(node.endpoint, view->epoch());
-    options_.logger->warn("chunk {} of {} from {}: {}; trying the next source", key.Name(), ds.name, node.name,
-                          r.status().ToString());
+    if (view->node(o).up) sources.push_back(PeerRequest(ds, view, o, entry, index, chunk_len, true, true));
   }
-  // Every owner failed or is down: read the origin ourselves. A file that
-  // changed at the origin fails here too (kStale), so nothing mixes versions.
-  ChunkRef ref{entry, index, m.entry(entry).first_chunk() + index, chunk_len};
-  Result<ChunkFiller::FillResult> f = origin_reader_.Fill(*ds.view, ref, /*cache=*/false);
-  if (!f.ok()) return f.status();
-  counters_.origin_bytes.fetch_add(chunk_len);
-  counters_.remote_fetches.fetch_add(1, std::memory_order_relaxed);
-  return f->bytes;
+  const size_t origin = sources.size();
+  const ChunkRef ref{entry, index, m.entry(entry).first_chunk() + index, chunk_len};
+  // Beside an owner that is busy rather than stuck, the origin is not asked
+  // (the owner is most likely reading the chunk from it already): see
+  // common/hedger.h.
+  sources.push_back({.fetch = [this, &ds, ref]() -> Result<Bytes> {
+                       Result<ChunkFiller::FillResult> f = origin_reader_.Fill(*ds.view, ref, /*cache=*/false);
+                       if (!f.ok()) return f.status();
+                       return f->bytes;
+                     },
+                     .only_past_stalled_peers = true});
+  Hedger::Outcome<Bytes> got = hedger_.Run(std::move(sources), ChunkLengthIs(chunk_len), {});
+  if (got.value.ok()) {
+    CountFetched(chunk_len, got.winner == static_cast<int>(origin));
+    if (got.hedged) {
+      options_.logger->debug("chunk {} of {}: a hedged request won ({})", key.Name(), ds.name,
+                             got.winner == static_cast<int>(origin) ? "the origin" : "an owner");
+    }
+  }
+  return std::move(got.value);
 }
 
-Result<ChunkReader::Bytes> ChunkReader::FetchAheadFromOwners(const MountedDataset& ds, const ClusterView& view,
+Result<ChunkReader::Bytes> ChunkReader::FetchAheadFromOwners(const MountedDataset& ds,
+                                                             const std::shared_ptr<const ClusterView>& view,
                                                              const std::vector<uint32_t>& owners, uint32_t entry,
                                                              uint32_t index, uint64_t chunk_len) {
   // First every up owner that already holds the chunk: after a membership
   // change the first owner in rank order may be a new one that does not hold
   // it yet, and asking it to fill would read the origin (or a peer) for a
-  // chunk a surviving replica can send at once.
-  std::vector<const proto::NodeInfo*> up;
-  Status last = Status::Unavailable("read-ahead: no owner of the chunk is up");
+  // chunk a surviving replica can send at once. Read-ahead gives up once the
+  // owners it asked are all overdue: they are skipped from then on, and the
+  // demand read that follows goes to the next source at once.
+  std::vector<Hedger::Source<Bytes>> holders;
+  std::vector<uint32_t> asked;
   for (uint32_t o : owners) {
-    const proto::NodeInfo& node = view.node(o);
-    if (!node.up || Suspect(node.endpoint, view.epoch())) continue;
-    Result<Bytes> r = FetchFromPeer(node, view.map().placement_epoch, ds, entry, index, chunk_len, /*fill=*/false);
-    if (r.ok()) {
-      counters_.peer_bytes.fetch_add(chunk_len);
-      counters_.remote_fetches.fetch_add(1, std::memory_order_relaxed);
-      return r;
-    }
-    last = r.status();
-    if (r.status().code() == Code::kNotFound) {
-      up.push_back(&node);
-    } else if (r.status().code() == Code::kUnavailable) {
-      MarkSuspect(node.endpoint, view.epoch());
-    }
+    if (!view->node(o).up) continue;
+    holders.push_back(PeerRequest(ds, view, o, entry, index, chunk_len, /*fill=*/false, /*demand=*/false));
+    asked.push_back(o);
   }
-  // Nobody holds it yet (a first pass): the first owner reads it through
-  // and keeps it, as for a demand read. The origin itself is left to the
-  // demand read, which reports what failed.
-  if (up.empty()) return last;
-  Result<Bytes> r = FetchFromPeer(*up.front(), view.map().placement_epoch, ds, entry, index, chunk_len, /*fill=*/true);
-  if (r.ok()) {
-    counters_.peer_bytes.fetch_add(chunk_len);
-    counters_.remote_fetches.fetch_add(1, std::memory_order_relaxed);
+  if (holders.empty()) return Status::Unavailable("read-ahead: no owner of the chunk is up");
+  Hedger::Outcome<Bytes> got =
+      hedger_.Run(std::move(holders), ChunkLengthIs(chunk_len), {.give_up_when_overdue = true});
+  if (got.value.ok()) {
+    CountFetched(chunk_len, /*origin=*/false);
+    return std::move(got.value);
   }
-  return r;
+  // Nobody holds it yet (a first pass): the first owner that said so reads
+  // it through and keeps it, as for a demand read. The origin itself is left
+  // to the demand read, which reports what failed.
+  for (size_t i = 0; i < asked.size(); ++i) {
+    if (got.failures[i].code() != Code::kNotFound) continue;
+    std::vector<Hedger::Source<Bytes>> filler;
+    filler.push_back(PeerRequest(ds, view, asked[i], entry, index, chunk_len, /*fill=*/true, /*demand=*/false));
+    got = hedger_.Run(std::move(filler), ChunkLengthIs(chunk_len), {.give_up_when_overdue = true});
+    if (got.value.ok()) CountFetched(chunk_len, /*origin=*/false);
+    break;
+  }
+  return std::move(got.value);
+}
+
+Hedger::Source<ChunkReader::Bytes> ChunkReader::PeerRequest(const MountedDataset& ds,
+                                                            std::shared_ptr<const ClusterView> view, uint32_t node,
+                                                            uint32_t entry, uint32_t index, uint64_t chunk_len,
+                                                            bool fill, bool demand) {
+  const proto::NodeInfo& n = view->node(node);
+  Hedger::Source<Bytes> source{.peer = n.endpoint, .map_epoch = view->epoch()};
+  source.fetch = [this, &ds, view = std::move(view), node, entry, index, chunk_len, fill, demand]() -> Result<Bytes> {
+    const proto::NodeInfo& n = view->node(node);
+    Result<Bytes> r = FetchFromPeer(n, view->map().placement_epoch, ds, entry, index, chunk_len, fill);
+    if (!r.ok() && demand) {
+      counters_.peer_failures.fetch_add(1);
+      options_.logger->warn("chunk {} of {} from {}: {}", ds.manifest().chunk_key(entry, index).Name(), ds.name,
+                            n.name, r.status().ToString());
+    }
+    return r;
+  };
+  return source;
+}
+
+void ChunkReader::CountFetched(uint64_t chunk_len, bool origin) {
+  (origin ? counters_.origin_bytes : counters_.peer_bytes).fetch_add(chunk_len);
+  counters_.remote_fetches.fetch_add(1, std::memory_order_relaxed);
 }
 
 Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& node, uint64_t placement_epoch,
@@ -426,23 +483,6 @@ Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& nod
                               std::to_string(chunk_len) + "-byte chunk");
   }
   return Bytes(std::make_shared<const std::string>(static_cast<const char*>(payload.data()), payload.size()));
-}
-
-bool ChunkReader::Suspect(const std::string& endpoint, uint64_t map_epoch) {
-  std::lock_guard lock(suspect_mu_);
-  auto it = suspects_.find(endpoint);
-  if (it == suspects_.end()) return false;
-  // A newer map that still lists the node up (it re-registered after a
-  // restart) is worth one more try: otherwise a node that comes back would be
-  // bypassed for the rest of the suspicion, and its chunks read from the origin.
-  if (std::chrono::steady_clock::now() < it->second.until && map_epoch == it->second.map_epoch) return true;
-  suspects_.erase(it);
-  return false;
-}
-
-void ChunkReader::MarkSuspect(const std::string& endpoint, uint64_t map_epoch) {
-  std::lock_guard lock(suspect_mu_);
-  suspects_[endpoint] = {std::chrono::steady_clock::now() + options_.suspect_for, map_epoch};
 }
 
 void ChunkReader::Remember(const ChunkKey& key, Bytes bytes, bool ahead) {

@@ -10,11 +10,22 @@
 //      over the network before, on this node's disk, opened the same way;
 //   2. the chunk's owners over ZeroMQ, up ones first in placement rank order;
 //      an owner that misses reads through from the origin and caches;
-//   3. the origin itself, when no owner answers within the peer timeout.
-// An owner that dies while it is asked costs no timeout: the call fails as
-// soon as its connection drops (proto/rpc_client.h), and the next source is
-// tried. Requests carry the view's placement epoch; a reply from a node with
-// a newer one makes the mount refresh its map (on_newer_placement).
+//   3. the origin itself, when no owner answers.
+// Steps 2 and 3 are hedged (common/hedger.h): a source that has not answered
+// within its hedge delay (4x the p99 of the last 256 answers from peers,
+// 100 ms to 1 s: Options::hedge) is left in flight and the next source is
+// asked too (the origin only past an owner that has stopped answering
+// altogether, not one that is busy reading it); the first answer of the
+// right length wins, and the others are dropped when they come. A peer that
+// has stopped answering is skipped while a request to it is overdue, and
+// one that leaves `slow_after` requests in a row overdue is skipped for
+// `suspect_for`, as one that cannot be reached is: a node agent that is
+// stopped (SIGSTOP, swapping) keeps its connections open, so no connection
+// drop or TCP timeout ever tells (proto/rpc_client.h). An owner that dies
+// while it is asked costs no delay at all: the call fails as soon as its
+// connection drops, and the next source is asked at once. Requests carry
+// the view's placement epoch; a reply from a node with a newer one makes the
+// mount refresh its map (on_newer_placement).
 // Chunks fetched over the network are offered to the read tier (unless this
 // node's agent stored them itself: it owns them) and kept in a small in-memory LRU, since
 // the kernel asks for a chunk in many reads (128 KiB to 1 MiB each), and a
@@ -39,8 +50,9 @@
 // Read-ahead asks the owners that already hold a chunk before any owner is
 // asked to read it through (after a node died, the first owner in rank order
 // may be a new one while a surviving replica holds the chunk), and it never
-// reads the origin itself; a demand read that joined a failed read-ahead
-// transfer starts its own.
+// reads the origin itself; it gives up as soon as every owner it asked is
+// overdue (they are then skipped), and a demand read that joined a failed
+// read-ahead transfer starts its own.
 //
 // Memory: chunks read ahead wait in their own list, not in the LRU, until a
 // demand read uses them (then they join the LRU) or `readahead_ttl` passes
@@ -56,6 +68,8 @@
 // FUSE layer turns it into EIO.
 //
 // Thread-safety: all methods may be called from any FUSE worker thread.
+// Requests to peers and the origin run on the Hedger's threads; the
+// destructor waits for those still in flight (at most `peer_timeout`).
 #pragma once
 
 #include <array>
@@ -76,6 +90,7 @@
 #include <zmq.hpp>
 
 #include "common/file_util.h"
+#include "common/hedger.h"
 #include "common/metrics.h"
 #include "common/single_flight.h"
 #include "coordinator/cluster_view.h"
@@ -103,7 +118,14 @@ class ChunkReader {
     uint64_t read_tier_min_free = 0;
     std::chrono::milliseconds peer_timeout{10000};  // a peer may be reading through
     std::chrono::milliseconds peer_connect_timeout{500};
+    // How long a peer that could not be reached, or was slow `slow_after`
+    // times in a row, is skipped (common/peer_health.h).
     std::chrono::milliseconds suspect_for{5000};
+    int slow_after = 3;
+    // When a chunk request is hedged (common/latency_window.h): 4x the p99 of
+    // the last 256 answers from peers (of the last minute), at least 100 ms
+    // and at most 1 s (also while there are fewer than 20 answers to go by).
+    LatencyWindow::Options hedge;
     size_t memory_cache_bytes = 256u << 20;
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;
@@ -193,6 +215,8 @@ class ChunkReader {
   const Counters& counters() const { return counters_; }
   // Seconds per GetChunk asked of an owner (with its busy retries).
   const metrics::Histogram& peer_latency() const { return peer_latency_; }
+  // Hedged requests: counts, and the delay a request asked now would get.
+  const Hedger& hedger() const { return hedger_; }
   // Seconds per origin read call, when the mount reads the origin itself.
   const metrics::Histogram& origin_read_latency() const { return origin_reader_.origin_read_latency(); }
 
@@ -213,9 +237,18 @@ class ChunkReader {
   // `ahead`: for read-ahead, which asks the owners that hold the chunk
   // first and never reads the origin itself (FetchAheadFromOwners).
   Result<Bytes> FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index, bool ahead);
-  Result<Bytes> FetchAheadFromOwners(const MountedDataset& ds, const ClusterView& view,
+  Result<Bytes> FetchAheadFromOwners(const MountedDataset& ds, const std::shared_ptr<const ClusterView>& view,
                                      const std::vector<uint32_t>& owners, uint32_t entry, uint32_t index,
                                      uint64_t chunk_len);
+  // A GetChunk of node `node` of `view` as a source for the Hedger. `demand`:
+  // a reader waits for it (its failures are counted and logged; read-ahead's
+  // are expected, and silent). The request may outlive the caller's wait: it
+  // holds `view`, and `ds` outlives this reader.
+  Hedger::Source<Bytes> PeerRequest(const MountedDataset& ds, std::shared_ptr<const ClusterView> view,
+                                    uint32_t node, uint32_t entry, uint32_t index, uint64_t chunk_len, bool fill,
+                                    bool demand);
+  // Counts an answer the Hedger returned: from a peer, or (`origin`) the origin.
+  void CountFetched(uint64_t chunk_len, bool origin);
   // Whether the local store (or the read tier) holds the chunk file (not
   // checked further).
   bool HeldLocally(const ChunkKey& key);
@@ -258,12 +291,6 @@ class ChunkReader {
   // Caches a fetched chunk: at the LRU's head, or in the read-ahead list.
   void Remember(const ChunkKey& key, Bytes bytes, bool ahead);
   void EvictLocked();
-  // A peer that could not be reached is skipped for `suspect_for`, or until
-  // the map changes (it may say the node restarted, or is down), so one
-  // dead node costs one connect timeout, not one per chunk. The coordinator
-  // marks it down soon after, and the map then says the same.
-  bool Suspect(const std::string& endpoint, uint64_t map_epoch);
-  void MarkSuspect(const std::string& endpoint, uint64_t map_epoch);
 
   Options options_;
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
@@ -335,12 +362,14 @@ class ChunkReader {
   // Started in the constructor, joined in the destructor.
   std::vector<std::thread> ahead_threads_;
 
-  struct Suspicion {
-    std::chrono::steady_clock::time_point until;
-    uint64_t map_epoch = 0;  // of the map the failure happened under
-  };
-  std::mutex suspect_mu_;
-  std::unordered_map<std::string, Suspicion> suspects_;  // guarded by suspect_mu_; by endpoint
+  // Asks owners and the origin, hedged, and keeps which peers to skip: one
+  // that could not be reached, or left requests overdue (PeerHealth), is
+  // skipped for `suspect_for` or until the map changes (it may say the node
+  // restarted, or is down), so one dead or stopped node costs one wait, not
+  // one per chunk. The coordinator marks it down soon after, and the map
+  // then says the same. Last: destroyed first, it waits for the requests
+  // still in flight, which use the members above.
+  Hedger hedger_;
 };
 
 }  // namespace hoard::fuse

@@ -65,6 +65,7 @@ HoardFs::HoardFs(Options options)
                                    .read_tier_min_free = options_.read_tier_min_free,
                                    .peer_timeout = options_.peer_timeout,
                                    .peer_connect_timeout = options_.peer_connect_timeout,
+                                   .memory_cache_bytes = options_.memory_cache_bytes,
                                    .logger = options_.logger,
                                    .context = options_.context,
                                    .open_origin = options_.open_origin,
@@ -242,6 +243,10 @@ void HoardFs::WriteStats() {
                      ", \"peer_bytes\": " + std::to_string(v(c.peer_bytes)) +
                      ", \"origin_bytes\": " + std::to_string(v(c.origin_bytes)) +
                      ", \"peer_failures\": " + std::to_string(v(c.peer_failures)) +
+                     ", \"overdue_requests\": " + std::to_string(reader_.hedger().overdue()) +
+                     ", \"hedges\": " + std::to_string(reader_.hedger().hedges()) +
+                     ", \"hedges_won\": " + std::to_string(reader_.hedger().hedges_won()) +
+                     ", \"slow_peer_suspicions\": " + std::to_string(reader_.hedger().slow_suspicions()) +
                      ", \"corrupt_local_chunks\": " + std::to_string(v(c.corrupt_local_chunks)) +
                      ", \"readahead_chunks\": " + std::to_string(v(c.readahead_chunks)) +
                      ", \"readahead_bytes\": " + std::to_string(v(c.readahead_bytes)) +

@@ -83,6 +83,9 @@ class HoardFs {
     // 16 MiB worth, at least 4; 0 = none) and threads fetching them.
     int readahead_chunks = ChunkReader::kAutoReadahead;
     int readahead_threads = 8;
+    // The in-memory cache of chunks fetched from peers or the origin
+    // (ChunkReader::Options::memory_cache_bytes; read-ahead gets up to half).
+    size_t memory_cache_bytes = 256u << 20;
     // The read tier (fuse/read_tier.h): copies of chunks read from peers, on
     // this node's disk. "" or 0 bytes = none.
     std::string read_tier_dir;

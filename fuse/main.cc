@@ -48,6 +48,14 @@ int main(int argc, char** argv) {
   app.add_option("--readahead-threads", readahead_threads, "Threads fetching chunks ahead (all readers together)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  std::string memory_cache_size = "256M";
+  app.add_option("--memory-cache-size", memory_cache_size,
+                 "The mount's memory cache of chunks fetched from peers or the origin (chunks read ahead get up to "
+                 "half of it)")
+      ->capture_default_str()
+      ->check([](const std::string& v) -> std::string {
+        return hoard::ParseBytes(v).ok() ? "" : "a size (e.g. 256M)";
+      });
   int io_threads = 2;
   app.add_option("--io-threads", io_threads,
                  "ZeroMQ I/O threads: CURVE encrypts and decrypts on them, so a node that reads peers' chunks and "
@@ -122,6 +130,7 @@ int main(int argc, char** argv) {
                            .passthrough = passthrough,
                            .readahead_chunks = readahead_chunks,
                            .readahead_threads = readahead_threads,
+                           .memory_cache_bytes = static_cast<size_t>(*hoard::ParseBytes(memory_cache_size)),
                            .read_tier_dir = read_tier_dir,
                            .read_tier_bytes = tier_bytes,
                            .read_tier_min_free = tier_min_free,

@@ -46,6 +46,26 @@ void HoardFs::RegisterMetrics(metrics::Registry* registry) {
   registry->AddCounter("hoard_mount_peer_failures_total",
                        "Chunk requests to an owner that failed (the next owner or the origin was tried)", {},
                        load(c.peer_failures));
+  const Hedger& h = reader_.hedger();
+  registry->AddCounter("hoard_mount_overdue_requests_total",
+                       "Chunk requests to peers or the origin still unanswered when their hedge delay passed (the "
+                       "read then went on without them: a hedge, or the next source after a read-ahead gave up)",
+                       {}, [&h] { return double(h.overdue()); });
+  registry->AddCounter("hoard_mount_hedged_requests_total",
+                       "Chunk requests sent to the next source (another owner, or the origin) while an earlier "
+                       "request for the same chunk was still unanswered past its hedge delay",
+                       {}, [&h] { return double(h.hedges()); });
+  registry->AddCounter("hoard_mount_hedges_won_total",
+                       "Hedged chunk requests whose answer was used (it came before the request it hedged)", {},
+                       [&h] { return double(h.hedges_won()); });
+  registry->AddCounter("hoard_mount_slow_peer_suspicions_total",
+                       "Times a peer was skipped for leaving chunk requests unanswered past their hedge delay several "
+                       "times in a row (as a dead one is)",
+                       {}, [&h] { return double(h.slow_suspicions()); });
+  registry->AddGauge("hoard_mount_hedge_delay_seconds",
+                     "How long a chunk request may go unanswered before the next source is asked too (4x the p99 "
+                     "of recent answers from peers, 0.1 to 1 s)",
+                     {}, [&h] { return std::chrono::duration<double>(h.HedgeDelay()).count(); });
   const char* ckpt_help =
       "Bytes of committed checkpoint files read through the mount, by source: this node's own copies (read from "
       "its disk), another holder (GetCkptChunk), or the checkpoint origin";

@@ -171,6 +171,22 @@ def write_file(path, data, chunk=1 << 20):
         os.close(fd)
 
 
+def host_cluster(test, workdir, started, **kwargs):
+    """A hosts.HostCluster in `workdir` (its `kwargs` but nfs_port) for one test
+    method: closed at the test's cleanup, which then checks that nothing
+    survived it and says how long the test took since `started` and where its
+    logs are. The work directory is deleted then, unless HOARD_E2E_KEEP is set."""
+    import hosts  # tests/lib, on sys.path (see the imports above)
+    cluster = hosts.HostCluster(workdir, nfs_port=24000 + os.getpid() % 4000 * 2, **kwargs)
+    if not os.environ.get("HOARD_E2E_KEEP"):
+        test.addCleanup(shutil.rmtree, workdir, ignore_errors=True)
+    test.addCleanup(lambda: test.assertEqual(cluster.leftovers(), []))
+    test.addCleanup(cluster.close)
+    logs = f"logs in {workdir}" if os.environ.get("HOARD_E2E_KEEP") else "HOARD_E2E_KEEP=1 keeps the logs"
+    test.addCleanup(lambda: print(f"\n{test.id()}: {time.time() - started:.1f} s; {logs}", file=sys.stderr))
+    return cluster
+
+
 class TempDir:
     def __init__(self, prefix):
         self.path = tempfile.mkdtemp(prefix=prefix)

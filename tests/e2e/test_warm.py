@@ -21,7 +21,6 @@ node hosts, a storage host running nfs-ganesha, the coordinator on the bridge.
 Set HOARD_E2E_KEEP=1 to keep the work directories (one log per process).
 """
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -86,15 +85,8 @@ class WarmTest(unittest.TestCase):
     def start(self, coordinator_args=(), node_args=()):
         self.started = time.time()
         workdir = os.path.join(self.tmp.path, self.id().rsplit(".", 1)[-1])
-        self.cluster = hosts.HostCluster(workdir, nodes=NODES, export_dir=self.export, mounts="first",
-                                         nfs_port=24000 + os.getpid() % 4000 * 2,
-                                         coordinator_args=coordinator_args, node_args=node_args)
-        if not os.environ.get("HOARD_E2E_KEEP"):
-            self.addCleanup(shutil.rmtree, workdir, ignore_errors=True)
-        self.addCleanup(lambda: self.assertEqual(self.cluster.leftovers(), []))
-        self.addCleanup(self.cluster.close)
-        logs = f"logs in {workdir}" if os.environ.get("HOARD_E2E_KEEP") else "HOARD_E2E_KEEP=1 keeps the logs"
-        self.addCleanup(lambda: print(f"\n{self.id()}: {time.time() - self.started:.1f} s; {logs}", file=sys.stderr))
+        self.cluster = harness.host_cluster(self, workdir, self.started, nodes=NODES, export_dir=self.export,
+                                            mounts="first", coordinator_args=coordinator_args, node_args=node_args)
         return self.cluster
 
     def add(self, name, subdir, chunk="1M"):
