@@ -91,6 +91,24 @@ uint64_t ReplicaBytes(const std::string& dir, int nodes) {
   return total;
 }
 
+// Runs fn() in a forked child and returns its exit status (-1 if it did not
+// exit). Why: this process serves the mount, and a process that does must
+// not drop a dirty shared mapping of a file on it: munmap holds the memory
+// map's lock while it waits for the writeback, which one of this process's
+// own FUSE threads has to serve, and that thread may need the same lock (a
+// malloc growing its arena): a deadlock. A mount's users are other
+// processes; here, the child. (fn may only make system calls: the child of
+// a threaded process.)
+template <typename Fn>
+int InChild(Fn fn) {
+  const pid_t child = ::fork();
+  if (child < 0) return -1;
+  if (child == 0) ::_exit(fn());
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 class CkptPosixTest : public ::testing::Test {
  protected:
   // Three nodes, node1's mount (allow_other) on DIR/mnt; old generations go
@@ -198,12 +216,16 @@ TEST_F(CkptPosixTest, OnlyTheLastCloseOfAWriterCommits) {
   const int dup = ::dup(fd);
   ASSERT_EQ(::close(dup), 0);
   EXPECT_EQ(Entry("job/model.pt").gen, 0u) << "closing a dup committed half a file";
-  // What Python's mmap object does: its own dup, mapped and closed.
+  // What Python's mmap object does: its own dup, mapped and closed (the
+  // mapping written and dropped in a child: see InChild).
   const int mfd = ::dup(fd);
-  void* map = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-  ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
-  std::memcpy(map, data.data(), 16);
-  ASSERT_EQ(::munmap(map, 4096), 0);
+  ASSERT_EQ(InChild([&] {
+              void* map = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+              if (map == MAP_FAILED) return 1;
+              std::memcpy(map, data.data(), 16);
+              return ::munmap(map, 4096) == 0 ? 0 : 2;
+            }),
+            0);
   ASSERT_EQ(::close(mfd), 0);
   EXPECT_EQ(Entry("job/model.pt").gen, 0u) << "closing an mmap object committed half a file";
   // The writer's own close commits the whole file.
@@ -220,15 +242,34 @@ TEST_F(CkptPosixTest, OnlyTheLastCloseOfAWriterCommits) {
 
 TEST_F(CkptPosixTest, AMappingThatOutlivesItsDescriptorCommitsWhenItGoes) {
   const std::string f = P("job/mapped");
-  const int fd = ::open(f.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::ftruncate(fd, 8192), 0);
-  char* map = static_cast<char*>(::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-  ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
-  ASSERT_EQ(::close(fd), 0);  // numpy.memmap's way: the mapping goes on
+  // The mapping's process is a child (see InChild); two pipes step it:
+  // mapped and closed -> (checked here) -> written and unmapped.
+  int mapped[2], go[2];
+  ASSERT_EQ(::pipe(mapped), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char b = 0;
+    const int fd = ::open(f.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ::ftruncate(fd, 8192) != 0) ::_exit(1);
+    char* map = static_cast<char*>(::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    if (map == MAP_FAILED || ::close(fd) != 0) ::_exit(2);  // numpy.memmap's way: the mapping goes on
+    if (::write(mapped[1], &b, 1) != 1 || ::read(go[0], &b, 1) != 1) ::_exit(3);
+    std::memset(map, 'z', 8192);
+    ::_exit(::munmap(map, 8192) == 0 ? 0 : 4);
+  }
+  ::close(mapped[1]);
+  ::close(go[0]);
+  char b = 0;
+  ASSERT_EQ(::read(mapped[0], &b, 1), 1) << "the child could not map the file";
   EXPECT_EQ(Entry("job/mapped").gen, 0u) << "the mapping is still being written";
-  std::memset(map, 'z', 8192);
-  ASSERT_EQ(::munmap(map, 8192), 0);
+  ASSERT_EQ(::write(go[1], &b, 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ::close(mapped[0]);
+  ::close(go[1]);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   // The release after the mapping commits (the kernel sends it after munmap
   // returns: nothing waits for it).
   ASSERT_TRUE(Eventually([&] { return Entry("job/mapped").gen == 1; }));

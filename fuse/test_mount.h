@@ -82,8 +82,8 @@ class TestMount {
     // wakes the loop's threads. A failed test may have left a file open on
     // it: then abort the connection, so the test fails instead of hanging.
     ::umount2(mountpoint_.c_str(), MNT_DETACH);
-    for (int i = 0; i < 200 && !loop_done_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (!loop_done_.load() && dev.ok()) {
+    auto abort_connection = [&] {
+      if (!dev.ok()) return;
       const std::string connections = "/sys/fs/fuse/connections";
       (void)::mount("fusectl", connections.c_str(), "fusectl", 0, nullptr);  // EBUSY if already there
       const std::string abort = connections + "/" + dev->substr(dev->find(':') + 1) + "/abort";
@@ -91,10 +91,17 @@ class TestMount {
         std::fputs("1", f);
         std::fclose(f);
       }
-    }
+    };
+    for (int i = 0; i < 200 && !loop_done_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!loop_done_.load()) abort_connection();
     loop_.join();
     fuse_session_unmount(se_);
     fuse_session_destroy(se_);
+    // And once more, whatever happened: a connection that outlived the
+    // session (a descriptor of the detached mount still open, in this
+    // process or a child's) would make the process's exit hang, its own
+    // exit flushing that descriptor to FUSE threads it no longer has.
+    abort_connection();
   }
 
   bool ok() const { return se_ != nullptr; }
