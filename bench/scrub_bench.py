@@ -75,7 +75,7 @@ def main():
         for i in range(a.files):
             random_file(os.path.join(root, f"shard-{i:03d}.bin"), a.file_mib << 20)
 
-    generate_once(src, {"files": a.files, "file_mib": a.file_mib}, build, log)
+    generate_once(src, f"{a.files} {a.file_mib}", build, log)
     cluster = hosts.HostCluster(os.path.join(a.workdir, "cluster"), nodes=1,
                                 node_args=["--scrub-interval", "0", "--scrub-rate", a.rate])
     rounds = []
