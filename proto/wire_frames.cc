@@ -64,8 +64,11 @@ std::vector<zmq::message_t> ToWire(std::vector<zmq::message_t> frames, size_t ke
   const bool fits = std::all_of(frames.begin() + keep, frames.end(),
                                 [](const zmq::message_t& f) { return f.size() <= kMaxWireFrameBytes; });
   // After a seal the frames are ciphertext, which could look like a layout:
-  // there, a layout always comes, so the receiver never has to guess.
-  if ((fits && keep == 0) || frames.size() - keep > kMaxLayoutFrames) return frames;
+  // there, a layout always comes, so the receiver never has to guess. So does
+  // one before a first frame that starts like a layout (no header does; any
+  // bytes still go through unchanged).
+  const bool plain = fits && keep == 0 && (frames.empty() || !LooksLikeLayout(frames[0]));
+  if (plain || frames.size() - keep > kMaxLayoutFrames) return frames;
   std::vector<zmq::message_t> wire;
   for (size_t i = 0; i < keep; ++i) wire.push_back(std::move(frames[i]));
   std::string layout = {char(kLayoutMagic), char(kLayoutTag), char(frames.size() - keep)};

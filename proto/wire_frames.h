@@ -10,7 +10,8 @@
 // hold 92 MiB per connection without any key; with 64 KiB pieces it is
 // 64 KiB, and the handshake timer ends such a connection within seconds.
 //
-// Format: a message whose frames all fit goes unchanged, unless `keep` > 0.
+// Format: a message whose frames all fit goes unchanged, unless `keep` > 0
+// or its first frame starts with the layout's magic byte.
 // Otherwise, after `keep` leading frames that go unchanged (a data channel's
 // seal, followed by ciphertext that could look like anything, so a layout
 // then always comes), a layout frame and then each frame's pieces in order:
@@ -36,8 +37,9 @@ namespace hoard::proto {
 // today, with room to grow.
 inline constexpr size_t kMaxLayoutFrames = 8;
 
-// The frames to send for `frames`: unchanged if `keep` is 0 and each fits in
-// kMaxWireFrameBytes, else the first `keep` frames, a layout and the pieces.
+// The frames to send for `frames`: unchanged if `keep` is 0, each fits in
+// kMaxWireFrameBytes and the first does not start like a layout, else the
+// first `keep` frames, a layout and the pieces.
 std::vector<zmq::message_t> ToWire(std::vector<zmq::message_t> frames, size_t keep = 0);
 
 // How many frames follow `keep` once `wire` is joined: the layout's count, or
