@@ -13,7 +13,7 @@
 // ReplicaStore allows that. `store` outlives the server.
 #pragma once
 
-#include "checkpoint/replica_store.h"
+#include "store/replica_store.h"
 #include "proto/rpc_server.h"
 
 namespace hoard {

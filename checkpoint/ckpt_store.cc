@@ -1,7 +1,7 @@
 #include "checkpoint/ckpt_store.h"
 
 #include "common/file_util.h"
-#include "coordinator/msgpack_codec.h"
+#include "common/msgpack_codec.h"
 
 namespace hoard {
 namespace {

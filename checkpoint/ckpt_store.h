@@ -2,7 +2,7 @@
 //
 // CkptStore keeps the checkpoint namespace durable under DATA/ckpt/:
 //
-//   DATA/ckpt/journal.log      a StateLog (coordinator/state_log.h): one
+//   DATA/ckpt/journal.log      a StateLog (common/state_log.h): one
 //                              CkptRecord per namespace change, fdatasynced
 //                              before Append returns
 //   DATA/ckpt/snapshot.msgpack the whole namespace and the sequence number of
@@ -36,7 +36,7 @@
 #include <msgpack.hpp>
 
 #include "common/result.h"
-#include "coordinator/state_log.h"
+#include "common/state_log.h"
 #include "proto/messages.h"
 
 namespace hoard {

@@ -139,7 +139,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "checkpoint/ckpt_origin.h"
+#include "origin/ckpt_origin.h"
 #include "checkpoint/ckpt_store.h"
 #include "checkpoint/drain_health.h"
 #include "common/clock.h"

@@ -8,7 +8,7 @@
 
 #include "common/alloc_budget.h"
 #include "common/testing.h"
-#include "coordinator/msgpack_codec.h"
+#include "common/msgpack_codec.h"
 #include "proto/envelope.h"
 
 namespace hoard {

@@ -57,10 +57,10 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include "checkpoint/ckpt_origin.h"
-#include "checkpoint/replica_store.h"
+#include "origin/ckpt_origin.h"
+#include "store/replica_store.h"
 #include "common/clock.h"
-#include "prefetch/origin_gate.h"
+#include "origin/origin_gate.h"
 #include "proto/rpc_client.h"
 
 namespace hoard {

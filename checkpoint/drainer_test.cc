@@ -16,7 +16,7 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 
 #include "checkpoint/ckpt_chunk_service.h"
-#include "checkpoint/mem_ckpt_origin.h"
+#include "testing/mem_ckpt_origin.h"
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "common/testing.h"

@@ -45,7 +45,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "checkpoint/ckpt_origin.h"
+#include "origin/ckpt_origin.h"
 #include "checkpoint/ckpt_table.h"
 
 namespace hoard {

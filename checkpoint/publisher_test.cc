@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "checkpoint/mem_ckpt_origin.h"
+#include "testing/mem_ckpt_origin.h"
 #include "common/testing.h"
 
 namespace hoard {

@@ -9,7 +9,7 @@
 // took the coordinator 1.4 GB while it decoded, on each of 4 workers at once;
 // decoder limits bound each array and string, not the total. Every decoder of
 // bytes from the network or a daemon's disk (proto/envelope.h DecodeMessage
-// and BodyAs, coordinator/msgpack_codec.h UnpackState, StateStore's snapshot,
+// and BodyAs, common/msgpack_codec.h UnpackState, StateStore's snapshot,
 // striping/manifest.h Parse and Load) runs under an AllocBudget of
 // DecodeBudget(its input's size) and turns AllocBudgetExceeded into the error
 // it gives any bad input (InvalidArgument for messages, Corruption for files).

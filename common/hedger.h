@@ -27,7 +27,7 @@
 // most likely reading through from the origin itself (a first pass, an NFS
 // server under load) or, just joined, filling its share from its peers: a
 // read of the chunk from the origin, outside the cluster's origin limits
-// (prefetch/origin_gate.h), would only add to that load, so it is waited
+// (origin/origin_gate.h), would only add to that load, so it is waited
 // for, or hedged to another owner. A stopped process answers nothing: a
 // request sent to it once it stopped waits its hedge delay, or at most the
 // cap after the process's last answer, before the origin is asked too.

@@ -9,7 +9,7 @@
 // checked; once the kernel has dropped a page, the next read takes it from
 // the disk, which may have rotted since. So the mount and the node agent
 // verify a chunk again whenever a read finds it not wholly cached
-// (fuse/chunk_reader.h, node/chunk_store.h).
+// (fuse/chunk_reader.h, store/chunk_store.h).
 //
 // How: cachestat(2) (Linux 6.5) for one system call per question; on an
 // older kernel, mincore(2) over a mapping of the file. Either counts pages,

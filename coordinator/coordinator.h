@@ -50,7 +50,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "checkpoint/ckpt_origin.h"
+#include "origin/ckpt_origin.h"
 #include "checkpoint/ckpt_sessions.h"
 #include "checkpoint/ckpt_table.h"
 #include "checkpoint/publisher.h"

@@ -12,8 +12,8 @@
 
 #include "common/file_util.h"
 #include "common/testing.h"
-#include "origin/forwarding_origin.h"
-#include "origin/mem_origin.h"
+#include "testing/forwarding_origin.h"
+#include "testing/mem_origin.h"
 #include "proto/ordinals.h"
 #include "striping/assignment.h"
 

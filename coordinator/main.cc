@@ -1,7 +1,7 @@
 // hoard-coordinator: the cluster's membership and dataset registry.
 #include <CLI/CLI.hpp>
 
-#include "checkpoint/ckpt_origin.h"
+#include "origin/ckpt_origin.h"
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
 #include "common/file_util.h"

@@ -8,7 +8,7 @@
 
 #include "common/file_util.h"
 #include "common/hash.h"
-#include "coordinator/msgpack_codec.h"
+#include "common/msgpack_codec.h"
 
 namespace hoard {
 namespace {

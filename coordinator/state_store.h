@@ -70,7 +70,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/result.h"
-#include "coordinator/state_log.h"
+#include "common/state_log.h"
 #include "proto/messages.h"
 #include "striping/manifest.h"
 

@@ -20,7 +20,7 @@
 #include "common/alloc_budget.h"
 #include "common/file_util.h"
 #include "common/testing.h"
-#include "coordinator/msgpack_codec.h"
+#include "common/msgpack_codec.h"
 
 namespace hoard {
 namespace {

@@ -10,8 +10,8 @@
 #include "common/hash.h"
 #include "common/page_cache.h"
 #include "fuse/local_fds.h"
-#include "node/chunk_file.h"
-#include "node/chunk_store.h"
+#include "store/chunk_file.h"
+#include "store/chunk_store.h"
 
 namespace hoard::fuse {
 namespace {

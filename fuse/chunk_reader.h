@@ -93,12 +93,12 @@
 #include "common/hedger.h"
 #include "common/metrics.h"
 #include "common/single_flight.h"
-#include "coordinator/cluster_view.h"
+#include "cluster/cluster_view.h"
 #include "fuse/chunk_set.h"
 #include "fuse/local_fds.h"
 #include "fuse/namespace.h"
 #include "fuse/read_tier.h"
-#include "node/chunk_file.h"
+#include "store/chunk_file.h"
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_filler.h"
 #include "proto/rpc_client.h"
@@ -183,7 +183,7 @@ class ChunkReader {
   // when the chunk is not held locally (or failed its checksum, which is
   // logged). Checked: the whole chunk, whenever any page of it is not in the
   // page cache (those would come from a disk that may have rotted since:
-  // common/page_cache.h, block sums in node/chunk_file.h); while every page
+  // common/page_cache.h, block sums in store/chunk_file.h); while every page
   // stays cached, each is one a check read. A file found corrupt is never
   // used again. The fd is borrowed from this thread's LocalFds and stays valid until `deferred` is
   // destroyed. A hit costs no lock or allocation, and one cachestat(2).

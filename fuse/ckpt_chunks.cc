@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "checkpoint/replica_store.h"
+#include "store/replica_store.h"
 #include "common/hash.h"
 
 namespace hoard::fuse {

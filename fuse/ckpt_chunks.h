@@ -30,9 +30,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "checkpoint/ckpt_origin.h"
+#include "origin/ckpt_origin.h"
 #include "common/single_flight.h"
-#include "coordinator/cluster_view.h"
+#include "cluster/cluster_view.h"
 #include "proto/messages.h"
 #include "proto/rpc_client.h"
 

@@ -11,7 +11,7 @@
 #include <ctime>
 #include <thread>
 
-#include "checkpoint/replica_store.h"
+#include "store/replica_store.h"
 #include "common/hash.h"
 
 namespace hoard::fuse {

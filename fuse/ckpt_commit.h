@@ -60,7 +60,7 @@
 
 #include "common/file_util.h"
 #include "common/result.h"
-#include "coordinator/cluster_view.h"
+#include "cluster/cluster_view.h"
 #include "fuse/ckpt_sent_chunks.h"
 #include "proto/messages.h"
 #include "proto/rpc_client.h"

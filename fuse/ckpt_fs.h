@@ -28,7 +28,7 @@
 // Writes: a file opened for writing is backed by STORE/ckpt/files/<id> on this
 // node's disk (the node agent's store directory), written in place at local
 // disk speed and held with a shared flock while open (the node agent never
-// evicts a file so locked: checkpoint/replica_store.h). A commit (fuse/
+// evicts a file so locked: store/replica_store.h). A commit (fuse/
 // ckpt_commit.h) makes the bytes generation gen+1 at level R (replicated) or
 // L, and the call returns after that. What commits:
 //   - fsync(2)/fdatasync(2) on any descriptor of the file;
@@ -117,7 +117,7 @@
 #include <zmq.hpp>
 
 #include "common/file_locks.h"
-#include "coordinator/cluster_view.h"
+#include "cluster/cluster_view.h"
 #include "fuse/ckpt_chunks.h"
 #include "fuse/ckpt_commit.h"
 #include "fuse/ckpt_write_behind.h"

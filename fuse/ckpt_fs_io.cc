@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "checkpoint/replica_store.h"
+#include "store/replica_store.h"
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "common/mountinfo.h"

@@ -11,13 +11,13 @@
 
 #include <gtest/gtest.h>
 
-#include "checkpoint/replica_store.h"
+#include "store/replica_store.h"
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "common/testing.h"
 #include "fuse/hoard_fs.h"
-#include "fuse/test_mount.h"
-#include "node/test_cluster.h"
+#include "testing/test_mount.h"
+#include "testing/test_cluster.h"
 
 namespace hoard::fuse {
 namespace {

@@ -48,7 +48,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include "coordinator/cluster_view.h"
+#include "cluster/cluster_view.h"
 #include "fuse/chunk_reader.h"
 #include "fuse/ckpt_fs.h"
 #include "fuse/mount_stats.h"

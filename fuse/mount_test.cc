@@ -20,9 +20,9 @@
 #include "common/testing.h"
 #include "fuse/hoard_fs.h"
 #include "fuse/local_fds.h"
-#include "fuse/test_mount.h"
-#include "node/chunk_store.h"
-#include "node/test_cluster.h"
+#include "testing/test_mount.h"
+#include "store/chunk_store.h"
+#include "testing/test_cluster.h"
 
 namespace hoard::fuse {
 namespace {

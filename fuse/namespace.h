@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/cluster_view.h"
+#include "cluster/cluster_view.h"
 
 namespace hoard::fuse {
 

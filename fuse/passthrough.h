@@ -7,7 +7,7 @@
 // trips (LOOKUP, often answered by READDIRPLUS, and OPEN) instead of three.
 // The file must be exactly the chunk's bytes, since the kernel reads the
 // backing file to its end: chunk files keep their record in an xattr for
-// that (node/chunk_file.h).
+// that (store/chunk_file.h).
 //
 // libfuse 3.14 predates passthrough, so this class negotiates it itself:
 //   - Install puts custom I/O on the mounted session whose writev adds

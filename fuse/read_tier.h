@@ -14,7 +14,7 @@
 // space falls under `min_free_bytes` (the node agent's store shares the disk
 // and comes first).
 //
-// On-disk layout: a ChunkStore (node/chunk_store.h) in DIR, the same format as
+// On-disk layout: a ChunkStore (store/chunk_store.h) in DIR, the same format as
 // the node agent's store (DIR/chunks/<hh>/<name>, bytes and an xattr), so the
 // mount opens and verifies a copy exactly like a local chunk. Chunk keys name
 // one version of one file, so a copy is never stale: a file changed at the
@@ -40,7 +40,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/file_util.h"
-#include "node/chunk_store.h"
+#include "store/chunk_store.h"
 #include "striping/chunk_key.h"
 
 namespace hoard::fuse {

@@ -9,7 +9,7 @@
 
 #include "common/file_util.h"
 #include "common/testing.h"
-#include "node/chunk_file.h"
+#include "store/chunk_file.h"
 
 namespace hoard::fuse {
 namespace {

@@ -16,8 +16,8 @@
 #include "common/file_util.h"
 #include "common/testing.h"
 #include "fuse/hoard_fs.h"
-#include "fuse/test_mount.h"
-#include "node/test_cluster.h"
+#include "testing/test_mount.h"
+#include "testing/test_cluster.h"
 
 namespace hoard::fuse {
 namespace {

@@ -1,6 +1,6 @@
 // Fuzz target: chunk files as the node agent (at start, and on every read)
 // and the mount (reading local chunks directly) read them back: the bytes
-// and their record (node/chunk_file.h).
+// and their record (store/chunk_file.h).
 //
 // Input: a chunk file with a trailer. Its record's checksum is rewritten to
 // match the bytes when the input's first byte is odd, so both the accepting
@@ -20,7 +20,7 @@
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "fuzz/fuzz_util.h"
-#include "node/chunk_file.h"
+#include "store/chunk_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);

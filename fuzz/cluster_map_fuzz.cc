@@ -1,5 +1,5 @@
 // Fuzz target: what a node agent or a mount reads back at start to serve
-// before the coordinator answers (coordinator/cluster_view.h,
+// before the coordinator answers (cluster/cluster_view.h,
 // ClusterWatcher::LoadCached): CACHE/cluster-map.msgpack and the manifests
 // cached beside it.
 //
@@ -16,8 +16,8 @@
 #include <zmq.hpp>
 
 #include "common/file_util.h"
-#include "coordinator/cluster_view.h"
-#include "coordinator/msgpack_codec.h"
+#include "cluster/cluster_view.h"
+#include "common/msgpack_codec.h"
 #include "fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

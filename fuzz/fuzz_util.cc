@@ -92,7 +92,7 @@ uint32_t GetU32(const char* p) {
 }  // namespace
 
 void FixStateLogChecksums(std::string* log) {
-  // Layout: coordinator/state_log.h. Header: magic(8) format(4) checksum(4)
+  // Layout: common/state_log.h. Header: magic(8) format(4) checksum(4)
   // base_seq(8), its checksum over the other 20 bytes; records: len(4)
   // checksum(4) payload.
   if (log->size() < 24) return;

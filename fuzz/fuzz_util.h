@@ -49,7 +49,7 @@ class Scratch {
 // Writes `bytes` to `path`; aborts if it cannot (the fuzzer's own fault).
 void WriteOrDie(const std::string& path, std::string_view bytes);
 
-// Rewrites the checksums of a StateLog file (coordinator/state_log.h) so that
+// Rewrites the checksums of a StateLog file (common/state_log.h) so that
 // its header and every record whose length fits pass: the fuzzer then reaches
 // the records' decoder. Stops at the first impossible length.
 void FixStateLogChecksums(std::string* log);

@@ -1,6 +1,6 @@
 // Fuzz target: what the coordinator reads back at start
 // (coordinator/state_store.h): its snapshot COORD/state.msgpack and its
-// write-ahead log COORD/state.log (coordinator/state_log.h).
+// write-ahead log COORD/state.log (common/state_log.h).
 //
 // Input: a flags byte, then the snapshot as a part (fuzz_util.h, WriteSnapshotAndLog), then the
 // log. Flags: 1 = write the snapshot, 2 = write the log, 4 = fix the log's
@@ -17,7 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/hash.h"
-#include "coordinator/msgpack_codec.h"
+#include "common/msgpack_codec.h"
 #include "coordinator/state_store.h"
 #include "fuzz/fuzz_util.h"
 

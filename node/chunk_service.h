@@ -28,8 +28,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "coordinator/cluster_view.h"
-#include "node/chunk_store.h"
+#include "cluster/cluster_view.h"
+#include "store/chunk_store.h"
 #include "prefetch/chunk_filler.h"
 #include "proto/messages.h"
 

@@ -3,7 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "checkpoint/ckpt_origin.h"
+#include "origin/ckpt_origin.h"
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
 #include "common/file_util.h"

@@ -24,7 +24,7 @@
 //     and quarantines and fetches again what rotted (node/scrubber.h);
 //   - checkpoints (issue 6): stores and serves replicas (PutCkptChunk,
 //     GetCkptChunk: checkpoint/ckpt_chunk_service.h) in STORE/ckpt
-//     (checkpoint/replica_store.h), drains them to the checkpoint origin,
+//     (store/replica_store.h), drains them to the checkpoint origin,
 //     rebuilds lost replicas and evicts old ones (checkpoint/drainer.h).
 //
 // Threads: the RpcServer's I/O and worker threads, the Warmer's workers, the
@@ -48,17 +48,17 @@
 #include <zmq.hpp>
 
 #include "checkpoint/drainer.h"
-#include "checkpoint/replica_store.h"
+#include "store/replica_store.h"
 #include "common/disk_stats.h"
 #include "common/metrics.h"
-#include "coordinator/cluster_view.h"
+#include "cluster/cluster_view.h"
 #include "node/chunk_service.h"
 #include "node/peer_source.h"
-#include "node/chunk_store.h"
+#include "store/chunk_store.h"
 #include "node/scrubber.h"
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_filler.h"
-#include "prefetch/origin_gate.h"
+#include "origin/origin_gate.h"
 #include "prefetch/warmer.h"
 #include "proto/rpc_client.h"
 #include "proto/rpc_server.h"

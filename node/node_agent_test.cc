@@ -16,7 +16,7 @@
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "common/testing.h"
-#include "node/test_cluster.h"
+#include "testing/test_cluster.h"
 
 namespace hoard {
 namespace {

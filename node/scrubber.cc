@@ -14,7 +14,7 @@
 
 #include "common/direct_io.h"
 #include "common/file_util.h"
-#include "node/chunk_file.h"
+#include "store/chunk_file.h"
 
 namespace hoard {
 namespace {

@@ -42,9 +42,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "checkpoint/replica_store.h"
+#include "store/replica_store.h"
 #include "common/result.h"
-#include "node/chunk_store.h"
+#include "store/chunk_store.h"
 #include "common/quarantine.h"
 
 namespace hoard {

@@ -17,7 +17,7 @@
 #include <zmq_addon.hpp>
 
 #include "common/testing.h"
-#include "node/test_cluster.h"
+#include "testing/test_cluster.h"
 #include "proto/curve.h"
 #include "proto/rpc_client.h"
 

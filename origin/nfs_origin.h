@@ -113,7 +113,7 @@ class NfsOrigin : public Origin {
   // The largest READ the server accepts, in bytes; reads are split to it.
   uint64_t read_max() const { return read_max_; }
 
-  // For the writable checkpoint origin (checkpoint/nfs_ckpt_origin.h), which
+  // For the writable checkpoint origin (origin/nfs_ckpt_origin.h), which
   // shares this origin's connections, timeouts and retry rule rather than
   // keeping a second pool. Runs `op` on a leased connection; `op` returns 0
   // (or any value >= 0) or a libnfs error (a negative errno). A timeout or a

@@ -17,7 +17,7 @@
 #include "common/file_util.h"
 #include "origin/origin_test_util.h"
 #include "origin/posix_origin.h"
-#include "tests/lib/nfs_test_server.h"
+#include "testing/nfs_test_server.h"
 
 namespace hoard {
 namespace {

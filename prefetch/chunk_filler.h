@@ -36,11 +36,11 @@
 #include "common/metrics.h"
 #include "common/result.h"
 #include "common/single_flight.h"
-#include "coordinator/cluster_view.h"
-#include "node/chunk_store.h"
+#include "cluster/cluster_view.h"
+#include "store/chunk_store.h"
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_source.h"
-#include "prefetch/origin_gate.h"
+#include "origin/origin_gate.h"
 #include "striping/assignment.h"
 
 namespace hoard {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "common/result.h"
-#include "coordinator/cluster_view.h"
+#include "cluster/cluster_view.h"
 #include "striping/assignment.h"
 
 namespace hoard {

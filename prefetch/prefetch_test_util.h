@@ -14,10 +14,10 @@
 
 #include "common/file_util.h"
 #include "common/testing.h"
-#include "coordinator/cluster_view.h"
-#include "node/chunk_store.h"
-#include "origin/forwarding_origin.h"
-#include "origin/mem_origin.h"
+#include "cluster/cluster_view.h"
+#include "store/chunk_store.h"
+#include "testing/forwarding_origin.h"
+#include "testing/mem_origin.h"
 #include "origin/origin_pool.h"
 
 namespace hoard {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "node/chunk_file.h"
+#include "store/chunk_file.h"
 
 namespace hoard {
 namespace {

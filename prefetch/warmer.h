@@ -18,7 +18,7 @@
 // every worker in a loop, and the warm-up goes on by itself when it is back.
 // The failure list says "retrying in N s" meanwhile.
 //
-// Its fills read the origin at warm-up priority (prefetch/origin_gate.h): the
+// Its fills read the origin at warm-up priority (origin/origin_gate.h): the
 // gate's limits bound them, and reads a job waits for go first.
 //
 // Space: a chunk that would push the store past its capacity is not fetched
@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "prefetch/chunk_filler.h"
-#include "prefetch/origin_gate.h"
+#include "origin/origin_gate.h"
 #include "proto/messages.h"
 
 namespace hoard {

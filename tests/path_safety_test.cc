@@ -19,7 +19,7 @@
 
 #include "common/file_util.h"
 #include "common/testing.h"
-#include "node/test_cluster.h"
+#include "testing/test_cluster.h"
 #include "proto/rpc_client.h"
 
 namespace hoard {

@@ -33,7 +33,7 @@ import harness  # noqa: E402
 import hosts  # noqa: E402
 
 NODES = 3
-TRAILER = 32  # a chunk's record, after its data where the file has no xattr (node/chunk_file.h)
+TRAILER = 32  # a chunk's record, after its data where the file has no xattr (store/chunk_file.h)
 # NFS metadata (LOOKUP, GETATTR, READDIR replies) and TCP/IP headers on top
 # of the dataset's bytes.
 TX_SLACK = 1.06

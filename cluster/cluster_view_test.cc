@@ -1,0 +1,57 @@
+// ClusterWatcher against a coordinator that is slow to send its map.
+#include "cluster/cluster_view.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+
+#include "common/testing.h"
+#include "proto/rpc_server.h"
+
+namespace hoard {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A node's request path asking for a refresh while the background sync waits
+// on a slow map (or manifest) download goes on at once with the view it has,
+// rather than hold a worker for the whole download; a mount's lookup waits
+// for that sync, which brings what it looks for.
+TEST(ClusterWatcherTest, ARequestRefreshWaitsForASyncInProgressOnlyWhenAsked) {
+  zmq::context_t ctx;
+  auto log = spdlog::null_logger_mt("cluster-view-test");
+  std::atomic<int> maps{0};
+  proto::RpcServer server(proto::RpcServer::Options{
+      .endpoint = "tcp://127.0.0.1:0", .name = "coordinator", .workers = 2, .logger = log, .context = &ctx});
+  server.Handle<proto::Ping>([](const proto::Ping&, const proto::Envelope&, std::string*) {
+    return Result<proto::Pong>(proto::Pong{.role = "coordinator", .name = "c", .epoch = 2});
+  });
+  server.Handle<proto::GetClusterMap>([&](const proto::GetClusterMap&, const proto::Envelope&, std::string*) {
+    if (maps.fetch_add(1) == 0) std::this_thread::sleep_for(2s);
+    return Result<proto::ClusterMap>(proto::ClusterMap{.epoch = 2});
+  });
+  ASSERT_TRUE(server.Start().ok());
+  hoard::testing::TempDir dir("hoard-cluster-view");
+  ClusterWatcher watcher(ClusterWatcher::Options{
+      .coordinator = server.bound_endpoint(), .cache_dir = dir.path(), .timeout = 10s, .logger = log,
+      .context = &ctx});
+  std::thread slow([&] { EXPECT_TRUE(watcher.Sync().ok()); });
+  ASSERT_TRUE(hoard::testing::Eventually([&] { return maps.load() == 1; }));
+  const auto start = std::chrono::steady_clock::now();
+  const Status s = watcher.RefreshForRequest(ClusterWatcher::SyncInProgress::kDontWait, 300ms, 0ms);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), Code::kUnavailable) << s.ToString();
+  EXPECT_LT(waited, 1s) << "waited for the other thread's sync";
+  // A lookup's refresh waits, and finds the map that sync fetched.
+  EXPECT_TRUE(watcher.RefreshForRequest(ClusterWatcher::SyncInProgress::kWait, 300ms, 0ms).ok());
+  EXPECT_EQ(watcher.Current()->epoch(), 2u);
+  EXPECT_EQ(maps.load(), 1) << "the waiting refresh needed no map of its own";
+  slow.join();
+  EXPECT_TRUE(watcher.RefreshForRequest(ClusterWatcher::SyncInProgress::kDontWait, 300ms, 0ms).ok());
+}
+
+}  // namespace
+}  // namespace hoard

@@ -1,0 +1,161 @@
+#include "origin/origin_gate.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "common/testing.h"
+
+namespace hoard {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using Priority = OriginGate::Priority;
+using testing::Eventually;
+
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+TEST(OriginGateTest, NeverMoreReadsInFlightThanConnections) {
+  OriginGate gate({.connections = 3});
+  std::atomic<int> now{0}, most{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 12; ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 20; ++k) {
+        OriginGate::Slot slot = gate.Acquire(i % 2 == 0 ? Priority::kDemand : Priority::kWarm);
+        int n = ++now;
+        int m = most.load();
+        while (n > m && !most.compare_exchange_weak(m, n)) {
+        }
+        std::this_thread::sleep_for(200us);
+        --now;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(most.load(), 3);
+  EXPECT_EQ(gate.in_flight(), 0);
+}
+
+TEST(OriginGateTest, AFreedSlotGoesToAWaitingDemandReadFirst) {
+  OriginGate gate({.connections = 1});
+  OriginGate::Slot held = gate.Acquire(Priority::kWarm);
+  std::atomic<int> order{0}, warm_got{0}, demand_got{0};
+  std::thread warm([&] {
+    OriginGate::Slot s = gate.Acquire(Priority::kWarm);
+    warm_got = ++order;
+  });
+  std::this_thread::sleep_for(50ms);  // the warm-up read queues first
+  std::thread demand([&] {
+    OriginGate::Slot s = gate.Acquire(Priority::kDemand);
+    demand_got = ++order;
+    std::this_thread::sleep_for(20ms);
+  });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(order.load(), 0);
+  held.Release();
+  demand.join();
+  warm.join();
+  EXPECT_EQ(demand_got.load(), 1);
+  EXPECT_EQ(warm_got.load(), 2);
+  EXPECT_GE(gate.warm_waits(), 1u);
+}
+
+TEST(OriginGateTest, RaisingTheLimitWakesWaiters) {
+  OriginGate gate({.connections = 1});
+  OriginGate::Slot held = gate.Acquire(Priority::kDemand);
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    OriginGate::Slot s = gate.Acquire(Priority::kWarm);
+    got = true;
+  });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(got.load());
+  gate.SetLimits({.connections = 2});
+  EXPECT_TRUE(Eventually([&] { return got.load(); }, 2s));
+  waiter.join();
+}
+
+TEST(OriginGateTest, WarmUpReadsKeepTheByteRate) {
+  const double rate = 20e6;
+  OriginGate gate({.bytes_per_s = rate});
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      for (int k = 0; k < 10; ++k) gate.Pace(Priority::kWarm, 1 << 20);
+    });
+  }
+  for (auto& t : threads) t.join();
+  // 40 MiB at 20 MB/s, less the one burst (1 MiB) that starts full.
+  const double expected = (40.0 * (1 << 20) - (1 << 20)) / rate;
+  EXPECT_GT(Seconds(start), expected * 0.9);
+  EXPECT_LT(Seconds(start), expected * 1.5);
+}
+
+TEST(OriginGateTest, DemandReadsDoNotQueueBehindTheWarmUp) {
+  OriginGate gate({.bytes_per_s = 10e6});
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> warmers;
+  for (int i = 0; i < 4; ++i) {
+    warmers.emplace_back([&] {
+      while (!stop) gate.Pace(Priority::kWarm, 1 << 20);
+    });
+  }
+  std::this_thread::sleep_for(300ms);  // the budget is spent by the warm-up
+  // Each demand read waits at most for the debt of one burst, never for the
+  // four warm-up reads that queued before it.
+  double slowest = 0;
+  for (int k = 0; k < 5; ++k) {
+    const auto start = Clock::now();
+    gate.Pace(Priority::kDemand, 256 << 10);
+    slowest = std::max(slowest, Seconds(start));
+    std::this_thread::sleep_for(100ms);
+  }
+  stop = true;
+  for (auto& t : warmers) t.join();
+  EXPECT_LT(slowest, 0.25);
+}
+
+TEST(OriginGateTest, NoLimitsMeansNoWaiting) {
+  OriginGate gate;
+  std::vector<OriginGate::Slot> slots;
+  for (int i = 0; i < 100; ++i) slots.push_back(gate.Acquire(Priority::kWarm));
+  const auto start = Clock::now();
+  for (int i = 0; i < 100; ++i) gate.Pace(Priority::kWarm, 64 << 20);
+  EXPECT_LT(Seconds(start), 0.1);
+  EXPECT_EQ(gate.in_flight(), 100);
+}
+
+proto::ClusterMap MapOf(std::vector<std::pair<std::string, double>> nodes, uint32_t conns, uint64_t rate) {
+  proto::ClusterMap m;
+  for (auto& [name, w] : nodes) m.nodes.push_back(proto::NodeInfo{.name = name, .weight = w, .up = true});
+  m.origin_limits = {.max_connections = conns, .max_bytes_per_s = rate};
+  return m;
+}
+
+TEST(OriginGateTest, ANodeGetsItsWeightsShareOfTheClusterLimits) {
+  proto::ClusterMap m = MapOf({{"a", 1000}, {"b", 3000}}, 16, 800'000'000);
+  OriginGate::Limits a = NodeShareOfOriginLimits(m, "a", 64);
+  OriginGate::Limits b = NodeShareOfOriginLimits(m, "b", 64);
+  EXPECT_EQ(a.connections, 4);
+  EXPECT_EQ(b.connections, 12);
+  EXPECT_DOUBLE_EQ(a.bytes_per_s, 200e6);
+  EXPECT_DOUBLE_EQ(b.bytes_per_s, 600e6);
+  // The node's own pool caps its share; no cluster limit means the pool.
+  EXPECT_EQ(NodeShareOfOriginLimits(m, "b", 8).connections, 8);
+  EXPECT_EQ(NodeShareOfOriginLimits(MapOf({{"a", 1}}, 0, 0), "a", 16).connections, 16);
+  EXPECT_EQ(NodeShareOfOriginLimits(MapOf({{"a", 1}}, 0, 0), "a", 16).bytes_per_s, 0);
+  // At least one connection, however many nodes share the limit.
+  EXPECT_EQ(NodeShareOfOriginLimits(MapOf({{"a", 1}, {"b", 1}, {"c", 1}}, 2, 0), "c", 16).connections, 1);
+  // A draining node (weight 0) still reads through: an equal share.
+  m.nodes[0].draining = true;
+  EXPECT_DOUBLE_EQ(NodeShareOfOriginLimits(m, "a", 64).bytes_per_s, 400e6);
+  EXPECT_DOUBLE_EQ(NodeShareOfOriginLimits(m, "b", 64).bytes_per_s, 800e6);
+}
+
+}  // namespace
+}  // namespace hoard
