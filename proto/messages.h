@@ -352,7 +352,7 @@ struct Heartbeat {
 // set on the coordinator (--origin-max-connections, --origin-max-rate). Each
 // node takes a share in proportion to its placement weight (at least one
 // connection), and gives reads a reader waits for priority over warm-up
-// within it (prefetch/origin_gate.h). 0 = unlimited.
+// within it (origin/origin_gate.h). 0 = unlimited.
 struct OriginLimits {
   uint32_t max_connections = 0;  // origin reads in flight, all nodes together
   uint64_t max_bytes_per_s = 0;  // all nodes together
