@@ -1,6 +1,7 @@
 #include "common/clock.h"
 
 #include <ctime>
+#include <thread>
 
 namespace hoard {
 namespace {
@@ -10,8 +11,28 @@ class RealClock : public Clock {
     return std::chrono::steady_clock::now();
   }
   int64_t WallSeconds() const override { return static_cast<int64_t>(::time(nullptr)); }
+  void SleepFor(std::chrono::nanoseconds d) const override { std::this_thread::sleep_for(d); }
+  bool WaitUntil(CondVar* cv, Mutex* mu, std::chrono::steady_clock::time_point deadline) const override
+      REQUIRES(mu) {
+    return cv->WaitUntil(mu, deadline);
+  }
 };
+
+// How often a FakeClock's waits look at its time, in real time.
+constexpr auto kFakePoll = std::chrono::milliseconds(1);
 }  // namespace
+
+void FakeClock::SleepFor(std::chrono::nanoseconds d) const {
+  const auto deadline = Now() + d;
+  while (Now() < deadline) std::this_thread::sleep_for(kFakePoll);
+}
+
+bool FakeClock::WaitUntil(CondVar* cv, Mutex* mu, std::chrono::steady_clock::time_point deadline) const {
+  while (Now() < deadline) {
+    if (cv->WaitFor(mu, kFakePoll)) return true;  // notified
+  }
+  return false;
+}
 
 Clock* Clock::Real() {
   static RealClock clock;
