@@ -120,4 +120,42 @@ CLI::Validator Positive() {
       "POSITIVE");
 }
 
+namespace {
+// How a default is shown: in the largest unit that divides it, so --help
+// prints what a user would type ("64M", "7d").
+std::string BytesText(uint64_t bytes) {
+  static constexpr std::pair<int, const char*> kUnits[] = {{40, "T"}, {30, "G"}, {20, "M"}, {10, "k"}};
+  for (const auto& [shift, suffix] : kUnits) {
+    if (bytes != 0 && bytes % (uint64_t{1} << shift) == 0) return std::to_string(bytes >> shift) + suffix;
+  }
+  return std::to_string(bytes);
+}
+
+std::string SecondsText(uint64_t s) {
+  static constexpr std::pair<uint64_t, const char*> kUnits[] = {{7 * 86400, "w"}, {86400, "d"}, {3600, "h"}, {60, "m"}};
+  for (const auto& [unit, suffix] : kUnits) {
+    if (s != 0 && s % unit == 0) return std::to_string(s / unit) + suffix;
+  }
+  return std::to_string(s);
+}
+}  // namespace
+
+CLI::Option* AddBytesOption(CLI::App& app, const std::string& name, uint64_t* bytes, const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name, [bytes](const std::string& text) { *bytes = *ParseBytes(text); }, help)
+      ->check(ByteSize())
+      ->default_str(BytesText(*bytes));
+}
+
+CLI::Option* AddDurationOption(CLI::App& app, const std::string& name, std::chrono::seconds* duration,
+                               const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name, [duration](const std::string& text) { *duration = std::chrono::seconds(*ParseDurationSeconds(text)); },
+          help)
+      ->check(Duration())
+      ->default_str(SecondsText(static_cast<uint64_t>(duration->count())));
+}
+
 }  // namespace hoard

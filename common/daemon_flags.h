@@ -14,6 +14,8 @@
 // Thread-safety: main()-time code, single-threaded.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +53,29 @@ class DaemonFlags {
 // {"table", "file", "ok", "errors": [{"line", "option", "message"}]} on stdout
 // and exits 0 when ok, 2 otherwise.
 std::optional<int> ParseDaemonFlags(CLI::App& app, const std::string& table, int argc, char** argv);
+
+// Options bound straight to a field of a daemon's Options struct, so that the
+// field's initializer is the one default, shown by --help and kept when the
+// flag is absent. For plain numbers and strings bind with app.add_option(name,
+// options.field) and ->capture_default_str().
+//
+// A byte count written "800G", "512MiB" or "0" (common/units.h).
+CLI::Option* AddBytesOption(CLI::App& app, const std::string& name, uint64_t* bytes, const std::string& help);
+// A duration written "7d", "12h", "30m", "45" (seconds) or "0", kept in whole
+// seconds.
+CLI::Option* AddDurationOption(CLI::App& app, const std::string& name, std::chrono::seconds* duration,
+                               const std::string& help);
+// A duration written as an integer count of `Unit`, which the flag's name
+// says ("--heartbeat-ms 1000", "--ckpt-lost-after-s 120"), into a field of any
+// std::chrono duration type.
+template <class Unit, class Field>
+CLI::Option* AddCountOption(CLI::App& app, const std::string& name, Field* field, const std::string& help) {
+  return app
+      .add_option_function<int64_t>(
+          name, [field](int64_t n) { *field = std::chrono::duration_cast<Field>(Unit(n)); }, help)
+      ->check(CLI::NonNegativeNumber)
+      ->default_str(std::to_string(std::chrono::duration_cast<Unit>(*field).count()));
+}
 
 // A CLI11 validator for byte counts: "800G", "512MiB", "0" (common/units.h).
 CLI::Validator ByteSize();

@@ -18,52 +18,49 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"hoard-fuse: mounts every hoard dataset under MOUNTPOINT/datasets"};
-  std::string mountpoint, coordinator = "tcp://127.0.0.1:7100", node_store, cache_dir, log_level = "info";
+  // Flags bind straight into the mount's options: their initializers
+  // (fuse/hoard_fs.h) are the defaults, here and in --help. The FUSE loop's
+  // own settings (threads, --allow-other) are main's alone.
+  hoard::fuse::HoardFs::Options o;
+  o.coordinator = "tcp://127.0.0.1:7100";
+  std::string mountpoint, log_level = "info";
   bool allow_other = false, debug = false;
   int threads = 16;
-  uint32_t read_ahead_kb = 4096;
-  int readahead_chunks = hoard::fuse::ChunkReader::kAutoReadahead, readahead_threads = 8;
   app.add_option("mountpoint", mountpoint, "Where to mount")->required();
-  app.add_option("--coordinator", coordinator, "Coordinator endpoint")->capture_default_str();
-  app.add_option("--node-store", node_store,
+  app.add_option("--coordinator", o.coordinator, "Coordinator endpoint")->capture_default_str();
+  app.add_option("--node-store", o.local_store,
                  "This node's chunk store (STORE_DIR/store of its hoard-node), for reading local chunks directly");
-  app.add_option("--cache-dir", cache_dir, "Where the mount keeps manifests and the last cluster map")->required();
+  app.add_option("--cache-dir", o.cache_dir, "Where the mount keeps manifests and the last cluster map")->required();
   app.add_flag("--allow-other", allow_other, "Let users other than the mounter use the mount (multi-user nodes)");
   app.add_option("--threads", threads, "FUSE worker threads kept idle (up to 4x as many run under load)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  app.add_option("--read-ahead-kb", read_ahead_kb, "Kernel read-ahead for the mount, KiB (0: kernel default)")
+  app.add_option("--read-ahead-kb", o.read_ahead_kb, "Kernel read-ahead for the mount, KiB (0: kernel default)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  bool passthrough = true;
-  app.add_option("--passthrough", passthrough,
+  app.add_option("--passthrough", o.passthrough,
                  "Let the kernel read dataset files held whole in one local chunk file straight from it (FUSE "
                  "passthrough, Linux 6.9+; falls back by itself where the kernel has none); also lets checkpoint writes skip "
                  "the mount's page cache (Linux 6.9+)")
       ->capture_default_str();
-  app.add_option("--readahead-chunks", readahead_chunks,
+  app.add_option("--readahead-chunks", o.readahead_chunks,
                  "Chunks fetched ahead of a sequential reader (-1: 16 MiB worth, at least 4; 0: none)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1024));
-  app.add_option("--readahead-threads", readahead_threads, "Threads fetching chunks ahead (all readers together)")
+  app.add_option("--readahead-threads", o.readahead_threads, "Threads fetching chunks ahead (all readers together)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  std::string memory_cache_size = "256M";
-  app.add_option("--memory-cache-size", memory_cache_size,
-                 "The mount's memory cache of chunks fetched from peers or the origin (chunks read ahead get up to "
-                 "half of it)")
-      ->capture_default_str()
-      ->check([](const std::string& v) -> std::string {
-        return hoard::ParseBytes(v).ok() ? "" : "a size (e.g. 256M)";
-      });
+  hoard::AddBytesOption(app, "--memory-cache-size", &o.memory_cache_bytes,
+                        "The mount's memory cache of chunks fetched from peers or the origin (chunks read ahead get up "
+                        "to half of it)");
   int io_threads = 2;
   app.add_option("--io-threads", io_threads,
                  "ZeroMQ I/O threads: CURVE encrypts and decrypts on them, so a node that reads peers' chunks and "
                  "replicates checkpoints at once needs more than one")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
-  std::string read_tier_dir, read_tier_size = "auto";
-  app.add_option("--read-tier-dir", read_tier_dir,
+  std::string read_tier_size = "auto";
+  app.add_option("--read-tier-dir", o.read_tier_dir,
                  "Where to keep copies of chunks read from peers (default: NODE_STORE/read-tier; needs --node-store)");
   app.add_option("--read-tier-size", read_tier_size,
                  "The most the read tier may hold (auto: half the disk's free space at start, leaving a tenth of "
@@ -72,17 +69,16 @@ int main(int argc, char** argv) {
       ->check([](const std::string& v) -> std::string {
         return v == "auto" || hoard::ParseBytes(v).ok() ? "" : "a size (e.g. 200G), auto, or 0";
       });
-  std::string node_name, ckpt_sync_level = "R", ckpt_origin;
+  std::string ckpt_sync_level = "R", ckpt_origin;
   app.add_option("--ckpt-origin", ckpt_origin,
                  "The checkpoint origin (nfs://HOST/EXPORT/PATH or a directory), for checkpoints only there");
-  app.add_option("--node-name", node_name,
+  app.add_option("--node-name", o.node_name,
                  "This node's name (its hoard-node --name): checkpoints written here are held by it");
   app.add_option("--ckpt-sync-level", ckpt_sync_level,
                  "What fsync/close of a checkpoint file wait for: R (replicated on K nodes) or L (this disk only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"R", "L"}));
-  int ckpt_write_behind_threads = 2;
-  app.add_option("--ckpt-write-behind-threads", ckpt_write_behind_threads,
+  app.add_option("--ckpt-write-behind-threads", o.ckpt_write_behind_threads,
                  "Threads replicating a checkpoint file's finished chunks while it is still being written "
                  "(0: everything at fsync/close)")
       ->capture_default_str()
@@ -114,35 +110,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   uint64_t tier_bytes = 0, tier_min_free = 0;
-  if (read_tier_dir.empty() && !node_store.empty()) read_tier_dir = hoard::JoinPath(node_store, "read-tier");
-  if (!read_tier_dir.empty() && read_tier_size != "0") {
+  if (o.read_tier_dir.empty() && !o.local_store.empty()) o.read_tier_dir = hoard::JoinPath(o.local_store, "read-tier");
+  if (!o.read_tier_dir.empty() && read_tier_size != "0") {
     // The free-space floor applies to a given size too: the node agent's
     // chunks share the disk.
-    if (hoard::Status s = hoard::MakeDirs(read_tier_dir); !s.ok()) log->warn("read tier: {}", s.ToString());
-    hoard::fuse::ReadTier::AutoSize(read_tier_dir, &tier_bytes, &tier_min_free);
+    if (hoard::Status s = hoard::MakeDirs(o.read_tier_dir); !s.ok()) log->warn("read tier: {}", s.ToString());
+    hoard::fuse::ReadTier::AutoSize(o.read_tier_dir, &tier_bytes, &tier_min_free);
     if (read_tier_size != "auto") tier_bytes = *hoard::ParseBytes(read_tier_size);
   }
-  hoard::fuse::HoardFs fs({.coordinator = coordinator,
-                           .local_store = node_store,
-                           .cache_dir = cache_dir,
-                           .mountpoint = mountpoint,
-                           .read_ahead_kb = read_ahead_kb,
-                           .passthrough = passthrough,
-                           .readahead_chunks = readahead_chunks,
-                           .readahead_threads = readahead_threads,
-                           .memory_cache_bytes = static_cast<size_t>(*hoard::ParseBytes(memory_cache_size)),
-                           .read_tier_dir = read_tier_dir,
-                           .read_tier_bytes = tier_bytes,
-                           .read_tier_min_free = tier_min_free,
-                           .logger = log,
-                           .context = &context,
-                           .node_name = node_name,
-                           .ckpt_sync_level = ckpt_sync_level == "L" ? hoard::proto::CkptLevel::kL
-                                                                     : hoard::proto::CkptLevel::kR,
-                           .ckpt_write_behind_threads = ckpt_write_behind_threads,
-                           .open_ckpt_origin = ckpt_origin.empty()
-                                                   ? std::function<hoard::Result<std::unique_ptr<hoard::CkptOrigin>>()>()
-                                                   : [ckpt_origin] { return hoard::OpenCkptOrigin(ckpt_origin); }});
+  o.mountpoint = mountpoint;
+  o.read_tier_bytes = tier_bytes;
+  o.read_tier_min_free = tier_min_free;
+  o.logger = log;
+  o.context = &context;
+  o.ckpt_sync_level = ckpt_sync_level == "L" ? hoard::proto::CkptLevel::kL : hoard::proto::CkptLevel::kR;
+  if (!ckpt_origin.empty()) o.open_ckpt_origin = [ckpt_origin] { return hoard::OpenCkptOrigin(ckpt_origin); };
+  const std::string cache_dir = o.cache_dir, coordinator = o.coordinator, node_store = o.local_store;
+  hoard::fuse::HoardFs fs(std::move(o));
   if (hoard::Status s = fs.Start(); !s.ok()) {
     log->critical("cannot start: {}", s.ToString());
     return 1;

@@ -28,7 +28,7 @@
 // on a retry finds `from` gone and `to` present, count as done.
 //
 // What nfs-ganesha 5 (VFS FSAL, as Debian 12 ships it) does, checked by
-// checkpoint/ckpt_origin_test.cc: RENAME over an existing file replaces it
+// origin/ckpt_origin_test.cc: RENAME over an existing file replaces it
 // atomically, over an empty directory too, and over a non-empty directory it
 // answers NFS3ERR_NOTEMPTY (kNotEmpty): POSIX's semantics, so no
 // remove-before-rename is needed (which would open a window where the path

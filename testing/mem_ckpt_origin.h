@@ -2,7 +2,7 @@
 //
 // MemCkptOrigin: a checkpoint origin held in memory, for the tests of the
 // layers above it (drainer, publisher). It has POSIX's semantics, as
-// the local and the NFS origins do (checkpoint/ckpt_origin_test.cc runs
+// the local and the NFS origins do (origin/ckpt_origin_test.cc runs
 // one suite against all three): parents must exist (kNotFound), a path
 // through a file is kNotDirectory, Rename replaces a file, or an empty
 // directory by a directory, atomically, and refuses a non-empty one
