@@ -30,34 +30,67 @@ Code CodeFromWire(uint32_t value) {
   return static_cast<Code>(value);
 }
 
+Code CodeFromErrno(int err) {
+  // The one errno -> Code table (see status.h for why each row). A switch, so
+  // that an errno listed twice (EAGAIN and EWOULDBLOCK are one value) does
+  // not compile.
+  switch (err) {
+    case ENOENT:
+      return Code::kNotFound;
+    case EINVAL:
+    case ENAMETOOLONG:
+      return Code::kInvalidArgument;
+    case EEXIST:
+      return Code::kAlreadyExists;
+    case ENOSPC:
+    case EDQUOT:
+      return Code::kNoSpace;
+    case ENOTEMPTY:
+      return Code::kNotEmpty;
+    case EISDIR:
+      return Code::kIsDirectory;
+    case ENOTDIR:
+    case ELOOP:
+      return Code::kNotDirectory;
+    case ESTALE:
+      return Code::kStale;
+    case ETIMEDOUT:
+    case ECONNREFUSED:
+    case EHOSTUNREACH:
+    case EAGAIN:
+      return Code::kUnavailable;
+    default:
+      return Code::kIoError;
+  }
+}
+
+int ErrnoFromCode(Code code) {
+  // No default: a new Code must choose its errno here (-Wswitch).
+  switch (code) {
+    case Code::kOk: return 0;
+    case Code::kNotFound: return ENOENT;
+    case Code::kInvalidArgument: return EINVAL;
+    case Code::kAlreadyExists: return EEXIST;
+    case Code::kNoSpace: return ENOSPC;
+    case Code::kNotEmpty: return ENOTEMPTY;
+    case Code::kIsDirectory: return EISDIR;
+    case Code::kNotDirectory: return ENOTDIR;
+    case Code::kPermissionDenied: return EACCES;
+    case Code::kUnavailable:
+    case Code::kCorruption:
+    case Code::kIoError:
+    case Code::kStale:
+    case Code::kInternal:
+      return EIO;
+  }
+  return EIO;  // not a Code: a wire value CodeFromWire did not vet
+}
+
 Status Status::FromErrno(int err, std::string_view context) {
   std::string msg(context);
   msg += ": ";
   msg += std::strerror(err);
-  switch (err) {
-    case ENOSPC:
-    case EDQUOT:
-      return NoSpace(std::move(msg));
-    case ENOENT:
-      return NotFound(std::move(msg));
-    case EINVAL:
-    case ENAMETOOLONG:
-      return InvalidArgument(std::move(msg));
-    case EEXIST:
-      return AlreadyExists(std::move(msg));
-    case ENOTEMPTY:
-      return NotEmpty(std::move(msg));
-    case EISDIR:
-      return IsDirectory(std::move(msg));
-    case ENOTDIR:
-      return NotDirectory(std::move(msg));
-    case ETIMEDOUT:
-    case ECONNREFUSED:
-    case EHOSTUNREACH:
-      return Unavailable(std::move(msg));
-    default:
-      return IoError(std::move(msg));
-  }
+  return Status(CodeFromErrno(err), std::move(msg));
 }
 
 std::string Status::ToString() const {

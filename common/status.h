@@ -36,7 +36,13 @@
 //                     the admin key: proto/access.h). Not retryable with the
 //                     same key.
 //
-// At the FUSE edge, fuse/errno.h turns a Status into an errno in one place.
+// errno and Code meet in one table, in both directions (CodeFromErrno,
+// ErrnoFromCode below): every errno a system call or libnfs gives becomes a
+// Status through Status::FromErrno, and the FUSE edge (fuse/errno.h) turns a
+// Status back into the errno the kernel gets. Code that means something more
+// specific by an errno in its context (an origin that treats a path through a
+// file as "no such path") re-codes the Status, not the errno, so that no
+// second errno table can drift from this one.
 //
 // Thread-safety: a Status is a value; distinct objects may be used from
 // different threads without synchronisation.
@@ -72,6 +78,41 @@ std::string_view CodeName(Code code);
 // Returns the code for a wire value, kInternal for values that are not a Code.
 Code CodeFromWire(uint32_t value);
 
+// The code for an errno (positive; libnfs's negative returns are negated by
+// the caller). The whole table:
+//   ENOENT                              -> kNotFound
+//   EINVAL, ENAMETOOLONG                -> kInvalidArgument
+//   EEXIST                              -> kAlreadyExists
+//   ENOSPC, EDQUOT                      -> kNoSpace
+//   ENOTEMPTY                           -> kNotEmpty
+//   EISDIR                              -> kIsDirectory
+//   ENOTDIR, ELOOP                      -> kNotDirectory
+//   ESTALE                              -> kStale
+//   ETIMEDOUT, ECONNREFUSED, EHOSTUNREACH, EAGAIN (= EWOULDBLOCK)
+//                                       -> kUnavailable
+//   anything else (EIO, EACCES, EPERM, EROFS, ...) -> kIoError
+// ELOOP is kNotDirectory because hoard never follows a symlink (O_NOFOLLOW),
+// so ELOOP means a symlink stood where the path needed a directory; a caller
+// that opened the last component with O_NOFOLLOW knows ELOOP means "this is a
+// symlink" and says so itself. ESTALE is kStale: a file handle outlived the
+// file (replaced at the NFS origin), and readers must fail rather than mix
+// versions. EAGAIN is kUnavailable: NFS3ERR_JUKEBOX and a busy lock both ask
+// to come back later. EACCES/EPERM/EROFS stay kIoError, not
+// kPermissionDenied, which is about hoard's own keys; callers that tell them
+// apart (checkpoint/drain_health.cc) read the strerror text FromErrno keeps.
+Code CodeFromErrno(int err);
+
+// The errno the kernel gets for a code; only the FUSE edge uses it
+// (fuse::ToErrno). 0 for kOk. Each code that CodeFromErrno gives for some
+// errno comes back as that errno (ENOENT, EINVAL, EEXIST, ENOSPC, ENOTEMPTY,
+// EISDIR, ENOTDIR, EIO), kPermissionDenied as EACCES; kUnavailable,
+// kCorruption, kStale and kInternal are EIO: the application cannot act on
+// the difference. kStale in particular is not ESTALE: the file changed at the
+// origin under the dataset's pinned version, so the reader must simply fail,
+// and on ESTALE the kernel would look the path up again (retry_estale) only to
+// reach the same pinned version.
+int ErrnoFromCode(Code code);
+
 class [[nodiscard]] Status {
  public:
   // OK.
@@ -92,8 +133,8 @@ class [[nodiscard]] Status {
   static Status IsDirectory(std::string msg) { return {Code::kIsDirectory, std::move(msg)}; }
   static Status NotDirectory(std::string msg) { return {Code::kNotDirectory, std::move(msg)}; }
   static Status PermissionDenied(std::string msg) { return {Code::kPermissionDenied, std::move(msg)}; }
-  // An I/O error from a failed system call: "CONTEXT: strerror(err)", with
-  // ENOSPC/EDQUOT mapped to kNoSpace and ENOENT to kNotFound.
+  // An error from a failed system call or libnfs call: "CONTEXT:
+  // strerror(err)", coded by CodeFromErrno.
   static Status FromErrno(int err, std::string_view context);
 
   bool ok() const { return code_ == Code::kOk; }

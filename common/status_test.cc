@@ -1,6 +1,9 @@
 #include "common/status.h"
 
 #include <cerrno>
+#include <cstring>
+#include <iterator>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -39,6 +42,76 @@ TEST(StatusTest, FromErrnoMapsCodes) {
   EXPECT_EQ(Status::FromErrno(ENOENT, "open").code(), Code::kNotFound);
   EXPECT_EQ(Status::FromErrno(EIO, "read").code(), Code::kIoError);
   EXPECT_NE(Status::FromErrno(ENOSPC, "write x").message().find("write x"), std::string::npos);
+}
+
+// The errno -> Code table, row by row (status.h says why each row).
+TEST(StatusTest, ErrnoTable) {
+  const struct {
+    int err;
+    Code code;
+  } kRows[] = {
+      {ENOENT, Code::kNotFound},         {EINVAL, Code::kInvalidArgument},
+      {ENAMETOOLONG, Code::kInvalidArgument},
+      {EEXIST, Code::kAlreadyExists},    {ENOSPC, Code::kNoSpace},
+      {EDQUOT, Code::kNoSpace},          {ENOTEMPTY, Code::kNotEmpty},
+      {EISDIR, Code::kIsDirectory},      {ENOTDIR, Code::kNotDirectory},
+      {ELOOP, Code::kNotDirectory},      {ESTALE, Code::kStale},
+      {ETIMEDOUT, Code::kUnavailable},   {ECONNREFUSED, Code::kUnavailable},
+      {EHOSTUNREACH, Code::kUnavailable}, {EAGAIN, Code::kUnavailable},
+      {EWOULDBLOCK, Code::kUnavailable},
+      // Not in the table: the rest is kIoError.
+      {EIO, Code::kIoError},             {EACCES, Code::kIoError},
+      {EPERM, Code::kIoError},           {EROFS, Code::kIoError},
+      {EXDEV, Code::kIoError},           {EFBIG, Code::kIoError},
+      {EBADF, Code::kIoError},           {EINTR, Code::kIoError},
+      {0, Code::kIoError},               {-ENOENT, Code::kIoError},  // libnfs's rc must be negated first
+  };
+  for (const auto& row : kRows) {
+    EXPECT_EQ(CodeFromErrno(row.err), row.code) << row.err << " " << std::strerror(row.err);
+    Status s = Status::FromErrno(row.err, "op");
+    EXPECT_EQ(s.code(), row.code) << row.err;
+    EXPECT_EQ(s.message(), std::string("op: ") + std::strerror(row.err));
+  }
+}
+
+// The Code -> errno direction the FUSE edge answers with, for every code.
+// kUnavailable and below: nothing the application could act on differently;
+// kStale is not ESTALE (status.h).
+TEST(StatusTest, ErrnoForEveryCode) {
+  const std::pair<Code, int> kRows[] = {
+      {Code::kOk, 0},          {Code::kInvalidArgument, EINVAL}, {Code::kNotFound, ENOENT},
+      {Code::kAlreadyExists, EEXIST}, {Code::kUnavailable, EIO}, {Code::kNoSpace, ENOSPC},
+      {Code::kCorruption, EIO}, {Code::kIoError, EIO},           {Code::kStale, EIO},
+      {Code::kInternal, EIO},  {Code::kNotEmpty, ENOTEMPTY},     {Code::kIsDirectory, EISDIR},
+      {Code::kNotDirectory, ENOTDIR}, {Code::kPermissionDenied, EACCES},
+  };
+  ASSERT_EQ(std::size(kRows), static_cast<size_t>(Code::kPermissionDenied) + 1) << "a code without a row";
+  for (const auto& [code, err] : kRows) EXPECT_EQ(ErrnoFromCode(code), err) << CodeName(code);
+  EXPECT_EQ(ErrnoFromCode(static_cast<Code>(77)), EIO);
+}
+
+// A POSIX error the checkpoint namespace gets from its origin reaches the
+// application as the same errno; and a code that some errno gives survives
+// errno -> code -> errno -> code.
+TEST(StatusTest, ErrnoRoundTrips) {
+  for (int err : {ENOENT, EINVAL, EEXIST, ENOSPC, ENOTEMPTY, EISDIR, ENOTDIR, EIO}) {
+    EXPECT_EQ(ErrnoFromCode(CodeFromErrno(err)), err) << std::strerror(err);
+  }
+  // Many errnos to one code: they come back as the code's errno.
+  EXPECT_EQ(ErrnoFromCode(CodeFromErrno(EDQUOT)), ENOSPC);
+  EXPECT_EQ(ErrnoFromCode(CodeFromErrno(ENAMETOOLONG)), EINVAL);
+  EXPECT_EQ(ErrnoFromCode(CodeFromErrno(ELOOP)), ENOTDIR);
+  EXPECT_EQ(ErrnoFromCode(CodeFromErrno(ESTALE)), EIO);
+  EXPECT_EQ(ErrnoFromCode(CodeFromErrno(ETIMEDOUT)), EIO);
+  for (Code c : {Code::kNotFound, Code::kInvalidArgument, Code::kAlreadyExists, Code::kNoSpace, Code::kNotEmpty,
+                 Code::kIsDirectory, Code::kNotDirectory, Code::kIoError}) {
+    EXPECT_EQ(CodeFromErrno(ErrnoFromCode(c)), c) << CodeName(c);
+  }
+  // Codes no errno gives do not come back: the errno they become means
+  // something else coming in.
+  EXPECT_EQ(CodeFromErrno(ErrnoFromCode(Code::kPermissionDenied)), Code::kIoError);
+  EXPECT_EQ(CodeFromErrno(ErrnoFromCode(Code::kStale)), Code::kIoError);
+  EXPECT_EQ(CodeFromErrno(ErrnoFromCode(Code::kUnavailable)), Code::kIoError);
 }
 
 TEST(StatusTest, WireCodesOutOfRangeBecomeInternal) {

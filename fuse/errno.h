@@ -1,15 +1,15 @@
 // File: fuse/errno.h
 //
-// The one place where a hoard Status becomes an errno for the kernel.
+// The one place where a hoard Status becomes an errno for the kernel. The
+// table itself is ErrnoFromCode (common/status.h), next to the errno -> Code
+// table it must agree with, so that common/status_test.cc pins both.
 #pragma once
 
 #include "common/status.h"
 
 namespace hoard::fuse {
 
-// kNotFound -> ENOENT, kInvalidArgument -> EINVAL, kNoSpace -> ENOSPC,
-// kAlreadyExists -> EEXIST, kStale -> EIO (the origin changed under a pinned
-// version: the reader must not get mixed bytes), everything else -> EIO.
+// The errno for status.code(), as ErrnoFromCode gives it (0 for OK).
 int ToErrno(const Status& status);
 
 }  // namespace hoard::fuse

@@ -78,22 +78,13 @@ Failure Classify(int rc, std::string_view error) {
   }
 }
 
+// A failed libnfs call of the read path. An answer's negative errno goes
+// through the one errno table (NFS3ERR_STALE is kStale, NFS3ERR_JUKEBOX's
+// EAGAIN kUnavailable) and is re-coded for reading as every origin does; the
+// message is libnfs's, which already names the NFS3ERR_ status.
 Status StatusFor(int rc, Failure failure, std::string message) {
   if (failure != Failure::kAnswer) return Status::Unavailable(std::move(message));
-  switch (-rc) {
-    case ENOENT:
-    case ENOTDIR:
-      return Status::NotFound(std::move(message));
-    case ESTALE:
-      return Status::Stale(std::move(message));
-    case ELOOP:
-    case EISDIR:
-      return Status::InvalidArgument(std::move(message));
-    case EAGAIN:  // NFS3ERR_JUKEBOX: the server asks us to come back later
-      return Status::Unavailable(std::move(message));
-    default:
-      return Status::IoError(std::move(message));
-  }
+  return OriginReadError(Status(CodeFromErrno(-rc), std::move(message)));
 }
 
 // The result of one attempt of an operation on a connection.
@@ -495,6 +486,8 @@ Outcome OpenFile(NfsConnectionPool& pool, NfsConnection& conn, std::string_view 
                  nfs_stat_64* st) {
   std::string full = pool.Full(rel);
   int rc = nfs_open(conn.ctx(), full.c_str(), O_RDONLY | O_NOFOLLOW, fh);
+  // O_NOFOLLOW on the last component: ELOOP says it is a symlink, which the
+  // table's kNotDirectory (a symlink where a directory was needed) would not.
   if (rc == -ELOOP) {
     return Answer(Status::InvalidArgument(pool.source() + ": '" + std::string(rel) + "' is a symlink, not a file"));
   }
@@ -751,8 +744,9 @@ Status NfsOrigin::RunCall(std::string_view what, std::string_view path,
     const Failure failure = Classify(rc, error);
     std::string msg = source_ + ": " + std::string(what) + " '" + std::string(path) + "': " + error;
     if (failure != Failure::kAnswer) return {Status::Unavailable(std::move(msg)), failure};
-    // NFS3ERR_JUKEBOX: the server asks us to come back later.
-    if (rc == -EAGAIN) return Answer(Status::Unavailable(std::move(msg)));
+    // Not re-coded as the read path is: the checkpoint namespace needs
+    // kNotDirectory and kIsDirectory. FromErrno keeps strerror's text, which
+    // checkpoint/drain_health.cc reads to tell permission errors apart.
     return Answer(Status::FromErrno(-rc, msg));
   });
 }

@@ -43,10 +43,12 @@
 // frozen server yields kUnavailable within about timeout_ms per RPC, never a
 // hang, and calls succeed again once it is back.
 //
-// Error codes: NFS3ERR_NOENT/NOTDIR -> kNotFound, NFS3ERR_STALE -> kStale,
-// timeouts and transport errors -> kUnavailable, symlinks or special files
-// where a file is needed -> kInvalidArgument, everything else -> kIoError.
-// Messages name the source URL and the path.
+// Error codes: an answer's errno goes through CodeFromErrno (common/status.h)
+// and, on the read path, OriginReadError (origin_path.h): NFS3ERR_NOENT/NOTDIR
+// -> kNotFound, NFS3ERR_STALE -> kStale, NFS3ERR_JUKEBOX -> kUnavailable,
+// timeouts and transport errors -> kUnavailable, symlinks, directories or
+// special files where a file is needed -> kInvalidArgument, everything else
+// -> kIoError. Messages name the source URL and the path.
 //
 // Directory sizes are reported as 0, as by every origin.
 //
@@ -121,7 +123,8 @@ class NfsOrigin : public Origin {
   // timeout) `op` runs once more on a fresh connection, so `op` must be
   // idempotent or detect its second run itself. An error answer from the
   // server gives Status::FromErrno(-rc, "SOURCE: WHAT 'PATH': libnfs's
-  // message"), so EEXIST, ENOTEMPTY, ENOSPC... keep their POSIX meaning.
+  // message"), so EEXIST, ENOTEMPTY, ENOTDIR, ENOSPC... keep their POSIX
+  // meaning (NFS3ERR_STALE is kStale, NFS3ERR_JUKEBOX kUnavailable).
   // Handles opened by `op` belong to that connection: close them in `op`.
   Status RunCall(std::string_view what, std::string_view path, const std::function<int(nfs_context*)>& op);
   // The path libnfs wants (absolute inside the export) for an origin path.

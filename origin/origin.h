@@ -13,7 +13,10 @@
 // Walk with a warning, never passed on.
 //
 // Errors: kNotFound (no such path), kUnavailable (server unreachable or timed
-// out: retry later), kIoError (anything else), kInvalidArgument (bad URL).
+// out: retry later), kStale (the file changed since it was opened),
+// kInvalidArgument (bad URL, or not a file where a file is needed), kIoError
+// (anything else). Implementations code an errno with Status::FromErrno and
+// then OriginReadError (origin_path.h).
 //
 // Thread-safety: an Origin may be used from many threads at once; an
 // OriginFile by one thread at a time.

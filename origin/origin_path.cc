@@ -23,6 +23,14 @@ Result<std::vector<std::string_view>> SplitOriginPath(std::string_view path) {
   return parts;
 }
 
+Status OriginReadError(Status s) {
+  switch (s.code()) {
+    case Code::kNotDirectory: return Status::NotFound(s.message());
+    case Code::kIsDirectory: return Status::InvalidArgument(s.message());
+    default: return s;
+  }
+}
+
 std::string JoinOriginPath(std::string_view dir, std::string_view name) {
   std::string out;
   out.reserve(dir.size() + 1 + name.size());

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
@@ -48,6 +49,19 @@ TEST(OriginPathTest, RejectsTraversalAndMalformedPaths) {
   }
   EXPECT_EQ(JoinOriginPath("", "a"), "a");
   EXPECT_EQ(JoinOriginPath("a/b", "c"), "a/b/c");
+}
+
+// Both read-only origins code a failed lookup this way (the NFS and POSIX
+// tests check it end to end); the writable checkpoint origins do not.
+TEST(OriginPathTest, ReadErrorsAreRecodedForReading) {
+  EXPECT_EQ(OriginReadError(Status::FromErrno(ENOTDIR, "stat a/b")).code(), Code::kNotFound);
+  EXPECT_EQ(OriginReadError(Status::FromErrno(ELOOP, "stat a/b")).code(), Code::kNotFound);
+  EXPECT_EQ(OriginReadError(Status::FromErrno(EISDIR, "open a")).code(), Code::kInvalidArgument);
+  for (int err : {ENOENT, ESTALE, EAGAIN, EIO, EACCES, EEXIST}) {
+    EXPECT_EQ(OriginReadError(Status::FromErrno(err, "x")).code(), CodeFromErrno(err)) << err;
+  }
+  Status s = OriginReadError(Status::FromErrno(ENOTDIR, "stat a/b"));
+  EXPECT_EQ(s.message(), Status::FromErrno(ENOTDIR, "stat a/b").message());
 }
 
 TEST(OpenOriginTest, RejectsUnknownSources) {

@@ -25,14 +25,14 @@ int64_t MtimeNs(const struct stat& st) {
 
 bool IsSupportedType(mode_t mode) { return S_ISREG(mode) || S_ISDIR(mode) || S_ISLNK(mode); }
 
-// Errors of a lookup below the root. ENOTDIR and ELOOP mean a component is a
-// file or a symlink; for an origin path that is simply "no such path".
+// Errors of a lookup below the root. ENOTDIR and ELOOP (kNotDirectory) mean a
+// component is a file or a symlink, which OriginReadError makes "no such path".
 Status LookupError(int err, std::string_view op, std::string_view root, std::string_view path) {
-  std::string ctx = std::string(op) + " " + std::string(root) + "/" + std::string(path);
-  if (err == ENOTDIR || err == ELOOP) {
-    return Status::NotFound(ctx + ": a parent component is not a directory (symlinks are not followed)");
+  Status s = Status::FromErrno(err, std::string(op) + " " + std::string(root) + "/" + std::string(path));
+  if (s.code() == Code::kNotDirectory) {
+    s = Status(s.code(), s.message() + " (a parent component is not a directory; symlinks are not followed)");
   }
-  return Status::FromErrno(err, ctx);
+  return OriginReadError(std::move(s));
 }
 
 Result<std::string> ReadLinkAt(int dir_fd, const char* name, size_t size_hint, std::string_view what) {
@@ -112,8 +112,11 @@ Result<std::unique_ptr<PosixOrigin>> PosixOrigin::Create(const std::string& root
   }
   UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid()) {
-    if (errno == ENOTDIR) return Status::InvalidArgument("local origin " + root + " is not a directory");
-    return Status::FromErrno(errno, "open local origin " + root);
+    Status s = Status::FromErrno(errno, "open local origin " + root);
+    // The source names the origin's root: a file there is a wrong source,
+    // not a missing path.
+    if (s.code() == Code::kNotDirectory) return Status::InvalidArgument("local origin " + root + " is not a directory");
+    return s;
   }
   return std::unique_ptr<PosixOrigin>(new PosixOrigin(root, std::move(fd)));
 }
