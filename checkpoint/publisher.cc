@@ -105,9 +105,12 @@ Publisher::Attempt Publisher::ApplyOnce(const OriginOp& op, int* io_errors) {
   if (s.ok()) return Attempt::kDone;
   // A full, unreachable or refusing origin is the operator's to fix (free
   // space, the network, the export's permissions): nothing is skipped meanwhile.
+  // An I/O error, or a stale handle (the origin's tree changed under the
+  // call), is tried again a few times before the operation is skipped.
   const std::string reason = DrainHealth::Reason(s.code(), s.message(), /*at_origin=*/true);
   const bool retry = reason == "no_space" || reason == "unreachable" || reason == "permission" ||
-                     (s.code() == Code::kIoError && ++*io_errors < options_.io_error_attempts);
+                     ((s.code() == Code::kIoError || s.code() == Code::kStale) &&
+                      ++*io_errors < options_.io_error_attempts);
   options_.table->OriginOpFailed(op, s, /*for_good=*/!retry);
   if (retry) {
     // Each attempt at debug: the table logs when the origin starts failing.

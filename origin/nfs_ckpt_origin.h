@@ -39,10 +39,10 @@
 // Whether a COMMIT reached the server's disk cannot be observed by a test;
 // we rely on the server honouring it.
 //
-// Error codes: the server's answer maps as errno does (Status::FromErrno:
-// NOENT -> kNotFound, EXIST -> kAlreadyExists, NOTEMPTY -> kNotEmpty, ISDIR,
-// NOTDIR, NOSPC/DQUOT -> kNoSpace, JUKEBOX -> kUnavailable, the rest
-// kIoError); timeouts and transport errors give kUnavailable.
+// Error codes: the server's answer maps as errno does, through the one table
+// of common/status.cc (CodeFromErrno: NOENT -> kNotFound, NOTDIR ->
+// kNotDirectory, STALE -> kStale, JUKEBOX -> kUnavailable, ...); timeouts and
+// transport errors give kUnavailable.
 //
 // Thread-safety: as CkptOrigin.
 #pragma once
