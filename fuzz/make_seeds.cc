@@ -93,96 +93,152 @@ DatasetReport Report() {
           .failures = {{.path = "a/b", .error = "EIO"}}};
 }
 
+// Each message type's seed is its struct's defaults unless a sample below
+// fills it in: a body with values reaches more of its decoder.
 template <typename Body>
-void Msg(MsgType type, const Body& body, const Status& status = Status::Ok()) {
-  Seed("message", std::to_string(static_cast<int>(type)) + "-" + TypeName(type),
-       EncodeHeader(type, 42, status, body));
+struct Tag {};
+template <typename Body>
+Body Sample(Tag<Body>) {
+  return Body{};
+}
+Pong Sample(Tag<Pong>) { return {.role = "node", .name = "n1", .epoch = 5}; }
+DataChannel Sample(Tag<DataChannel>) { return {.session = 7, .key = std::string(32, '\x5a'), .port = 7102}; }
+RegisterNode Sample(Tag<RegisterNode>) { return {.name = "n1", .endpoint = "tcp://h:1", .capacity_bytes = 1 << 30}; }
+RegisterNodeReply Sample(Tag<RegisterNodeReply>) { return {.epoch = 3}; }
+Heartbeat Sample(Tag<Heartbeat>) {
+  return {.name = "n1",
+          .epoch = 3,
+          .chunks = 9,
+          .datasets = {Report()},
+          .datasets_included = true,
+          .counters = {{"reads", 5}}};
+}
+HeartbeatReply Sample(Tag<HeartbeatReply>) { return {.epoch = 4, .need_reports = true, .settled = {{1, 2, 3}}}; }
+ClusterMap Sample(Tag<ClusterMap>) {
+  return {.epoch = 9,
+          .placement_epoch = 4,
+          .nodes = {Node("n1"), Node("n2")},
+          .datasets = {Dataset()},
+          .origin_limits = {.max_connections = 8, .max_bytes_per_s = 1 << 30}};
+}
+GetManifest Sample(Tag<GetManifest>) { return {.name = "imagenet", .version = 2, .offset = 8}; }
+ManifestPart Sample(Tag<ManifestPart>) { return {.total_bytes = 100, .offset = 8}; }
+ClusterStatus Sample(Tag<ClusterStatus>) { return {.dataset = "imagenet"}; }
+ClusterStatusReply Sample(Tag<ClusterStatusReply>) {
+  const DatasetStatus ds{.meta = Dataset(),
+                         .cached_bytes = 5,
+                         .failures = {{"x", "y"}},
+                         .shares = {{.node = "n1", .owned_chunks = 2, .reported = true}},
+                         .fill_rate = 1.5,
+                         .eta_seconds = 10};
+  return {.epoch = 9,
+          .nodes = {Node("n1")},
+          .datasets = {ds},
+          .ckpt_jobs = {{.job = "job", .files = 2, .files_by_level = {0, 1, 1, 0}}}};
+}
+DatasetAdd Sample(Tag<DatasetAdd>) {
+  return {.name = "imagenet", .source = "/data", .chunk_size = 1 << 20, .replicas = 2};
+}
+DatasetAddReply Sample(Tag<DatasetAddReply>) { return {.meta = Dataset(), .walk_ms = 12}; }
+DatasetListReply Sample(Tag<DatasetListReply>) { return {.datasets = {Dataset(), Dataset()}}; }
+DatasetRemove Sample(Tag<DatasetRemove>) { return {.name = "imagenet"}; }
+Warm Sample(Tag<Warm>) { return {.name = "imagenet"}; }
+WarmReply Sample(Tag<WarmReply>) { return {.meta = Dataset()}; }
+NodeDrain Sample(Tag<NodeDrain>) { return {.name = "n1"}; }
+NodeDrainReply Sample(Tag<NodeDrainReply>) { return {.node = Node("n1"), .epoch = 3}; }
+NodeRemove Sample(Tag<NodeRemove>) { return {.name = "n1", .force = true}; }
+NodeRemoveReply Sample(Tag<NodeRemoveReply>) { return {.epoch = 3}; }
+DatasetRefresh Sample(Tag<DatasetRefresh>) { return {.name = "imagenet"}; }
+DatasetRefreshReply Sample(Tag<DatasetRefreshReply>) {
+  return {.meta = Dataset(),
+          .changed = true,
+          .previous_version = 1,
+          .files_added = 1,
+          .files = {{.path = "a", .change = "added", .size = 5}}};
+}
+GetChunk Sample(Tag<GetChunk>) {
+  return {.dataset = "imagenet",
+          .uid = 1,
+          .version = 2,
+          .entry = 3,
+          .index = 1,
+          .key_lo = 5,
+          .key_hi = 6,
+          .offset = 0,
+          .length = 4096,
+          .placement_epoch = 4};
+}
+ChunkData Sample(Tag<ChunkData>) { return {.chunk_length = 4096, .source = "cache", .placement_epoch = 4}; }
+NodeStatusReply Sample(Tag<NodeStatusReply>) {
+  return {.node = Node("n1"), .counters = {{"hits", 3}}, .scrub = {.pass = 2, .running = true, .files = 9}};
+}
+ScrubReply Sample(Tag<ScrubReply>) { return {.pass = 3}; }
+CkptLookup Sample(Tag<CkptLookup>) { return {.path = "job/step1"}; }
+CkptEntryReply Sample(Tag<CkptEntryReply>) { return {.entry = Entry()}; }
+CkptList Sample(Tag<CkptList>) { return {.path = "job"}; }
+CkptListReply Sample(Tag<CkptListReply>) { return {.dir = Entry(), .children = {Entry()}}; }
+CkptCreate Sample(Tag<CkptCreate>) { return {.path = "job/step2", .is_dir = true, .mode = 0755}; }
+CkptRename Sample(Tag<CkptRename>) { return {.from = "job/a", .to = "job/b", .noreplace = true}; }
+CkptRenameReply Sample(Tag<CkptRenameReply>) { return {.entry = Entry()}; }
+CkptRemove Sample(Tag<CkptRemove>) { return {.path = "job/a"}; }
+CkptRemoveReply Sample(Tag<CkptRemoveReply>) { return {.id = 7}; }
+CkptCommit Sample(Tag<CkptCommit>) {
+  return {.id = 7,
+          .gen = 3,
+          .size = 5000,
+          .chunk_size = 4096,
+          .checksums = {1, 2},
+          .writer = "n1",
+          .replicas = {{"n2"}, {"n3"}},
+          .replicas_wanted = 2,
+          .level = 2};
+}
+CkptSetAttr Sample(Tag<CkptSetAttr>) { return {.path = "job/a", .set_mode = true, .mode = 0600}; }
+CkptStatus Sample(Tag<CkptStatus>) { return {.job = "job", .files = true}; }
+CkptStatusReply Sample(Tag<CkptStatusReply>) {
+  return {.jobs = {{.job = "job", .files = 1}}, .files = {Entry()}, .now_unix_ms = 1800000000000};
+}
+CkptFlush Sample(Tag<CkptFlush>) { return {.job = "job"}; }
+CkptFlushReply Sample(Tag<CkptFlushReply>) { return {.status = {.job = "job", .undrained_bytes = 5}}; }
+CkptWork Sample(Tag<CkptWork>) { return {.node = "n1", .rebuild = true}; }
+CkptWorkReply Sample(Tag<CkptWorkReply>) {
+  return {.drain = {{.entry = Entry(), .tmp_path = ".hoard-staging/7-2-n1"}},
+          .keep_files = {7, 8},
+          .max_drain_bytes_per_s = 100,
+          .rebuild = {
+              {.id = 7, .gen = 2, .index = 0, .checksum = 1, .length = 4096, .chunk_size = 4096, .holders = {"n2"}}}};
+}
+CkptDrained Sample(Tag<CkptDrained>) { return {.node = "n1", .id = 7, .gen = 2, .ok = false, .error = "EIO"}; }
+CkptDrainedReply Sample(Tag<CkptDrainedReply>) { return {.level = 3}; }
+PutCkptChunk Sample(Tag<PutCkptChunk>) { return {.id = 7, .gen = 2, .index = 1, .checksum = 9}; }
+CkptPutReply Sample(Tag<CkptPutReply>) { return {.stored_bytes = 4096}; }
+GetCkptChunk Sample(Tag<GetCkptChunk>) {
+  return {.id = 7, .gen = 2, .index = 1, .checksum = 9, .chunk_size = 4096, .chunk_length = 4096};
+}
+CkptChunkData Sample(Tag<CkptChunkData>) { return {.chunk_length = 4096}; }
+CkptSession Sample(Tag<CkptSession>) {
+  return {.mount = 42,
+          .node = "n1",
+          .holds = {{.id = 7, .gen = 2}},
+          .writing = {8},
+          .reclaim = true,
+          .locks = {{.id = 7, .owner = 3, .type = 2}}};
+}
+CkptSessionReply Sample(Tag<CkptSessionReply>) { return {.incarnation = 5}; }
+CkptLock Sample(Tag<CkptLock>) { return {.mount = 42, .lock = {.id = 7, .owner = 3, .flock = true, .type = 1}}; }
+CkptLockReply Sample(Tag<CkptLockReply>) { return {.granted = false, .conflict = {.id = 7, .owner = 4, .type = 2}}; }
+
+template <typename Body>
+void Msg(MsgType type, const Body& body) {
+  // An error reply carries its status in the header.
+  const Status status = type == MsgType::kError ? Status::InvalidArgument("bad") : Status::Ok();
+  Seed("message", std::to_string(static_cast<int>(type)) + "-" + TypeName(type), EncodeHeader(type, 42, status, body));
 }
 
 void MessageSeeds() {
-  Msg(MsgType::kError, ErrorBody{}, Status::InvalidArgument("bad"));
-  Msg(MsgType::kPing, Ping{});
-  Msg(MsgType::kPong, Pong{.role = "node", .name = "n1", .epoch = 5});
-  Msg(MsgType::kOpenDataChannel, OpenDataChannel{});
-  Msg(MsgType::kDataChannel, DataChannel{.session = 7, .key = std::string(32, '\x5a'), .port = 7102});
-  Msg(MsgType::kRegisterNode, RegisterNode{.name = "n1", .endpoint = "tcp://h:1", .capacity_bytes = 1 << 30});
-  Msg(MsgType::kRegisterNodeReply, RegisterNodeReply{.epoch = 3});
-  Msg(MsgType::kHeartbeat, Heartbeat{.name = "n1", .epoch = 3, .chunks = 9, .datasets = {Report()},
-                                     .datasets_included = true, .counters = {{"reads", 5}}});
-  Msg(MsgType::kHeartbeatReply, HeartbeatReply{.epoch = 4, .need_reports = true, .settled = {{1, 2, 3}}});
-  Msg(MsgType::kGetClusterMap, GetClusterMap{});
-  const ClusterMap map{.epoch = 9, .placement_epoch = 4, .nodes = {Node("n1"), Node("n2")}, .datasets = {Dataset()},
-                       .origin_limits = {.max_connections = 8, .max_bytes_per_s = 1 << 30}};
-  Msg(MsgType::kClusterMap, map);
-  Msg(MsgType::kGetManifest, GetManifest{.name = "imagenet", .version = 2, .offset = 8});
-  Msg(MsgType::kManifestPart, ManifestPart{.total_bytes = 100, .offset = 8});
-  Msg(MsgType::kClusterStatus, ClusterStatus{.dataset = "imagenet"});
-  DatasetStatus ds{.meta = Dataset(), .cached_bytes = 5, .failures = {{"x", "y"}},
-                   .shares = {{.node = "n1", .owned_chunks = 2, .reported = true}}, .fill_rate = 1.5,
-                   .eta_seconds = 10};
-  Msg(MsgType::kClusterStatusReply,
-      ClusterStatusReply{.epoch = 9, .nodes = {Node("n1")}, .datasets = {ds},
-                         .ckpt_jobs = {{.job = "job", .files = 2, .files_by_level = {0, 1, 1, 0}}}});
-  Msg(MsgType::kDatasetAdd, DatasetAdd{.name = "imagenet", .source = "/data", .chunk_size = 1 << 20, .replicas = 2});
-  Msg(MsgType::kDatasetAddReply, DatasetAddReply{.meta = Dataset(), .walk_ms = 12});
-  Msg(MsgType::kDatasetList, DatasetList{});
-  Msg(MsgType::kDatasetListReply, DatasetListReply{.datasets = {Dataset(), Dataset()}});
-  Msg(MsgType::kDatasetRemove, DatasetRemove{.name = "imagenet"});
-  Msg(MsgType::kDatasetRemoveReply, DatasetRemoveReply{});
-  Msg(MsgType::kWarm, Warm{.name = "imagenet"});
-  Msg(MsgType::kWarmReply, WarmReply{.meta = Dataset()});
-  Msg(MsgType::kNodeDrain, NodeDrain{.name = "n1"});
-  Msg(MsgType::kNodeDrainReply, NodeDrainReply{.node = Node("n1"), .epoch = 3});
-  Msg(MsgType::kNodeRemove, NodeRemove{.name = "n1", .force = true});
-  Msg(MsgType::kNodeRemoveReply, NodeRemoveReply{.epoch = 3});
-  Msg(MsgType::kDatasetRefresh, DatasetRefresh{.name = "imagenet"});
-  Msg(MsgType::kDatasetRefreshReply,
-      DatasetRefreshReply{.meta = Dataset(), .changed = true, .previous_version = 1, .files_added = 1,
-                          .files = {{.path = "a", .change = "added", .size = 5}}});
-  Msg(MsgType::kGetChunk, GetChunk{.dataset = "imagenet", .uid = 1, .version = 2, .entry = 3, .index = 1,
-                                   .key_lo = 5, .key_hi = 6, .offset = 0, .length = 4096, .placement_epoch = 4});
-  Msg(MsgType::kChunkData, ChunkData{.chunk_length = 4096, .source = "cache", .placement_epoch = 4});
-  Msg(MsgType::kNodeStatus, NodeStatus{});
-  Msg(MsgType::kNodeStatusReply, NodeStatusReply{.node = Node("n1"), .counters = {{"hits", 3}},
-                                                 .scrub = {.pass = 2, .running = true, .files = 9}});
-  Msg(MsgType::kScrub, Scrub{});
-  Msg(MsgType::kScrubReply, ScrubReply{.pass = 3});
-  Msg(MsgType::kCkptLookup, CkptLookup{.path = "job/step1"});
-  Msg(MsgType::kCkptEntryReply, CkptEntryReply{.entry = Entry()});
-  Msg(MsgType::kCkptList, CkptList{.path = "job"});
-  Msg(MsgType::kCkptListReply, CkptListReply{.dir = Entry(), .children = {Entry()}});
-  Msg(MsgType::kCkptCreate, CkptCreate{.path = "job/step2", .is_dir = true, .mode = 0755});
-  Msg(MsgType::kCkptRename, CkptRename{.from = "job/a", .to = "job/b", .noreplace = true});
-  Msg(MsgType::kCkptRenameReply, CkptRenameReply{.entry = Entry()});
-  Msg(MsgType::kCkptRemove, CkptRemove{.path = "job/a"});
-  Msg(MsgType::kCkptRemoveReply, CkptRemoveReply{.id = 7});
-  Msg(MsgType::kCkptCommit, CkptCommit{.id = 7, .gen = 3, .size = 5000, .chunk_size = 4096, .checksums = {1, 2},
-                                       .writer = "n1", .replicas = {{"n2"}, {"n3"}}, .replicas_wanted = 2,
-                                       .level = 2});
-  Msg(MsgType::kCkptSetAttr, CkptSetAttr{.path = "job/a", .set_mode = true, .mode = 0600});
-  Msg(MsgType::kCkptStatus, CkptStatus{.job = "job", .files = true});
-  Msg(MsgType::kCkptStatusReply, CkptStatusReply{.jobs = {{.job = "job", .files = 1}}, .files = {Entry()},
-                                                 .now_unix_ms = 1800000000000});
-  Msg(MsgType::kCkptFlush, CkptFlush{.job = "job"});
-  Msg(MsgType::kCkptFlushReply, CkptFlushReply{.status = {.job = "job", .undrained_bytes = 5}});
-  Msg(MsgType::kCkptWork, CkptWork{.node = "n1", .rebuild = true});
-  Msg(MsgType::kCkptWorkReply,
-      CkptWorkReply{.drain = {{.entry = Entry(), .tmp_path = ".hoard-staging/7-2-n1"}}, .keep_files = {7, 8},
-                    .max_drain_bytes_per_s = 100,
-                    .rebuild = {{.id = 7, .gen = 2, .index = 0, .checksum = 1, .length = 4096, .chunk_size = 4096,
-                                 .holders = {"n2"}}}});
-  Msg(MsgType::kCkptDrained, CkptDrained{.node = "n1", .id = 7, .gen = 2, .ok = false, .error = "EIO"});
-  Msg(MsgType::kCkptDrainedReply, CkptDrainedReply{.level = 3});
-  Msg(MsgType::kPutCkptChunk, PutCkptChunk{.id = 7, .gen = 2, .index = 1, .checksum = 9});
-  Msg(MsgType::kCkptPutReply, CkptPutReply{.stored_bytes = 4096});
-  Msg(MsgType::kGetCkptChunk, GetCkptChunk{.id = 7, .gen = 2, .index = 1, .checksum = 9, .chunk_size = 4096,
-                                           .chunk_length = 4096});
-  Msg(MsgType::kCkptChunkData, CkptChunkData{.chunk_length = 4096});
-  Msg(MsgType::kCkptSession, CkptSession{.mount = 42, .node = "n1", .holds = {{.id = 7, .gen = 2}}, .writing = {8},
-                                         .reclaim = true, .locks = {{.id = 7, .owner = 3, .type = 2}}});
-  Msg(MsgType::kCkptSessionReply, CkptSessionReply{.incarnation = 5});
-  Msg(MsgType::kCkptLock, CkptLock{.mount = 42, .lock = {.id = 7, .owner = 3, .flock = true, .type = 1}});
-  Msg(MsgType::kCkptLockReply, CkptLockReply{.granted = false, .conflict = {.id = 7, .owner = 4, .type = 2}});
+#define HOARD_SEED_MSG(name, number, body, ...) Msg(MsgType::k##name, Sample(Tag<body>{}));
+  HOARD_MESSAGE_TYPES(HOARD_SEED_MSG)
+#undef HOARD_SEED_MSG
   // What DecodeMessage must refuse: another version, an unknown type, a
   // header that is not an array.
   msgpack::sbuffer buf;

@@ -22,21 +22,20 @@
 
 namespace hoard::proto {
 
-// True for the requests only the admin key may make:
-//   DatasetAdd, DatasetRefresh, DatasetRemove  what is cached
-//   NodeDrain (drain and undrain), NodeRemove membership by hand
-// Every other request, and every reply type, is allowed to members.
+// True for the requests only the admin key may make: the rows of
+// HOARD_MESSAGE_TYPES (proto/message_types.h) marked kAdmin, today the
+// dataset catalogue (add, refresh, remove) and membership by hand (drain and
+// undrain, remove). Every other request, and every reply type, is allowed to
+// members.
 constexpr bool RequiresAdmin(MsgType type) {
   switch (type) {
-    case MsgType::kDatasetAdd:
-    case MsgType::kDatasetRefresh:
-    case MsgType::kDatasetRemove:
-    case MsgType::kNodeDrain:
-    case MsgType::kNodeRemove:
-      return true;
-    default:
-      return false;
+#define HOARD_MSG_ADMIN(name, number, body, kind, access, ...) \
+  case MsgType::k##name:                                       \
+    return MsgAccess::access == MsgAccess::kAdmin;
+    HOARD_MESSAGE_TYPES(HOARD_MSG_ADMIN)
+#undef HOARD_MSG_ADMIN
   }
+  return false;
 }
 
 }  // namespace hoard::proto

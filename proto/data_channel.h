@@ -82,9 +82,16 @@
 namespace hoard::proto {
 
 // The requests sent over a data channel when there is one: those that move
-// chunk bytes.
+// chunk bytes, the rows of HOARD_MESSAGE_TYPES marked kData.
 constexpr bool UsesDataChannel(MsgType type) {
-  return type == MsgType::kGetChunk || type == MsgType::kPutCkptChunk || type == MsgType::kGetCkptChunk;
+  switch (type) {
+#define HOARD_MSG_CHANNEL(name, number, body, kind, access, channel, ...) \
+  case MsgType::k##name:                                                  \
+    return MsgChannel::channel == MsgChannel::kData;
+    HOARD_MESSAGE_TYPES(HOARD_MSG_CHANNEL)
+#undef HOARD_MSG_CHANNEL
+  }
+  return false;
 }
 
 inline constexpr size_t kDataKeyBytes = 32;

@@ -53,137 +53,21 @@ std::optional<MsgType> PeekType(std::string_view header) {
 
 bool IsKnownType(uint16_t t) {
   switch (static_cast<MsgType>(t)) {
-    case MsgType::kError:
-    case MsgType::kPing:
-    case MsgType::kPong:
-    case MsgType::kOpenDataChannel:
-    case MsgType::kDataChannel:
-    case MsgType::kRegisterNode:
-    case MsgType::kRegisterNodeReply:
-    case MsgType::kHeartbeat:
-    case MsgType::kHeartbeatReply:
-    case MsgType::kGetClusterMap:
-    case MsgType::kClusterMap:
-    case MsgType::kGetManifest:
-    case MsgType::kManifestPart:
-    case MsgType::kClusterStatus:
-    case MsgType::kClusterStatusReply:
-    case MsgType::kDatasetAdd:
-    case MsgType::kDatasetAddReply:
-    case MsgType::kDatasetList:
-    case MsgType::kDatasetListReply:
-    case MsgType::kDatasetRemove:
-    case MsgType::kDatasetRemoveReply:
-    case MsgType::kWarm:
-    case MsgType::kWarmReply:
-    case MsgType::kNodeDrain:
-    case MsgType::kNodeDrainReply:
-    case MsgType::kNodeRemove:
-    case MsgType::kNodeRemoveReply:
-    case MsgType::kDatasetRefresh:
-    case MsgType::kDatasetRefreshReply:
-    case MsgType::kGetChunk:
-    case MsgType::kChunkData:
-    case MsgType::kNodeStatus:
-    case MsgType::kNodeStatusReply:
-    case MsgType::kCkptLookup:
-    case MsgType::kCkptEntryReply:
-    case MsgType::kCkptList:
-    case MsgType::kCkptListReply:
-    case MsgType::kCkptCreate:
-    case MsgType::kCkptRename:
-    case MsgType::kCkptRenameReply:
-    case MsgType::kCkptRemove:
-    case MsgType::kCkptRemoveReply:
-    case MsgType::kCkptCommit:
-    case MsgType::kCkptSetAttr:
-    case MsgType::kCkptStatus:
-    case MsgType::kCkptStatusReply:
-    case MsgType::kCkptFlush:
-    case MsgType::kCkptFlushReply:
-    case MsgType::kCkptWork:
-    case MsgType::kCkptWorkReply:
-    case MsgType::kCkptDrained:
-    case MsgType::kCkptDrainedReply:
-    case MsgType::kPutCkptChunk:
-    case MsgType::kCkptPutReply:
-    case MsgType::kGetCkptChunk:
-    case MsgType::kCkptChunkData:
-    case MsgType::kCkptSession:
-    case MsgType::kCkptSessionReply:
-    case MsgType::kCkptLock:
-    case MsgType::kCkptLockReply:
-    case MsgType::kScrub:
-    case MsgType::kScrubReply:
-      return true;
+#define HOARD_MSG_CASE(name, ...) case MsgType::k##name:
+    HOARD_MESSAGE_TYPES(HOARD_MSG_CASE)
+#undef HOARD_MSG_CASE
+    return true;
   }
   return false;
 }
 
 const char* TypeName(MsgType t) {
   switch (t) {
-    case MsgType::kError: return "Error";
-    case MsgType::kPing: return "Ping";
-    case MsgType::kPong: return "Pong";
-    case MsgType::kOpenDataChannel: return "OpenDataChannel";
-    case MsgType::kDataChannel: return "DataChannel";
-    case MsgType::kRegisterNode: return "RegisterNode";
-    case MsgType::kRegisterNodeReply: return "RegisterNodeReply";
-    case MsgType::kHeartbeat: return "Heartbeat";
-    case MsgType::kHeartbeatReply: return "HeartbeatReply";
-    case MsgType::kGetClusterMap: return "GetClusterMap";
-    case MsgType::kClusterMap: return "ClusterMap";
-    case MsgType::kGetManifest: return "GetManifest";
-    case MsgType::kManifestPart: return "ManifestPart";
-    case MsgType::kClusterStatus: return "ClusterStatus";
-    case MsgType::kClusterStatusReply: return "ClusterStatusReply";
-    case MsgType::kDatasetAdd: return "DatasetAdd";
-    case MsgType::kDatasetAddReply: return "DatasetAddReply";
-    case MsgType::kDatasetList: return "DatasetList";
-    case MsgType::kDatasetListReply: return "DatasetListReply";
-    case MsgType::kDatasetRemove: return "DatasetRemove";
-    case MsgType::kDatasetRemoveReply: return "DatasetRemoveReply";
-    case MsgType::kWarm: return "Warm";
-    case MsgType::kWarmReply: return "WarmReply";
-    case MsgType::kNodeDrain: return "NodeDrain";
-    case MsgType::kNodeDrainReply: return "NodeDrainReply";
-    case MsgType::kNodeRemove: return "NodeRemove";
-    case MsgType::kNodeRemoveReply: return "NodeRemoveReply";
-    case MsgType::kDatasetRefresh: return "DatasetRefresh";
-    case MsgType::kDatasetRefreshReply: return "DatasetRefreshReply";
-    case MsgType::kGetChunk: return "GetChunk";
-    case MsgType::kChunkData: return "ChunkData";
-    case MsgType::kNodeStatus: return "NodeStatus";
-    case MsgType::kNodeStatusReply: return "NodeStatusReply";
-    case MsgType::kCkptLookup: return "CkptLookup";
-    case MsgType::kCkptEntryReply: return "CkptEntryReply";
-    case MsgType::kCkptList: return "CkptList";
-    case MsgType::kCkptListReply: return "CkptListReply";
-    case MsgType::kCkptCreate: return "CkptCreate";
-    case MsgType::kCkptRename: return "CkptRename";
-    case MsgType::kCkptRenameReply: return "CkptRenameReply";
-    case MsgType::kCkptRemove: return "CkptRemove";
-    case MsgType::kCkptRemoveReply: return "CkptRemoveReply";
-    case MsgType::kCkptCommit: return "CkptCommit";
-    case MsgType::kCkptSetAttr: return "CkptSetAttr";
-    case MsgType::kCkptStatus: return "CkptStatus";
-    case MsgType::kCkptStatusReply: return "CkptStatusReply";
-    case MsgType::kCkptFlush: return "CkptFlush";
-    case MsgType::kCkptFlushReply: return "CkptFlushReply";
-    case MsgType::kCkptWork: return "CkptWork";
-    case MsgType::kCkptWorkReply: return "CkptWorkReply";
-    case MsgType::kCkptDrained: return "CkptDrained";
-    case MsgType::kCkptDrainedReply: return "CkptDrainedReply";
-    case MsgType::kPutCkptChunk: return "PutCkptChunk";
-    case MsgType::kCkptPutReply: return "CkptPutReply";
-    case MsgType::kGetCkptChunk: return "GetCkptChunk";
-    case MsgType::kCkptChunkData: return "CkptChunkData";
-    case MsgType::kCkptSession: return "CkptSession";
-    case MsgType::kCkptSessionReply: return "CkptSessionReply";
-    case MsgType::kCkptLock: return "CkptLock";
-    case MsgType::kCkptLockReply: return "CkptLockReply";
-    case MsgType::kScrub: return "Scrub";
-    case MsgType::kScrubReply: return "ScrubReply";
+#define HOARD_MSG_NAME(name, ...) \
+  case MsgType::k##name:          \
+    return #name;
+    HOARD_MESSAGE_TYPES(HOARD_MSG_NAME)
+#undef HOARD_MSG_NAME
   }
   return "Unknown";
 }

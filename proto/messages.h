@@ -26,7 +26,9 @@
 // a version bump (old readers ignore unknown keys; missing keys keep their
 // defaults). Changing a field's meaning or type needs kProtocolVersion + 1.
 //
-// Each request struct names its type (kType) and its reply struct (Reply).
+// Each request struct names its type (kType) and its reply struct (Reply). The
+// types, their numbers and who may send them are one list:
+// proto/message_types.h.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,8 @@
 #include <vector>
 
 #include <msgpack.hpp>
+
+#include "proto/message_types.h"
 
 // A body with no fields: an empty msgpack map (MSGPACK_DEFINE_MAP needs at
 // least one field). Anything but a map is rejected, like any malformed body.
@@ -64,107 +68,33 @@ inline constexpr size_t kSmallHeaderBytes = 4u << 10;
 // e.g. a checkpoint file's chunks, one checksum each in its commit.
 inline constexpr uint32_t kMaxArrayEntries = 1u << 16;
 
+// The wire's message types, one per row of HOARD_MESSAGE_TYPES.
 enum class MsgType : uint16_t {
-  kError = 1,
-  kPing = 2,
-  kPong = 3,
-  // Member -> any server with a data channel (proto/data_channel.h), over CURVE.
-  kOpenDataChannel = 4,
-  kDataChannel = 5,
-  // Node agent -> coordinator.
-  kRegisterNode = 10,
-  kRegisterNodeReply = 11,
-  kHeartbeat = 12,
-  kHeartbeatReply = 13,
-  // Anyone -> coordinator.
-  kGetClusterMap = 20,
-  kClusterMap = 21,
-  kGetManifest = 22,
-  kManifestPart = 23,
-  kClusterStatus = 24,
-  kClusterStatusReply = 25,
-  // CLI -> coordinator.
-  kDatasetAdd = 30,
-  kDatasetAddReply = 31,
-  kDatasetList = 32,
-  kDatasetListReply = 33,
-  kDatasetRemove = 34,
-  kDatasetRemoveReply = 35,
-  kWarm = 36,
-  kWarmReply = 37,
-  kNodeDrain = 38,
-  kNodeDrainReply = 39,
-  kNodeRemove = 40,
-  kNodeRemoveReply = 41,
-  kDatasetRefresh = 42,
-  kDatasetRefreshReply = 43,
-  // Mount or peer -> node agent.
-  kGetChunk = 50,
-  kChunkData = 51,
-  kNodeStatus = 52,
-  kNodeStatusReply = 53,
-  // CLI -> node agent: scrub now (node/scrubber.h).
-  kScrub = 54,
-  kScrubReply = 55,
-  // Checkpoints (proto/ckpt_messages.h): mount/CLI/node -> coordinator.
-  kCkptLookup = 60,
-  kCkptEntryReply = 61,
-  kCkptList = 62,
-  kCkptListReply = 63,
-  kCkptCreate = 64,
-  kCkptRename = 65,
-  kCkptRenameReply = 66,
-  kCkptRemove = 67,
-  kCkptRemoveReply = 68,
-  kCkptCommit = 69,
-  kCkptSetAttr = 70,
-  kCkptStatus = 71,
-  kCkptStatusReply = 72,
-  kCkptFlush = 73,
-  kCkptFlushReply = 74,
-  kCkptWork = 75,
-  kCkptWorkReply = 76,
-  kCkptDrained = 77,
-  kCkptDrainedReply = 78,
-  // Checkpoint replicas: mount/node -> node.
-  kPutCkptChunk = 80,
-  kCkptPutReply = 81,
-  kGetCkptChunk = 82,
-  kCkptChunkData = 83,
-  // Checkpoint sessions and locks: mount -> coordinator.
-  kCkptSession = 84,
-  kCkptSessionReply = 85,
-  kCkptLock = 86,
-  kCkptLockReply = 87,
+#define HOARD_MSG_ENUM(name, number, ...) k##name = number,
+  HOARD_MESSAGE_TYPES(HOARD_MSG_ENUM)
+#undef HOARD_MSG_ENUM
 };
 
 // What one message of a type may carry: its header's bytes and its payload's
-// (0: no payload). DecodeMessage checks them before it decodes the header, so
-// a request cannot make a server decode more than its type needs. Only
-// PutCkptChunk carries a payload to a server; replies carry chunks back.
+// (0: no payload), the last two columns of HOARD_MESSAGE_TYPES. DecodeMessage
+// checks them before it decodes the header, so a request cannot make a server
+// decode more than its type needs. Only PutCkptChunk carries a payload to a
+// server; replies carry chunks back.
 struct MessageLimits {
   size_t header = 0;
   size_t payload = 0;
 };
 constexpr MessageLimits LimitsOf(MsgType type) {
   switch (type) {
-    case MsgType::kPing:
-    case MsgType::kOpenDataChannel:
-    case MsgType::kGetChunk:
-    case MsgType::kGetCkptChunk:
-    case MsgType::kScrub:
-      return {kSmallHeaderBytes, 0};
-    case MsgType::kPutCkptChunk:
-      return {kSmallHeaderBytes, kMaxPayloadBytes};
-    case MsgType::kChunkData:
-    case MsgType::kManifestPart:
-    case MsgType::kCkptChunkData:
-      return {kMaxHeaderBytes, kMaxPayloadBytes};
-    default:
-      return {kMaxHeaderBytes, 0};
+#define HOARD_MSG_LIMITS(name, number, body, kind, access, channel, header, payload) \
+  case MsgType::k##name:                                                             \
+    return {header, payload};
+    HOARD_MESSAGE_TYPES(HOARD_MSG_LIMITS)
+#undef HOARD_MSG_LIMITS
   }
+  // Not a type: DecodeMessage refuses it before asking.
+  return {kMaxHeaderBytes, 0};
 }
-
 
 }  // namespace hoard::proto
 
@@ -174,7 +104,8 @@ constexpr MessageLimits LimitsOf(MsgType type) {
 
 namespace hoard::proto {
 
-// True for the types above; a header naming any other type is rejected.
+// True for the rows of HOARD_MESSAGE_TYPES; a header naming any other type is
+// rejected.
 bool IsKnownType(uint16_t type);
 const char* TypeName(MsgType type);
 
@@ -622,41 +553,22 @@ struct Scrub {
   HOARD_EMPTY_BODY
 };
 
+// The type a body struct travels as, and whether it is a request or a reply:
+// one struct per row of HOARD_MESSAGE_TYPES (a second row naming the same
+// struct does not compile).
+template <typename Body> struct TypeOfBody;
+#define HOARD_TYPE_OF_BODY(name, number, body, kind, ...)      \
+  template <> struct TypeOfBody<body> {                        \
+    static constexpr MsgType kType = MsgType::k##name;         \
+    static constexpr MsgKind kKind = MsgKind::kind;            \
+  };
+HOARD_MESSAGE_TYPES(HOARD_TYPE_OF_BODY)
+#undef HOARD_TYPE_OF_BODY
 
 // Reply types, for the envelope encoder.
-template <typename Body> struct ReplyType;
-#define HOARD_REPLY_TYPE(Body, T) \
-  template <> struct ReplyType<Body> { static constexpr MsgType kType = MsgType::T; }
-HOARD_REPLY_TYPE(ErrorBody, kError);
-HOARD_REPLY_TYPE(Pong, kPong);
-HOARD_REPLY_TYPE(DataChannel, kDataChannel);
-HOARD_REPLY_TYPE(RegisterNodeReply, kRegisterNodeReply);
-HOARD_REPLY_TYPE(HeartbeatReply, kHeartbeatReply);
-HOARD_REPLY_TYPE(ClusterMap, kClusterMap);
-HOARD_REPLY_TYPE(ManifestPart, kManifestPart);
-HOARD_REPLY_TYPE(ClusterStatusReply, kClusterStatusReply);
-HOARD_REPLY_TYPE(DatasetAddReply, kDatasetAddReply);
-HOARD_REPLY_TYPE(DatasetRefreshReply, kDatasetRefreshReply);
-HOARD_REPLY_TYPE(DatasetListReply, kDatasetListReply);
-HOARD_REPLY_TYPE(DatasetRemoveReply, kDatasetRemoveReply);
-HOARD_REPLY_TYPE(WarmReply, kWarmReply);
-HOARD_REPLY_TYPE(NodeDrainReply, kNodeDrainReply);
-HOARD_REPLY_TYPE(NodeRemoveReply, kNodeRemoveReply);
-HOARD_REPLY_TYPE(ChunkData, kChunkData);
-HOARD_REPLY_TYPE(NodeStatusReply, kNodeStatusReply);
-HOARD_REPLY_TYPE(ScrubReply, kScrubReply);
-HOARD_REPLY_TYPE(CkptEntryReply, kCkptEntryReply);
-HOARD_REPLY_TYPE(CkptListReply, kCkptListReply);
-HOARD_REPLY_TYPE(CkptRenameReply, kCkptRenameReply);
-HOARD_REPLY_TYPE(CkptRemoveReply, kCkptRemoveReply);
-HOARD_REPLY_TYPE(CkptStatusReply, kCkptStatusReply);
-HOARD_REPLY_TYPE(CkptFlushReply, kCkptFlushReply);
-HOARD_REPLY_TYPE(CkptWorkReply, kCkptWorkReply);
-HOARD_REPLY_TYPE(CkptDrainedReply, kCkptDrainedReply);
-HOARD_REPLY_TYPE(CkptPutReply, kCkptPutReply);
-HOARD_REPLY_TYPE(CkptChunkData, kCkptChunkData);
-HOARD_REPLY_TYPE(CkptSessionReply, kCkptSessionReply);
-HOARD_REPLY_TYPE(CkptLockReply, kCkptLockReply);
-#undef HOARD_REPLY_TYPE
+template <typename Body> struct ReplyType {
+  static_assert(TypeOfBody<Body>::kKind == MsgKind::kReply, "a Reply must be a reply row's struct");
+  static constexpr MsgType kType = TypeOfBody<Body>::kType;
+};
 
 }  // namespace hoard::proto

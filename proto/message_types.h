@@ -1,0 +1,124 @@
+// File: proto/message_types.h
+//
+// The one list of hoard's wire message types. Everything that depends on the
+// set of types is generated from HOARD_MESSAGE_TYPES, so the places that
+// used to be kept in step by hand cannot disagree: MsgType, LimitsOf and
+// ReplyType (proto/messages.h), IsKnownType and TypeName (proto/envelope.cc),
+// RequiresAdmin (proto/access.h), UsesDataChannel (proto/data_channel.h), the
+// body decoder switch of fuzz/message_fuzz.cc and the message seeds of
+// fuzz/make_seeds.cc.
+//
+// To add a message type: write its struct (messages.h or ckpt_messages.h; a
+// request names its kType and Reply) and add its row below. That is all; a
+// richer fuzz seed than the struct's defaults is optional (make_seeds.cc).
+// proto/message_types_test.cc checks that each struct agrees with its row, and
+// pins the admin and data-channel sets and the per-type limits: changing who
+// may send what, or how, is meant to be seen.
+//
+// A row is X(name, number, body, kind, access, channel, header, payload):
+//   name     MsgType::k<name>, and TypeName's string: logs and error
+//            replies show it, so renaming one is visible to operators.
+//   number   its value on the wire: never reuse or renumber one (an old peer
+//            would read it as the old message); gaps are free.
+//   body     the struct its header's body decodes into, one struct per type.
+//   kind     kRequest (the struct names kType and Reply) or kReply.
+//   access   kAdmin for requests that change the cluster at the operator's
+//            will (proto/access.h says which and why), else kMember. Replies
+//            are kMember.
+//   channel  kData for the requests that move chunk bytes: with a data
+//            channel open they go sealed over it instead of CURVE
+//            (proto/data_channel.h); everything else kCurve.
+//   header   the most header bytes one message may have (kSmallHeaderBytes
+//            for a data-path request, whose header is a chunk's coordinates),
+//   payload  and payload bytes (0: none; DecodeMessage refuses a payload
+//            frame). Checked before the header is decoded, so a request
+//            cannot make a server decode more than its type needs.
+//
+// The rows are expanded where MsgType, the structs and the size constants
+// exist; this header defines only the column values. Thread-safety: constants.
+#pragma once
+
+#include <cstdint>
+
+namespace hoard::proto {
+
+enum class MsgKind : uint8_t { kRequest, kReply };
+enum class MsgAccess : uint8_t { kMember, kAdmin };
+enum class MsgChannel : uint8_t { kCurve, kData };
+
+}  // namespace hoard::proto
+
+// clang-format off
+#define HOARD_MESSAGE_TYPES(X)                                                                                        \
+  /* name                number  body                 kind      access   channel header             payload */        \
+  X(Error,               1,      ErrorBody,           kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(Ping,                2,      Ping,                kRequest, kMember, kCurve, kSmallHeaderBytes, 0)                \
+  X(Pong,                3,      Pong,                kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  /* Member -> any server with a data channel (proto/data_channel.h), over CURVE. */                                 \
+  X(OpenDataChannel,     4,      OpenDataChannel,     kRequest, kMember, kCurve, kSmallHeaderBytes, 0)                \
+  X(DataChannel,         5,      DataChannel,         kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  /* Node agent -> coordinator. */                                                                                    \
+  X(RegisterNode,        10,     RegisterNode,        kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(RegisterNodeReply,   11,     RegisterNodeReply,   kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(Heartbeat,           12,     Heartbeat,           kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(HeartbeatReply,      13,     HeartbeatReply,      kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  /* Anyone -> coordinator. */                                                                                        \
+  X(GetClusterMap,       20,     GetClusterMap,       kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(ClusterMap,          21,     ClusterMap,          kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(GetManifest,         22,     GetManifest,         kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(ManifestPart,        23,     ManifestPart,        kReply,   kMember, kCurve, kMaxHeaderBytes,   kMaxPayloadBytes) \
+  X(ClusterStatus,       24,     ClusterStatus,       kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(ClusterStatusReply,  25,     ClusterStatusReply,  kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  /* CLI -> coordinator. */                                                                                           \
+  X(DatasetAdd,          30,     DatasetAdd,          kRequest, kAdmin,  kCurve, kMaxHeaderBytes,   0)                \
+  X(DatasetAddReply,     31,     DatasetAddReply,     kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(DatasetList,         32,     DatasetList,         kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(DatasetListReply,    33,     DatasetListReply,    kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(DatasetRemove,       34,     DatasetRemove,       kRequest, kAdmin,  kCurve, kMaxHeaderBytes,   0)                \
+  X(DatasetRemoveReply,  35,     DatasetRemoveReply,  kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(Warm,                36,     Warm,                kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(WarmReply,           37,     WarmReply,           kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(NodeDrain,           38,     NodeDrain,           kRequest, kAdmin,  kCurve, kMaxHeaderBytes,   0)                \
+  X(NodeDrainReply,      39,     NodeDrainReply,      kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(NodeRemove,          40,     NodeRemove,          kRequest, kAdmin,  kCurve, kMaxHeaderBytes,   0)                \
+  X(NodeRemoveReply,     41,     NodeRemoveReply,     kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(DatasetRefresh,      42,     DatasetRefresh,      kRequest, kAdmin,  kCurve, kMaxHeaderBytes,   0)                \
+  X(DatasetRefreshReply, 43,     DatasetRefreshReply, kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  /* Mount or peer -> node agent; CLI -> node agent: status, scrub now (node/scrubber.h). */                         \
+  X(GetChunk,            50,     GetChunk,            kRequest, kMember, kData,  kSmallHeaderBytes, 0)                \
+  X(ChunkData,           51,     ChunkData,           kReply,   kMember, kCurve, kMaxHeaderBytes,   kMaxPayloadBytes) \
+  X(NodeStatus,          52,     NodeStatus,          kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(NodeStatusReply,     53,     NodeStatusReply,     kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(Scrub,               54,     Scrub,               kRequest, kMember, kCurve, kSmallHeaderBytes, 0)                \
+  X(ScrubReply,          55,     ScrubReply,          kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  /* Checkpoints (proto/ckpt_messages.h): mount/CLI/node -> coordinator. */                                           \
+  X(CkptLookup,          60,     CkptLookup,          kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptEntryReply,      61,     CkptEntryReply,      kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptList,            62,     CkptList,            kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptListReply,       63,     CkptListReply,       kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptCreate,          64,     CkptCreate,          kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptRename,          65,     CkptRename,          kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptRenameReply,     66,     CkptRenameReply,     kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptRemove,          67,     CkptRemove,          kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptRemoveReply,     68,     CkptRemoveReply,     kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptCommit,          69,     CkptCommit,          kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptSetAttr,         70,     CkptSetAttr,         kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptStatus,          71,     CkptStatus,          kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptStatusReply,     72,     CkptStatusReply,     kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptFlush,           73,     CkptFlush,           kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptFlushReply,      74,     CkptFlushReply,      kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptWork,            75,     CkptWork,            kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptWorkReply,       76,     CkptWorkReply,       kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptDrained,         77,     CkptDrained,         kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptDrainedReply,    78,     CkptDrainedReply,    kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  /* Checkpoint replicas: mount/node -> node. */                                                                      \
+  X(PutCkptChunk,        80,     PutCkptChunk,        kRequest, kMember, kData,  kSmallHeaderBytes, kMaxPayloadBytes) \
+  X(CkptPutReply,        81,     CkptPutReply,        kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(GetCkptChunk,        82,     GetCkptChunk,        kRequest, kMember, kData,  kSmallHeaderBytes, 0)                \
+  X(CkptChunkData,       83,     CkptChunkData,       kReply,   kMember, kCurve, kMaxHeaderBytes,   kMaxPayloadBytes) \
+  /* Checkpoint sessions and locks: mount -> coordinator. */                                                          \
+  X(CkptSession,         84,     CkptSession,         kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptSessionReply,    85,     CkptSessionReply,    kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptLock,            86,     CkptLock,            kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(CkptLockReply,       87,     CkptLockReply,       kReply,   kMember, kCurve, kMaxHeaderBytes,   0)
+// clang-format on
