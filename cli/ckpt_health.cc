@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cli/json.h"
 #include "cli/progress.h"
 
 namespace hoard::cli {
@@ -26,7 +27,7 @@ std::string Words(const std::string& reason) {
 nlohmann::json ToJson(const proto::CkptDrainError& e, int64_t now_ms) {
   if (e.since_unix_ms == 0) return nullptr;
   return {{"path", e.path},
-          {"id", e.id},
+          {"id", Id(e.id)},
           {"gen", e.gen},
           {"code", std::string(CodeName(CodeFromWire(e.code)))},
           {"reason", e.reason},
@@ -34,9 +35,25 @@ nlohmann::json ToJson(const proto::CkptDrainError& e, int64_t now_ms) {
           {"node", Party(e.node)},
           {"since_unix_ms", e.since_unix_ms},
           {"last_unix_ms", e.last_unix_ms},
-          {"age_s", Age(e.since_unix_ms, now_ms)},
+          {"age_seconds", Age(e.since_unix_ms, now_ms)},
           {"failures", e.failures},
           {"lost_uploads", e.lost_uploads}};
+}
+
+nlohmann::json ToJson(const proto::CkptJobStatus& j, int64_t now_ms) {
+  nlohmann::json levels = nlohmann::json::object();
+  for (size_t l = 0; l < j.files_by_level.size() && l < 4; ++l) {
+    levels[proto::CkptLevelName(static_cast<proto::CkptLevel>(l))] = j.files_by_level[l];
+  }
+  return {{"job", j.job},
+          {"files", j.files},
+          {"bytes", j.bytes},
+          {"files_by_level", levels},
+          {"undrained_bytes", j.undrained_bytes},
+          {"oldest_undrained_age_seconds", Age(j.oldest_undrained_unix_ms, now_ms)},
+          {"overdue_files", j.overdue_files},
+          {"failing_files", j.failing_files},
+          {"drain_error", ToJson(j.drain_error, now_ms)}};
 }
 
 nlohmann::json ToJson(const proto::CkptOriginHealth& h, int64_t now_ms) {
@@ -50,7 +67,7 @@ nlohmann::json ToJson(const proto::CkptOriginHealth& h, int64_t now_ms) {
           {"nodes", nodes},
           {"since_unix_ms", h.since_unix_ms},
           {"last_unix_ms", h.last_unix_ms},
-          {"age_s", h.failing ? Age(h.since_unix_ms, now_ms) : 0.0},
+          {"age_seconds", h.failing ? Age(h.since_unix_ms, now_ms) : 0.0},
           {"failing_files", h.failing_files},
           {"looping_files", h.looping_files}};
 }

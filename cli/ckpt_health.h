@@ -7,15 +7,19 @@
 // status` print them, in text and in --json. One place, so the commands say
 // it alike.
 //
-// JSON, in the CLI's vocabulary (cli/json.h, Context::Fail): "code" is the
-// Status code's name ("NoSpace"), "error" the message, times are
-// "*_unix_ms" with an "age_s" (seconds since, at the reply's time):
+// JSON, in the CLI's vocabulary (docs/cli-json.md): "code" is the Status
+// code's name ("NoSpace"), "error" the message, times are "*_unix_ms" with an
+// "age_seconds" (seconds since, at the reply's time), "id" a string:
 //   drain error: {"path", "id", "gen", "code", "reason", "error", "node",
-//                 "since_unix_ms", "last_unix_ms", "age_s", "failures",
+//                 "since_unix_ms", "last_unix_ms", "age_seconds", "failures",
 //                 "lost_uploads"}, or null when the file has none;
 //   origin:      {"source", "failing", "code", "reason", "error", "nodes",
-//                 "since_unix_ms", "last_unix_ms", "age_s", "failing_files",
-//                 "looping_files"}.
+//                 "since_unix_ms", "last_unix_ms", "age_seconds",
+//                 "failing_files", "looping_files"};
+//   job:         {"job", "files", "bytes", "files_by_level", "undrained_bytes",
+//                 "oldest_undrained_age_seconds", "overdue_files",
+//                 "failing_files", "drain_error"}, as `hoard checkpoint
+//                 status` and `hoard status` list jobs.
 // "node" "" (the coordinator's publisher) is shown as "coordinator".
 #pragma once
 
@@ -32,6 +36,7 @@ namespace hoard::cli {
 // `e` as JSON; null when e.since_unix_ms is 0 (no error).
 nlohmann::json ToJson(const proto::CkptDrainError& e, int64_t now_ms);
 nlohmann::json ToJson(const proto::CkptOriginHealth& h, int64_t now_ms);
+nlohmann::json ToJson(const proto::CkptJobStatus& j, int64_t now_ms);
 
 // "no space for 18s" (with ", 4 uploads lost" for lost uploads); "-" for none.
 std::string ShortDrainError(const proto::CkptDrainError& e, int64_t now_ms);

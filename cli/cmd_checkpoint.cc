@@ -1,10 +1,11 @@
 // hoard checkpoint ls [JOB] | status [JOB] | flush JOB [--wait]
 #include <cstdio>
-#include <thread>
 
 #include "cli/ckpt_health.h"
 #include "cli/commands.h"
+#include "cli/json.h"
 #include "cli/progress.h"
+#include "cli/wait.h"
 #include "common/units.h"
 
 namespace hoard::cli {
@@ -31,9 +32,9 @@ nlohmann::json ToJson(const proto::CkptEntry& e, int64_t now_ms, const proto::Ck
   nlohmann::json replicas = nlohmann::json::array();
   for (const auto& r : e.replicas) replicas.push_back(r);
   return {{"path", e.path},
-          {"id", e.id},
+          {"id", Id(e.id)},
           {"dir", e.is_dir},
-          {"size", e.size},
+          {"bytes", e.size},
           {"gen", e.gen},
           {"level", Level(e.level)},
           {"writer", e.writer},
@@ -41,27 +42,10 @@ nlohmann::json ToJson(const proto::CkptEntry& e, int64_t now_ms, const proto::Ck
           {"replicas_wanted", e.replicas_wanted},
           {"committed_unix_ms", e.committed_unix_ms},
           {"drained_unix_ms", e.drained_unix_ms},
-          {"undrained_age_s", e.level < uint8_t(proto::CkptLevel::kP) && e.committed_unix_ms > 0
-                                  ? double(now_ms - e.committed_unix_ms) / 1000
-                                  : 0.0},
+          {"undrained_age_seconds", e.level < uint8_t(proto::CkptLevel::kP) && e.committed_unix_ms > 0
+                                        ? double(now_ms - e.committed_unix_ms) / 1000
+                                        : 0.0},
           {"drain_error", cli::ToJson(error, now_ms)}};
-}
-
-nlohmann::json ToJson(const proto::CkptJobStatus& j, int64_t now_ms) {
-  nlohmann::json levels;
-  for (size_t l = 0; l < j.files_by_level.size() && l < 4; ++l) {
-    levels[Level(uint8_t(l))] = j.files_by_level[l];
-  }
-  return {{"job", j.job},
-          {"files", j.files},
-          {"bytes", j.bytes},
-          {"files_by_level", levels},
-          {"undrained_bytes", j.undrained_bytes},
-          {"oldest_undrained_age_s",
-           j.oldest_undrained_unix_ms > 0 ? double(now_ms - j.oldest_undrained_unix_ms) / 1000 : 0.0},
-          {"overdue_files", j.overdue_files},
-          {"failing_files", j.failing_files},
-          {"drain_error", cli::ToJson(j.drain_error, now_ms)}};
 }
 
 // Committed files of the job not at P yet (levels L and R).
@@ -93,7 +77,7 @@ int RunStatus(Context& ctx, const CkptArgs& a, bool files) {
   const int64_t now_ms = r->now_unix_ms;
   nlohmann::json doc;
   doc["jobs"] = nlohmann::json::array();
-  for (const auto& j : r->jobs) doc["jobs"].push_back(ToJson(j, now_ms));
+  for (const auto& j : r->jobs) doc["jobs"].push_back(cli::ToJson(j, now_ms));
   doc["origin"] = cli::ToJson(r->origin, now_ms);
   doc["drain_errors"] = nlohmann::json::array();
   for (const auto& e : r->drain_errors) doc["drain_errors"].push_back(cli::ToJson(e, now_ms));
@@ -141,9 +125,9 @@ int RunFlush(Context& ctx, const CkptArgs& a) {
   if (!r.ok()) return ctx.Fail(r.status());
   const uint64_t start_undrained = r->status.undrained_bytes;
   if (!a.wait) {
-    return ctx.Done(ToJson(r->status, 0), "job " + a.job + ": " + FormatBytes(double(start_undrained)) +
-                                              " to drain, ahead of other jobs; follow it with: hoard checkpoint "
-                                              "flush " + a.job + " --wait");
+    return ctx.Done(cli::ToJson(r->status, WallClockMs()),
+                    "job " + a.job + ": " + FormatBytes(double(start_undrained)) +
+                        " to drain, ahead of other jobs; follow it with: hoard checkpoint flush " + a.job + " --wait");
   }
   // Done when nothing committed in the job is below P. The bar counts what
   // is at P (published), not what was uploaded, in bytes and in files.
@@ -151,20 +135,22 @@ int RunFlush(Context& ctx, const CkptArgs& a) {
   WaitLimits limits(a.timeout_s, a.stall_timeout_s);
   uint64_t total = start_undrained;
   uint64_t files_total = UndrainedFiles(r->status);
+  proto::CkptJobStatus job = r->status;  // as last seen
+  int64_t now_ms = WallClockMs();          // the coordinator's clock at the last status (ours before one)
   std::string why_shown;  // the drain error last shown under the bar
   std::string why_now;
-  while (true) {
+  const WaitOutcome w = WaitUntil(ctx, limits, bar, {}, [&]() -> Result<WaitProgress> {
     Result<proto::CkptStatusReply> st = ctx.Call(proto::CkptStatus{.job = a.job});
-    if (!st.ok()) return ctx.Fail(st.status().Annotate("flush " + a.job));
+    if (!st.ok()) return st.status();
     proto::CkptJobStatus j;
     for (const auto& s : st->jobs) {
       if (s.job == a.job) j = s;
     }
     j.job = a.job;
+    job = j;
+    now_ms = st->now_unix_ms;
     total = std::max(total, j.undrained_bytes);  // new commits meanwhile
-    const uint64_t done = total - j.undrained_bytes;
     files_total = std::max(files_total, UndrainedFiles(j));
-    bar.Update(done, total, files_total - UndrainedFiles(j), files_total);
     // Why it does not move, said once per change of reason, not only at the end.
     why_now.clear();
     if (j.drain_error.since_unix_ms != 0) {
@@ -180,30 +166,24 @@ int RunFlush(Context& ctx, const CkptArgs& a) {
       if (!reason.empty()) bar.Note("flush " + a.job + ": waiting: " + why_now);
       why_shown = reason;
     }
-    if (j.undrained_bytes == 0) {
-      bar.Finish();
-      nlohmann::json doc = ToJson(j, st->now_unix_ms);
-      doc["flushed"] = true;
-      doc["seconds"] = limits.elapsed();
-      return ctx.Done(doc, "job " + a.job + ": every checkpoint file is on the checkpoint origin (P), " +
-                               FormatBytes(double(total)) + " drained in " + Duration(limits.elapsed()));
-    }
-    if (const std::string why = limits.Check(done); !why.empty()) {
-      bar.Finish();
-      const std::string error = "flush " + a.job + ": " + why + " with " + FormatBytes(double(j.undrained_bytes)) +
-                                " still to drain (the drain goes on; `hoard checkpoint ls " + a.job +
-                                "` shows which files)" + (why_now.empty() ? "" : "; last drain error: " + why_now);
-      if (ctx.json()) {
-        nlohmann::json doc = ToJson(j, st->now_unix_ms);
-        doc["flushed"] = false;
-        doc["error"] = error;
-        ctx.Done(doc, "");
-      }
-      std::fprintf(stderr, "hoard: %s\n", error.c_str());
-      return 1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    return WaitProgress{.done_bytes = total - j.undrained_bytes,
+                        .total_bytes = total,
+                        .done_files = files_total - UndrainedFiles(j),
+                        .total_files = files_total,
+                        .complete = j.undrained_bytes == 0};
+  });
+  nlohmann::json doc = cli::ToJson(job, now_ms);
+  doc["flushed"] = w.end == WaitOutcome::End::kComplete;
+  doc["seconds"] = w.seconds;
+  if (w.end == WaitOutcome::End::kComplete) {
+    return ctx.Done(doc, "job " + a.job + ": every checkpoint file is on the checkpoint origin (P), " +
+                             FormatBytes(double(total)) + " drained in " + Duration(w.seconds));
   }
+  return FailWait(ctx, w, "flush " + a.job,
+                  " with " + FormatBytes(double(job.undrained_bytes)) +
+                      " still to drain (the drain goes on; `hoard checkpoint ls " + a.job + "` shows which files)" +
+                      (why_now.empty() ? "" : "; last drain error: " + why_now),
+                  doc);
 }
 
 }  // namespace

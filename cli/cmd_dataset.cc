@@ -51,7 +51,7 @@ int RunAdd(Context& ctx, const AddArgs& a) {
   if (!r.ok() && ctx.timed_out()) return FailWalkTimeout(ctx, a.name, a.timeout_s);
   if (!r.ok()) return ctx.Fail(r.status());
   nlohmann::json doc = ToJson(r->meta);
-  doc["walk_ms"] = r->walk_ms;
+  doc["walk_seconds"] = double(r->walk_ms) / 1000;
   std::ostringstream text;
   text << "added dataset " << r->meta.name << ": " << Thousands(r->meta.file_count) << " files, "
        << FormatBytes(double(r->meta.total_bytes)) << " in " << Thousands(r->meta.total_chunks) << " chunks of "
@@ -78,9 +78,9 @@ int RunRefresh(Context& ctx, const std::string& name, int timeout_s) {
   doc["other_changes"] = r->other_changes;
   doc["fetch_bytes"] = r->fetch_bytes;
   doc["fetch_chunks"] = r->fetch_chunks;
-  doc["walk_ms"] = r->walk_ms;
+  doc["walk_seconds"] = double(r->walk_ms) / 1000;
   nlohmann::json changes = nlohmann::json::array();  // the first 100 files
-  for (const auto& f : r->files) changes.push_back({{"path", f.path}, {"change", f.change}, {"size", f.size}});
+  for (const auto& f : r->files) changes.push_back({{"path", f.path}, {"change", f.change}, {"bytes", f.size}});
   doc["changes"] = std::move(changes);
   std::ostringstream text;
   if (!r->changed) {
@@ -121,7 +121,7 @@ int RunList(Context& ctx) {
 int RunRemove(Context& ctx, const std::string& name) {
   Result<proto::DatasetRemoveReply> r = ctx.Call(proto::DatasetRemove{.name = name});
   if (!r.ok()) return ctx.Fail(r.status());
-  return ctx.Done({{"removed", name}}, "removed dataset " + name + " (nodes drop its chunks)");
+  return ctx.Done({{"name", name}, {"removed", true}}, "removed dataset " + name + " (nodes drop its chunks)");
 }
 
 }  // namespace

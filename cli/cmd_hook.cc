@@ -87,14 +87,14 @@ class Prewarm {
     if (!warm.ok()) return EndWith(warm.status());
     ProgressBar bar("prewarm " + a_.name, kLogEvery);
     limits_.RestartStall();  // the add's walk is not a stalled warm-up
-    wait_ = WaitComplete(ctx_, a_.name, limits_, bar,
-                         {.poll = kPoll, .stop_on_permanent_failure = true, .unreachable_grace = kUnreachableGrace});
-    const proto::DatasetStatus& d = wait_.dataset;
+    wait_ = WaitDataset(ctx_, a_.name, limits_, bar, {.poll = kPoll, .unreachable_grace = kUnreachableGrace},
+                        /*stop_on_permanent_failure=*/true, &seen_);
+    const proto::DatasetStatus& d = seen_.last;
     // "at 87.5%; 1 node(s) down; 2 file(s) failed" (End lists the files).
     char at[32];
     std::snprintf(at, sizeof at, " at %.1f%%", PercentCached(d));
     std::string detail = at;
-    if (wait_.nodes_down > 0) detail += "; " + std::to_string(wait_.nodes_down) + " node(s) down";
+    if (seen_.nodes_down > 0) detail += "; " + std::to_string(seen_.nodes_down) + " node(s) down";
     if (!d.failures.empty()) detail += "; " + std::to_string(d.failures.size()) + " file(s) failed";
     switch (wait_.end) {
       case WaitOutcome::End::kComplete:
@@ -174,14 +174,14 @@ class Prewarm {
 
   // Prints the outcome (text, or one JSON object with --json) and returns `code`.
   int End(int code, const std::string& outcome, const std::string& reason) {
-    const proto::DatasetStatus& d = wait_.dataset;
+    const proto::DatasetStatus& d = seen_.last;
     const bool have_status = !d.meta.name.empty();
     if (ctx_.json()) {
       nlohmann::json failures = nlohmann::json::array();
       for (const auto& f : d.failures) {
         failures.push_back({{"path", f.path}, {"error", f.error}, {"permanent", IsPermanentFailure(f)}});
       }
-      ctx_.Done({{"dataset", a_.name},
+      ctx_.Done({{"name", a_.name},
                  {"exit_code", code},
                  {"outcome", outcome},
                  {"reason", reason},
@@ -190,10 +190,10 @@ class Prewarm {
                  {"percent_cached", have_status ? PercentCached(d) : 0.0},
                  {"cached_bytes", d.cached_bytes},
                  {"expected_bytes", d.expected_bytes},
-                 {"files_cached", d.files_cached},
+                 {"cached_files", d.files_cached},
                  {"files", d.meta.file_count},
                  {"bytes", d.meta.total_bytes},
-                 {"nodes_down", wait_.nodes_down},
+                 {"nodes_down", seen_.nodes_down},
                  {"failures", failures}},
                 "");
     }
@@ -217,7 +217,8 @@ class Prewarm {
   WaitLimits limits_;
   std::string source_;  // canonical --source, or empty
   bool added_ = false;  // this hook added the dataset
-  WaitOutcome wait_;    // what the wait saw (empty before it)
+  WaitOutcome wait_;    // how the wait ended
+  DatasetWait seen_;    // what the wait saw (empty before it)
 };
 
 // A dataset name as the coordinator accepts it, checked here so that a typo

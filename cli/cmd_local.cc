@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <climits>
-#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -73,7 +72,7 @@ int RunDown(Context& ctx, bool purge) {
   if (!r.ok()) return ctx.Fail(r.status().Annotate("local down"));
   nlohmann::json doc = *r;
   if (!doc["not_stopped"].empty()) {
-    // Not ctx.Fail: the JSON keeps what was stopped and what was not.
+    // The JSON error keeps what was stopped and what was not.
     std::string stuck;
     for (const auto& p : doc["not_stopped"]) {
       stuck += (stuck.empty() ? "" : ", ") + p["name"].get<std::string>() + " (pid " +
@@ -82,12 +81,7 @@ int RunDown(Context& ctx, bool purge) {
     const std::string reason = "local down: would not stop: " + stuck + "; " + doc["dir"].get<std::string>() +
                                "/cluster.json is kept: run hoard local down --dir " + ShellWord(dir) +
                                " again once they are gone";
-    if (ctx.json()) {
-      doc["error"] = reason;
-      ctx.Done(doc, "");
-    }
-    std::fprintf(stderr, "hoard: %s\n", reason.c_str());
-    return 1;
+    return ctx.FailWith(Status::Unavailable(reason), doc, /*reached=*/true);
   }
   std::string text = "hoard local cluster in " + dir + " stopped";
   if (!doc["found"].get<bool>()) text = "no hoard local cluster in " + dir + ": nothing to stop";

@@ -1,9 +1,8 @@
 // hoard node drain NODE [--wait] | hoard node undrain NODE | hoard node remove NODE [--force]
-#include <thread>
-
 #include "cli/commands.h"
 #include "cli/json.h"
 #include "cli/progress.h"
+#include "cli/wait.h"
 #include "common/units.h"
 
 namespace hoard::cli {
@@ -50,36 +49,30 @@ int RunDrain(Context& ctx, const NodeArgs& a, bool drain) {
   // the drained node owns nothing: then it holds nothing anyone needs.
   ProgressBar bar("drain " + a.name);
   WaitLimits limits(a.timeout_s, a.stall_timeout_s);
-  while (true) {
-    Result<proto::ClusterStatusReply> st = ctx.Call(proto::ClusterStatus{});
-    if (!st.ok()) return ctx.Fail(st.status().Annotate("drain " + a.name));
-    const Moved m = Progress(*st);
-    bar.Update(m.bytes, m.expected, m.files, m.files_expected);
-    const double elapsed = limits.elapsed();
-    if (m.complete) {
-      bar.Finish();
-      nlohmann::json j = ToJson(r->node);
-      j["drained"] = true;
-      j["seconds"] = elapsed;
-      j["warm_bytes"] = m.expected;
-      return ctx.Done(j, "node " + a.name + " drained in " + Duration(elapsed) + ": every warm dataset is whole on " +
-                             "the other nodes; it can be stopped");
-    }
-    if (const std::string why = limits.Check(m.bytes); !why.empty()) {
-      bar.Finish();
-      const std::string error = "drain " + a.name + ": " + why + " at " + FormatBytes(double(m.bytes)) + " of " +
-                                FormatBytes(double(m.expected)) + "; the node is still draining (it keeps serving)";
-      if (ctx.json()) {
-        nlohmann::json j = ToJson(r->node);
-        j["drained"] = false;
-        j["error"] = error;
-        ctx.Done(j, "");
-      }
-      std::fprintf(stderr, "hoard: %s\n", error.c_str());
-      return 1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  Moved m;
+  const WaitOutcome w = WaitUntil(ctx, limits, bar, {.poll = std::chrono::milliseconds(500)},
+                                  [&]() -> Result<WaitProgress> {
+                                    Result<proto::ClusterStatusReply> st = ctx.Call(proto::ClusterStatus{});
+                                    if (!st.ok()) return st.status();
+                                    m = Progress(*st);
+                                    return WaitProgress{.done_bytes = m.bytes,
+                                                        .total_bytes = m.expected,
+                                                        .done_files = m.files,
+                                                        .total_files = m.files_expected,
+                                                        .complete = m.complete};
+                                  });
+  nlohmann::json j = ToJson(r->node);
+  j["drained"] = w.end == WaitOutcome::End::kComplete;
+  j["seconds"] = w.seconds;
+  j["warm_bytes"] = m.expected;
+  if (w.end == WaitOutcome::End::kComplete) {
+    return ctx.Done(j, "node " + a.name + " drained in " + Duration(w.seconds) + ": every warm dataset is whole on " +
+                           "the other nodes; it can be stopped");
   }
+  return FailWait(ctx, w, "drain " + a.name,
+                  " at " + FormatBytes(double(m.bytes)) + " of " + FormatBytes(double(m.expected)) +
+                      "; the node is still draining (it keeps serving)",
+                  j);
 }
 
 int RunRemove(Context& ctx, const NodeArgs& a) {

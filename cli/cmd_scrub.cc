@@ -5,10 +5,10 @@
 // NODE, or on every up node. With --wait it shows the passes' progress and
 // ends when they are done, with what they found.
 #include <chrono>
-#include <thread>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/wait.h"
 #include "common/units.h"
 
 namespace hoard::cli {
@@ -38,7 +38,7 @@ Result<proto::NodeStatusReply> AskNode(Context& ctx, const proto::NodeInfo& n) {
 }
 
 nlohmann::json Json(const Target& t) {
-  return {{"node", t.node.name},
+  return {{"name", t.node.name},
           {"pass", t.pass},
           {"done", t.done},
           {"files", t.status.files},
@@ -46,8 +46,8 @@ nlohmann::json Json(const Target& t) {
           {"bytes", t.status.bytes},
           {"bytes_done", t.status.bytes_done},
           {"corrupt_found", t.status.corrupt - std::min(t.status.corrupt, t.corrupt_before)},
-          {"corrupt_total", t.status.corrupt},
-          {"last_pass_unix", t.status.last_pass_unix}};
+          {"corrupt_chunks", t.status.corrupt},
+          {"scrub_last_pass_unix", t.status.last_pass_unix}};
 }
 
 int RunScrub(Context& ctx, const ScrubArgs& a) {
@@ -81,7 +81,7 @@ int RunScrub(Context& ctx, const ScrubArgs& a) {
     nlohmann::json nodes = nlohmann::json::array();
     std::string text;
     for (const Target& t : targets) {
-      nodes.push_back({{"node", t.node.name}, {"pass", t.pass}});
+      nodes.push_back({{"name", t.node.name}, {"pass", t.pass}});
       text += (text.empty() ? "" : "\n") + std::string("scrub pass ") + std::to_string(t.pass) + " started on " +
               t.node.name;
     }
@@ -90,32 +90,24 @@ int RunScrub(Context& ctx, const ScrubArgs& a) {
   }
   ProgressBar bar(a.node.empty() ? "scrub" : "scrub " + a.node);
   WaitLimits limits(a.timeout_s, a.stall_timeout_s);
-  const auto start = std::chrono::steady_clock::now();
-  std::string stopped;
-  while (true) {
-    uint64_t bytes = 0, bytes_done = 0, files = 0, files_done = 0;
-    bool all = true;
+  const WaitOutcome w = WaitUntil(ctx, limits, bar, {.poll = std::chrono::milliseconds(500)},
+                                  [&]() -> Result<WaitProgress> {
+    WaitProgress p{.complete = true};
     for (Target& t : targets) {
       if (!t.done) {
         Result<proto::NodeStatusReply> r = AskNode(ctx, t.node);
-        if (!r.ok()) return ctx.Fail(r.status().Annotate("scrub"));
+        if (!r.ok()) return r.status();
         t.status = r->scrub;
         t.done = t.status.pass > t.pass || (t.status.pass == t.pass && !t.status.running);
       }
-      all = all && t.done;
-      bytes += t.status.bytes;
-      bytes_done += t.done ? t.status.bytes : t.status.bytes_done;
-      files += t.status.files;
-      files_done += t.done ? t.status.files : t.status.files_done;
+      p.complete = p.complete && t.done;
+      p.total_bytes += t.status.bytes;
+      p.done_bytes += t.done ? t.status.bytes : t.status.bytes_done;
+      p.total_files += t.status.files;
+      p.done_files += t.done ? t.status.files : t.status.files_done;
     }
-    bar.Update(bytes_done, bytes, files_done, files);
-    if (all) break;
-    stopped = limits.Check(bytes_done);
-    if (!stopped.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  }
-  bar.Finish();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return p;
+  });
   nlohmann::json nodes = nlohmann::json::array();
   uint64_t found = 0, bytes = 0;
   for (const Target& t : targets) {
@@ -123,15 +115,10 @@ int RunScrub(Context& ctx, const ScrubArgs& a) {
     found += t.status.corrupt - std::min(t.status.corrupt, t.corrupt_before);
     bytes += t.status.bytes;
   }
-  nlohmann::json doc = {{"nodes", nodes}, {"seconds", seconds}, {"corrupt_found", found}};
-  if (!stopped.empty()) {
-    doc["error"] = "scrub: " + stopped;
-    if (ctx.json()) ctx.Done(doc, "");
-    else std::fprintf(stderr, "hoard: scrub: %s\n", stopped.c_str());
-    return 1;
-  }
+  nlohmann::json doc = {{"nodes", nodes}, {"seconds", w.seconds}, {"corrupt_found", found}};
+  if (w.end != WaitOutcome::End::kComplete) return FailWait(ctx, w, "scrub", "", doc);
   std::string text = "scrub: " + std::to_string(targets.size()) + " node(s), " + FormatBytes(double(bytes)) +
-                     " checked in " + Duration(seconds) + "; " +
+                     " checked in " + Duration(w.seconds) + "; " +
                      (found == 0 ? std::string("nothing corrupt")
                                  : Thousands(found) + " corrupt chunk file(s) quarantined and fetched again");
   return ctx.Done(doc, text);

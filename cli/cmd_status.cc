@@ -1,5 +1,4 @@
 // hoard status [DATASET]
-#include <chrono>
 #include <ctime>
 #include <sstream>
 
@@ -109,18 +108,14 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   if (!failures.empty()) text << "\nfailures:\n" << failures;
   // Checkpoints: what is not on the checkpoint origin yet, how old, and why.
   doc["checkpoints"] = nlohmann::json::array();
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t now_ms = WallClockMs();
   if (!st->ckpt_jobs.empty()) {
     std::vector<std::vector<std::string>> jobs = {{"CHECKPOINT JOB", "FILES", "SIZE", "L", "R", "P", "UNDRAINED",
                                                    "OLDEST UNDRAINED", "DRAIN ERROR"}};
     for (const auto& j : st->ckpt_jobs) {
       auto n = [&](size_t l) { return std::to_string(l < j.files_by_level.size() ? j.files_by_level[l] : 0); };
       const double age = j.oldest_undrained_unix_ms > 0 ? double(now_ms - j.oldest_undrained_unix_ms) / 1000 : 0;
-      doc["checkpoints"].push_back({{"job", j.job}, {"files", j.files}, {"bytes", j.bytes},
-                                    {"undrained_bytes", j.undrained_bytes}, {"oldest_undrained_age_s", age},
-                                    {"overdue_files", j.overdue_files}, {"failing_files", j.failing_files},
-                                    {"drain_error", ToJson(j.drain_error, now_ms)}});
+      doc["checkpoints"].push_back(ToJson(j, now_ms));
       std::string error = ShortDrainError(j.drain_error, now_ms);
       if (j.failing_files > 1) error += " (" + std::to_string(j.failing_files) + " files)";
       jobs.push_back({j.job, Thousands(j.files), FormatBytes(double(j.bytes)), n(1), n(2), n(3),

@@ -7,7 +7,14 @@
 // (as `hoard status` does) and each up node for its counters (NodeStatus, the
 // counters it also heartbeats and shows on /metrics). A rate needs two
 // samples, so even --once waits one interval. --json prints one sample as one
-// JSON document and exits (like --once).
+// JSON document and exits (like --once). Rows fit 80 columns.
+//
+// The live view outlives the coordinator: when it stops answering (a
+// restart, a stopped process, a network cut), top keeps the last screen with
+// a line "coordinator unreachable for 23s, showing last data" on top and
+// asks again every interval, each call bounded by a few seconds, so the
+// screen keeps moving; the first answer brings the view back. Only the first
+// sample must succeed: a wrong endpoint or key fails at once (exit 3).
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +23,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/json.h"
 #include "cli/progress.h"
 #include "common/units.h"
 
@@ -30,9 +38,9 @@ struct Sample {
   std::map<std::string, Counters> counters;  // by node; absent: did not answer
 };
 
-Result<Sample> TakeSample(Context& ctx) {
+Result<Sample> TakeSample(Context& ctx, std::chrono::milliseconds timeout) {
   Sample s;
-  HOARD_ASSIGN_OR_RETURN(s.status, ctx.Call(proto::ClusterStatus{}));
+  HOARD_ASSIGN_OR_RETURN(s.status, ctx.Call(proto::ClusterStatus{}, timeout));
   for (const auto& n : s.status.nodes) {
     if (!n.up) continue;
     proto::RpcClient client(ctx.zmq(), n.endpoint);
@@ -61,8 +69,8 @@ nlohmann::json View(const Sample& prev, const Sample& cur) {
     nlohmann::json node = {{"name", n.name},
                            {"up", n.up},
                            {"draining", n.draining},
-                           {"store_used_bytes", n.used_bytes},
-                           {"store_capacity_bytes", n.capacity_bytes},
+                           {"used_bytes", n.used_bytes},
+                           {"capacity_bytes", n.capacity_bytes},
                            {"reachable", cur.counters.count(n.name) > 0}};
     auto now = cur.counters.find(n.name);
     auto before = prev.counters.find(n.name);
@@ -86,15 +94,14 @@ nlohmann::json View(const Sample& prev, const Sample& cur) {
     datasets.push_back({{"name", d.meta.name},
                         {"warm", d.meta.warm},
                         {"cached_bytes", std::min(d.cached_bytes, d.expected_bytes)},
-                        {"bytes", d.expected_bytes},
+                        {"expected_bytes", d.expected_bytes},
+                        {"bytes", d.meta.total_bytes},
                         {"cached_files", d.files_cached},
                         {"files", d.meta.file_count},
                         {"fill_rate_bytes_per_s", d.fill_rate},
-                        {"eta_s", d.eta_seconds}});
+                        {"eta_seconds", d.eta_seconds}});
   }
-  const int64_t now_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  const int64_t now_ms = WallClockMs();
   uint64_t undrained = 0, overdue = 0;
   double age = 0;
   for (const auto& j : cur.status.ckpt_jobs) {
@@ -102,84 +109,133 @@ nlohmann::json View(const Sample& prev, const Sample& cur) {
     overdue += j.overdue_files;
     if (j.oldest_undrained_unix_ms > 0) age = std::max(age, double(now_ms - j.oldest_undrained_unix_ms) / 1000);
   }
-  return {{"interval_s", secs},
+  return {{"interval_seconds", secs},
           {"nodes", nodes},
           {"datasets", datasets},
-          {"checkpoints", {{"undrained_bytes", undrained}, {"oldest_undrained_age_s", age}, {"overdue_files", overdue}}}};
+          {"checkpoints",
+           {{"undrained_bytes", undrained}, {"oldest_undrained_age_seconds", age}, {"overdue_files", overdue}}}};
 }
 
-std::string Rate(double bytes_per_s) { return FormatBytes(bytes_per_s) + "/s"; }
+// `s` in at most `width` columns: a longer name keeps its end (node and
+// dataset names tend to differ there: gpu017, gpu018), marked by a '~'.
+std::string Fit(const std::string& s, size_t width) {
+  if (s.size() <= width) return s;
+  return "~" + s.substr(s.size() - (width - 1));
+}
+
+// A count in at most 6 columns: "8012", "123.4k", "12.3M".
+std::string Count(uint64_t n) {
+  char buf[32];
+  if (n < 100000) std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
+  else if (n < 1000000) std::snprintf(buf, sizeof buf, "%.1fk", double(n) / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.1fM", double(n) / 1e6);
+  return buf;
+}
+
+// The rows below are laid out to fit 80 columns: a node row is at most
+// 12+1+5+3*11+5+1+21 = 78, a dataset row 14+1+6+1+21+1+13+1+18 = 76
+// (FormatBytes is at most 10 columns: "1023.9 MiB").
+constexpr const char* kNodeRow = "%-12s %-5s %10s %10s %10s %4s %s\n";
+constexpr const char* kDatasetRow = "%-14s %6s %21s %13s %s\n";
 
 std::string Text(const nlohmann::json& v) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-16s %-5s %13s %13s %13s %6s  %s\n", "NODE", "STATE", "DISK", "PEER", "ORIGIN",
-                "HIT", "STORE");
+  std::snprintf(line, sizeof line, kNodeRow, "NODE", "STATE", "DISK/s", "PEER/s", "ORIGIN/s", "HIT",
+                "STORE USED/SIZE");
   out += line;
   for (const auto& n : v["nodes"]) {
     const std::string state = !n["up"].get<bool>() ? "down" : n["draining"].get<bool>() ? "drain" : "up";
-    const uint64_t cap = n["store_capacity_bytes"];
-    const std::string store = FormatBytes(double(n["store_used_bytes"].get<uint64_t>())) + " / " +
+    const uint64_t cap = n["capacity_bytes"];
+    const std::string store = FormatBytes(double(n["used_bytes"].get<uint64_t>())) + "/" +
                               (cap == 0 ? std::string("unlimited") : FormatBytes(double(cap)));
+    const std::string name = Fit(n["name"].get<std::string>(), 12);
     if (n.contains("bytes_per_s")) {
       const auto& r = n["bytes_per_s"];
       char hit[16];
       std::snprintf(hit, sizeof hit, "%.0f%%", 100 * n["hit_ratio"].get<double>());
-      std::snprintf(line, sizeof line, "%-16s %-5s %13s %13s %13s %6s  %s\n", n["name"].get<std::string>().c_str(),
-                    state.c_str(), Rate(r["disk"]).c_str(), Rate(r["peer"]).c_str(), Rate(r["origin"]).c_str(), hit,
-                    store.c_str());
+      std::snprintf(line, sizeof line, kNodeRow, name.c_str(), state.c_str(), FormatBytes(r["disk"]).c_str(),
+                    FormatBytes(r["peer"]).c_str(), FormatBytes(r["origin"]).c_str(), hit, store.c_str());
     } else {
-      std::snprintf(line, sizeof line, "%-16s %-5s %13s %13s %13s %6s  %s\n", n["name"].get<std::string>().c_str(),
-                    state.c_str(), "-", "-", "-", "-", store.c_str());
+      std::snprintf(line, sizeof line, kNodeRow, name.c_str(), state.c_str(), "-", "-", "-", "-", store.c_str());
     }
     out += line;
   }
   out += "\n";
-  std::snprintf(line, sizeof line, "%-24s %-30s %-16s %s\n", "DATASET", "CACHED", "FILES", "FILL");
+  std::snprintf(line, sizeof line, kDatasetRow, "DATASET", "CACHED", "BYTES", "FILES", "FILL");
   out += line;
   for (const auto& d : v["datasets"]) {
-    const uint64_t bytes = d["bytes"], cached = d["cached_bytes"];
+    const uint64_t bytes = d["expected_bytes"], cached = d["cached_bytes"];
     char pct[16];
-    std::snprintf(pct, sizeof pct, "%.1f%%", bytes == 0 ? 100.0 : 100.0 * double(cached) / double(bytes));
-    const std::string cached_s = FormatBytes(double(cached)) + " / " + FormatBytes(double(bytes)) + " " + pct;
-    const std::string files = std::to_string(d["cached_files"].get<uint64_t>()) + " / " +
-                              std::to_string(d["files"].get<uint64_t>());
-    const int64_t eta = d["eta_s"];
+    // 100.0% only when all is there, as the progress bar shows it.
+    const double frac = bytes == 0 ? 1.0 : double(cached) / double(bytes);
+    std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * (cached < bytes ? std::min(frac, 0.999) : frac));
+    const std::string cached_s = FormatBytes(double(cached)) + "/" + FormatBytes(double(bytes));
+    const std::string files = Count(d["cached_files"].get<uint64_t>()) + "/" + Count(d["files"].get<uint64_t>());
+    const int64_t eta = d["eta_seconds"];
     const std::string fill = !d["warm"].get<bool>() ? "(not warmed)"
                              : cached >= bytes        ? "complete"
-                                                      : Rate(d["fill_rate_bytes_per_s"]) +
-                                                     (eta >= 0 ? ", " + Duration(double(eta)) + " left" : "");
-    std::snprintf(line, sizeof line, "%-24s %-30s %-16s %s\n", d["name"].get<std::string>().c_str(), cached_s.c_str(),
-                  files.c_str(), fill.c_str());
+                                                      : FormatBytes(d["fill_rate_bytes_per_s"]) + "/s" +
+                                                     (eta >= 0 ? " " + Duration(double(eta)) : "");
+    std::snprintf(line, sizeof line, kDatasetRow, Fit(d["name"].get<std::string>(), 14).c_str(), pct,
+                  cached_s.c_str(), files.c_str(), fill.c_str());
     out += line;
   }
   const auto& c = v["checkpoints"];
   out += "\ncheckpoints: " + FormatBytes(double(c["undrained_bytes"].get<uint64_t>())) + " not yet on the origin";
-  if (c["oldest_undrained_age_s"].get<double>() > 0) {
-    out += ", oldest " + Duration(c["oldest_undrained_age_s"].get<double>());
+  if (c["oldest_undrained_age_seconds"].get<double>() > 0) {
+    out += ", oldest " + Duration(c["oldest_undrained_age_seconds"].get<double>());
   }
   if (c["overdue_files"].get<uint64_t>() > 0) out += ", " + std::to_string(c["overdue_files"].get<uint64_t>()) + " overdue";
   return out + "\n";
 }
 
+// The line on top of the last screen while the coordinator is away, cut to
+// 80 columns (an error message can be long).
+std::string OutageLine(const Context& ctx, const Status& s, double seconds) {
+  std::string line = ctx.unreachable() ? "coordinator unreachable for " + Duration(seconds) + ", showing last data"
+                                       : "coordinator failing for " + Duration(seconds) + " (" + s.message() +
+                                             "), showing last data";
+  if (line.size() > 80) line = line.substr(0, 77) + "...";
+  return line + "\n";
+}
+
 int RunTop(Context& ctx, double interval_s, bool once) {
+  using Clock = std::chrono::steady_clock;
   once = once || ctx.json();
   const auto interval = std::chrono::milliseconds(int64_t(interval_s * 1000));
-  Result<Sample> prev = TakeSample(ctx);
+  // A stopped coordinator holds a call for its whole timeout: bound each one
+  // by a few seconds (or the interval, if longer), so that the outage line
+  // keeps counting; --timeout-ms may shorten it further.
+  const auto call_timeout = std::min(std::chrono::milliseconds(ctx.options().timeout_ms),
+                                     std::max(interval, std::chrono::milliseconds(3000)));
+  Result<Sample> prev = TakeSample(ctx, call_timeout);
   if (!prev.ok()) return ctx.Fail(prev.status().Annotate("top"));
   const bool tty = ::isatty(STDOUT_FILENO) == 1;
+  // The last view drawn, kept through an outage (before a second sample:
+  // the first, without rates).
+  std::string last_screen = Text(View(*prev, *prev));
+  Clock::time_point last_answer = Clock::now();
   while (true) {
     std::this_thread::sleep_for(interval);
-    Result<Sample> cur = TakeSample(ctx);
-    if (!cur.ok()) return ctx.Fail(cur.status().Annotate("top"));
-    const nlohmann::json view = View(*prev, *cur);
-    if (once) return ctx.Done(view, Text(view));
-    // Redraw in place on a terminal; a pipe gets one screen after another.
+    Result<Sample> cur = TakeSample(ctx, call_timeout);
+    if (!cur.ok() && once) return ctx.Fail(cur.status().Annotate("top"));
     std::string screen = tty ? "\033[H\033[2J" : "";
-    screen += Text(view);
+    if (cur.ok()) {
+      last_answer = Clock::now();
+      // After an outage the rates are over the whole gap: what moved in it.
+      const nlohmann::json view = View(*prev, *cur);
+      if (once) return ctx.Done(view, Text(view));
+      last_screen = Text(view);
+      prev = std::move(cur);
+      screen += last_screen;
+    } else {
+      const double away = std::chrono::duration<double>(Clock::now() - last_answer).count();
+      screen += OutageLine(ctx, cur.status(), away) + last_screen;
+    }
+    // Redraw in place on a terminal; a pipe gets one screen after another.
     std::fwrite(screen.data(), 1, screen.size(), stdout);
     std::fflush(stdout);
-    prev = std::move(cur);
   }
 }
 

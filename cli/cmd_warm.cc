@@ -1,4 +1,6 @@
 // hoard warm NAME [--wait]
+#include <cstdio>
+
 #include "cli/commands.h"
 #include "cli/json.h"
 #include "cli/progress.h"
@@ -23,10 +25,10 @@ nlohmann::json Summary(const proto::DatasetStatus& d, double seconds, double rat
 }
 
 // "; 2 node(s) down; 3 file(s) failed, first: PATH: ERROR" (empty if neither).
-std::string WaitDetail(const WaitOutcome& w) {
+std::string WaitDetail(const DatasetWait& w) {
   std::string detail;
   if (w.nodes_down > 0) detail += "; " + std::to_string(w.nodes_down) + " node(s) down";
-  const auto& failures = w.dataset.failures;
+  const auto& failures = w.last.failures;
   if (!failures.empty()) {
     detail += "; " + std::to_string(failures.size()) + " file(s) failed, first: " + failures[0].path + ": " +
               failures[0].error;
@@ -43,24 +45,19 @@ int RunWarm(Context& ctx, const WarmArgs& a) {
   }
   ProgressBar bar("warm " + a.name);
   WaitLimits limits(a.timeout_s, a.stall_timeout_s);
-  const WaitOutcome done = WaitComplete(ctx, a.name, limits, bar, {});
-  if (done.end == WaitOutcome::End::kError) return ctx.Fail(done.error.Annotate("warm " + a.name));
-  const proto::DatasetStatus& d = done.dataset;
+  DatasetWait seen;
+  const WaitOutcome done = WaitDataset(ctx, a.name, limits, bar, {}, /*stop_on_permanent_failure=*/false, &seen);
+  const proto::DatasetStatus& d = seen.last;
   if (done.end == WaitOutcome::End::kComplete) {
     std::string text = "warm " + a.name + ": complete, " + FormatBytes(double(d.cached_bytes)) + " in " +
                        Thousands(d.meta.file_count) + " files cached on " + std::to_string(d.nodes_reporting) +
                        " node(s) in " + Duration(done.seconds);
     return ctx.Done(Summary(d, done.seconds, done.rate_bytes_per_s), text);
   }
-  const std::string detail = WaitDetail(done);
-  if (ctx.json()) {
-    nlohmann::json j = Summary(d, done.seconds, done.rate_bytes_per_s);
-    j["error"] = "warm " + a.name + ": " + done.why + detail;
-    ctx.Done(j, "");
-  }
-  std::fprintf(stderr, "hoard: warm %s: %s at %.1f%%%s\n", a.name.c_str(), done.why.c_str(), PercentCached(d),
-               detail.c_str());
-  return 1;
+  char at[32];
+  std::snprintf(at, sizeof at, " at %.1f%%", PercentCached(d));
+  return FailWait(ctx, done, "warm " + a.name, (done.end == WaitOutcome::End::kError ? "" : at) + WaitDetail(seen),
+                  d.meta.name.empty() ? nlohmann::json::object() : Summary(d, done.seconds, done.rate_bytes_per_s));
 }
 
 }  // namespace

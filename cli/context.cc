@@ -78,6 +78,10 @@ Status Context::CheckEndpoint() const {
 }
 
 int Context::Fail(const Status& status, bool reached) {
+  return FailWith(status, nlohmann::json::object(), reached);
+}
+
+int Context::FailWith(const Status& status, nlohmann::json doc, bool reached) {
   const bool unreachable = unreachable_ && !reached;
   std::string reason = status.message();
   if (unreachable) {
@@ -87,7 +91,9 @@ int Context::Fail(const Status& status, bool reached) {
                             : "; keys: " + keys + ", which it must accept") + ")";
   }
   if (options_.json) {
-    nlohmann::json doc = {{"error", reason}, {"code", std::string(CodeName(status.code()))}};
+    if (!doc.is_object()) doc = nlohmann::json::object();
+    doc["error"] = reason;
+    doc["code"] = std::string(CodeName(status.code()));
     std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   }
   std::cerr << "hoard: " << reason << std::endl;

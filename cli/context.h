@@ -16,14 +16,14 @@
 //
 // Output: human text on stdout by default; with --json exactly one JSON
 // document on stdout (progress goes to stderr). A failure prints one line
-// "hoard: REASON" on stderr (and {"error": ..., "code": ...} with --json)
-// and the command exits non-zero: 2 for bad usage or bad input (an
-// InvalidArgument status), 3 when the coordinator could not be reached (the
+// "hoard: REASON" on stderr (and {"error": ..., "code": ...} with --json,
+// with what the command saw so far beside them: FailWith) and the command
+// exits non-zero: 2 for bad usage or bad input (an InvalidArgument status), 3 when the coordinator could not be reached (the
 // last call got no answer at all; a coordinator that refuses our key looks
 // the same: a CURVE handshake it refuses gets no answer), 4 when it refused
 // the request because it needs the admin key (PermissionDenied), 1 for any
 // other failure, including an Unavailable status the coordinator answered with
-// (e.g. an NFS origin that is down).
+// (e.g. an NFS origin that is down). Field names: docs/cli-json.md.
 #pragma once
 
 #include <algorithm>
@@ -96,6 +96,10 @@ class Context {
   // `reached`, a call that got no answer is not reported as an unreachable
   // coordinator (exit 1, not 3): the caller knows it got the request.
   int Fail(const Status& status, bool reached = false);
+  // Fail, where the JSON error document is `doc` (an object: what the
+  // command saw before it failed, e.g. a wait's last progress) with "error"
+  // and "code" added, so a script keeps the state along with the reason.
+  int FailWith(const Status& status, nlohmann::json doc, bool reached = false);
 
  private:
   // Loads the keys (KeysDir) onto zmq_, once.

@@ -1,6 +1,13 @@
 #include "cli/json.h"
 
+#include <chrono>
+
 namespace hoard::cli {
+
+int64_t WallClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 nlohmann::json ToJson(const proto::NodeInfo& n) {
   return {{"name", n.name},
@@ -19,10 +26,10 @@ nlohmann::json ToJson(const proto::NodeInfo& n) {
 
 nlohmann::json ToJson(const proto::DatasetMeta& d) {
   return {{"name", d.name},
-          {"uid", d.uid},
+          {"uid", Id(d.uid)},
           {"version", d.version},
           {"source", d.source},
-          {"chunk_size", d.chunk_size},
+          {"chunk_size_bytes", d.chunk_size},
           {"replicas", d.replicas},
           {"warm", d.warm},
           {"files", d.file_count},
@@ -45,7 +52,7 @@ nlohmann::json ToJson(const proto::DatasetStatus& s) {
   j["cached_bytes"] = s.cached_bytes;
   j["cached_chunks"] = s.cached_chunks;
   j["expected_bytes"] = s.expected_bytes;
-  j["files_cached"] = s.files_cached;
+  j["cached_files"] = s.files_cached;
   j["percent_cached"] = PercentCached(s);
   j["complete"] = s.complete;
   j["nodes_reporting"] = s.nodes_reporting;

@@ -1,5 +1,6 @@
 #include "cli/wait.h"
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -11,8 +12,8 @@ bool IsPermanentFailure(const proto::FileFailure& f) {
          f.error.rfind(std::string(CodeName(Code::kStale)) + ":", 0) == 0;
 }
 
-WaitOutcome WaitComplete(Context& ctx, const std::string& name, WaitLimits& limits, ProgressBar& bar,
-                         const WaitOptions& options) {
+WaitOutcome WaitUntil(Context& ctx, WaitLimits& limits, ProgressBar& bar, const WaitOptions& options,
+                      const WaitPoll& poll) {
   using Clock = std::chrono::steady_clock;
   WaitOutcome out;
   bool shown = false;  // the bar printed at least once: finish its line
@@ -27,39 +28,29 @@ WaitOutcome WaitComplete(Context& ctx, const std::string& name, WaitLimits& limi
   std::minstd_rand rng(std::random_device{}());
   bool unanswered = false;  // the coordinator has not answered since `unanswered_since`
   Clock::time_point unanswered_since;
+  uint64_t done = 0;  // the last amount seen, for the --stall-timeout
   while (true) {
-    Result<proto::ClusterStatusReply> st = ctx.Call(proto::ClusterStatus{.dataset = name});
-    if (st.ok() && !st->datasets.empty()) {
+    Result<WaitProgress> p = poll();
+    if (p.ok()) {
       unanswered = false;
-      out.dataset = st->datasets[0];
-      out.nodes_down = 0;
-      for (const auto& n : st->nodes) out.nodes_down += n.up ? 0 : 1;
-      const proto::DatasetStatus& d = out.dataset;
-      bar.Update(std::min(d.cached_bytes, d.expected_bytes), d.expected_bytes, d.files_cached, d.meta.file_count);
+      done = p->done_bytes;
+      bar.Update(std::min(p->done_bytes, p->total_bytes), p->total_bytes, p->done_files, p->total_files);
       shown = true;
-      if (d.complete) return end(WaitOutcome::End::kComplete, "");
-      if (options.stop_on_permanent_failure) {
-        size_t permanent = 0;
-        for (const auto& f : d.failures) permanent += IsPermanentFailure(f) ? 1 : 0;
-        if (permanent > 0) {
-          return end(WaitOutcome::End::kFailed,
-                     std::to_string(permanent) + " file(s) are gone or changed at the origin since the dataset "
-                     "was added: this version can never be complete (remove the dataset and add it again)");
-        }
-      }
-    } else if (!st.ok() && ctx.unreachable() && options.unreachable_grace.count() > 0) {
+      if (p->complete) return end(WaitOutcome::End::kComplete, "");
+      if (!p->failed.empty()) return end(WaitOutcome::End::kFailed, p->failed);
+    } else if (ctx.unreachable() && options.unreachable_grace.count() > 0) {
       if (!unanswered) unanswered_since = Clock::now();
       unanswered = true;
       if (Clock::now() - unanswered_since >= options.unreachable_grace) {
         return end(WaitOutcome::End::kUnreachable, "no answer from the coordinator for " +
                                                        Duration(double(options.unreachable_grace.count())) +
-                                                       ": " + st.status().message());
+                                                       ": " + p.status().message());
       }
     } else {
-      out.error = st.ok() ? Status::Internal("the coordinator sent no status for " + name) : st.status();
+      out.error = p.status();
       return end(WaitOutcome::End::kError, out.error.message());
     }
-    if (std::string why = limits.Check(out.dataset.cached_bytes); !why.empty()) {
+    if (std::string why = limits.Check(done); !why.empty()) {
       if (limits.timed_out()) return end(WaitOutcome::End::kTimedOut, why);
       if (unanswered) return end(WaitOutcome::End::kUnreachable, "no answer from the coordinator; " + why);
       return end(WaitOutcome::End::kStalled, why);
@@ -70,6 +61,44 @@ WaitOutcome WaitComplete(Context& ctx, const std::string& name, WaitLimits& limi
     const auto left = std::chrono::duration<double>(limits.remaining_or(3600) + 0.05);
     std::this_thread::sleep_for(std::min<std::chrono::duration<double>>(step, left));
   }
+}
+
+int FailWait(Context& ctx, const WaitOutcome& w, const std::string& what, const std::string& detail,
+             nlohmann::json doc) {
+  using End = WaitOutcome::End;
+  if (w.end == End::kError) return ctx.FailWith(w.error.Annotate(what), std::move(doc));
+  const std::string message = what + ": " + w.why + detail;
+  if (w.end == End::kFailed) return ctx.FailWith(Status::Stale(message), std::move(doc), /*reached=*/true);
+  // A coordinator that stayed away is exit 3, like any call it did not
+  // answer; a limit that passed while it answered is a failed wait (1).
+  return ctx.FailWith(Status::Unavailable(message), std::move(doc), /*reached=*/w.end != End::kUnreachable);
+}
+
+WaitOutcome WaitDataset(Context& ctx, const std::string& name, WaitLimits& limits, ProgressBar& bar,
+                        const WaitOptions& options, bool stop_on_permanent_failure, DatasetWait* seen) {
+  return WaitUntil(ctx, limits, bar, options, [&]() -> Result<WaitProgress> {
+    Result<proto::ClusterStatusReply> st = ctx.Call(proto::ClusterStatus{.dataset = name});
+    if (!st.ok()) return st.status();
+    if (st->datasets.empty()) return Status::Internal("the coordinator sent no status for " + name);
+    seen->last = st->datasets[0];
+    seen->nodes_down = 0;
+    for (const auto& n : st->nodes) seen->nodes_down += n.up ? 0 : 1;
+    const proto::DatasetStatus& d = seen->last;
+    WaitProgress p{.done_bytes = d.cached_bytes,
+                   .total_bytes = d.expected_bytes,
+                   .done_files = d.files_cached,
+                   .total_files = d.meta.file_count,
+                   .complete = d.complete};
+    if (stop_on_permanent_failure) {
+      size_t permanent = 0;
+      for (const auto& f : d.failures) permanent += IsPermanentFailure(f) ? 1 : 0;
+      if (permanent > 0) {
+        p.failed = std::to_string(permanent) + " file(s) are gone or changed at the origin since the dataset "
+                   "was added: this version can never be complete (remove the dataset and add it again)";
+      }
+    }
+    return p;
+  });
 }
 
 }  // namespace hoard::cli

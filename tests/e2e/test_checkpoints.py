@@ -165,7 +165,7 @@ class CheckpointTest(harness.CheckpointHostsCase):
         st = c.cli_json("checkpoint", "status", "dcp")
         job = st["jobs"][0]
         self.assertGreaterEqual(job["undrained_bytes"], 18 << 20, st)
-        self.assertGreater(job["oldest_undrained_age_s"], 1.0, st)
+        self.assertGreater(job["oldest_undrained_age_seconds"], 1.0, st)
         self.assertEqual(self.nfs_files(os.path.join(self.nfs_ckpt, "dcp")) if os.path.isdir(
             os.path.join(self.nfs_ckpt, "dcp")) else {}, {}, "nothing reaches NFS while its link is cut")
 

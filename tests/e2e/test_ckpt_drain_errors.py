@@ -201,7 +201,7 @@ class DrainErrorsTest(unittest.TestCase):
 
         # Long enough full for any backoff to reach its cap (1 s doubling).
         time.sleep(max(0.0, 35 - (time.time() - failing_since)))
-        age = self.cli_json("checkpoint", "status", "full")["jobs"][0]["drain_error"]["age_s"]
+        age = self.cli_json("checkpoint", "status", "full")["jobs"][0]["drain_error"]["age_seconds"]
         self.assertGreater(age, 25, "since when: the first failure, not the last")
 
         # Free the space; everything must be at P within 10 s plus the copy.

@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
 """`hoard` against bad input, without a cluster: every mistake ends at once
 with exit 2 and, with --json, one JSON document on stdout naming it; a
-coordinator that is not there is exit 3 within seconds. Runs with the unit
-tests (no NFS server, no mount).
+coordinator that is not there is exit 3 within seconds; `hoard top` rides out
+a coordinator that stops answering (a lone coordinator, no nodes). Runs with
+the unit tests (no NFS server, no mount).
 """
 import json
 import os
+import queue
+import re
+import signal
+import socket
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -66,6 +73,79 @@ class CliInputTest(unittest.TestCase):
         doc, took = self.run_json("--coordinator", NOBODY, "status", want=3)
         self.assertIn("is the cluster up?", doc["error"])
         self.assertLess(took, 10)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+OUTAGE = re.compile(r"^coordinator unreachable for (\d+)s, showing last data$")
+
+
+class TopOutageTest(unittest.TestCase):
+    """`hoard top` against a coordinator stopped by SIGSTOP (connected, silent:
+    the worst case, each call waits out its timeout) and continued."""
+
+    def setUp(self):
+        self.procs = []
+        self.dir = tempfile.TemporaryDirectory()
+        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.coordinator = self.start([os.path.join(harness.BIN, "hoard-coordinator"), "--listen", self.endpoint,
+                                       "--data-dir", self.dir.name, "--insecure", "--log-level", "warn"],
+                                      stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while harness.hoard("--coordinator", self.endpoint, "status", check=False, timeout=30).returncode != 0:
+            self.assertLess(time.monotonic(), deadline, "the coordinator answers")
+            time.sleep(0.2)
+
+    def tearDown(self):
+        for p in reversed(self.procs):  # by PID, continued first so that SIGKILL ends it at once
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+            p.wait(timeout=30)
+            if p.stdout:
+                p.stdout.close()
+        self.dir.cleanup()
+
+    def start(self, argv, **kw):
+        p = subprocess.Popen(argv, stderr=subprocess.DEVNULL, **kw)
+        self.procs.append(p)
+        return p
+
+    def test_top_shows_the_outage_and_recovers(self):
+        top = self.start([os.path.join(harness.BIN, "hoard"), "--coordinator", self.endpoint, "--timeout-ms", "1500",
+                          "top", "--interval", "0.3"], stdout=subprocess.PIPE, text=True)
+        lines = queue.Queue()
+        seen = []
+        threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in top.stdout], daemon=True).start()
+
+        def until(what, pred, timeout=30):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                try:
+                    line = lines.get(timeout=0.5)
+                except queue.Empty:
+                    self.assertIsNone(top.poll(), f"top exited while waiting for {what}: {seen[-20:]}")
+                    continue
+                seen.append(line)
+                if pred(line):
+                    return line
+            self.fail(f"no {what} within {timeout} s: {seen[-20:]}")
+
+        until("first screen", lambda line: line.startswith("checkpoints:"))
+        os.kill(self.coordinator.pid, signal.SIGSTOP)
+        until("an outage of 3 s or more", lambda line: bool(OUTAGE.match(line)) and int(OUTAGE.match(line)[1]) >= 3)
+        self.assertEqual(until("the last data under the outage line", lambda line: True).split()[0], "NODE")
+        self.assertIsNone(top.poll(), "top keeps running")
+        os.kill(self.coordinator.pid, signal.SIGCONT)
+        # Back: a screen that is not under an outage line.
+        until("a screen after the outage",
+              lambda line: line.startswith("NODE") and not OUTAGE.match(seen[-2]) and
+              any(OUTAGE.match(x) for x in seen[:-1]))
+        self.assertTrue(all(len(line) <= 80 for line in seen), [line for line in seen if len(line) > 80])
 
 
 if __name__ == "__main__":

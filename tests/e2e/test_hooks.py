@@ -192,7 +192,7 @@ class HooksTest(unittest.TestCase):
         doc, r = self.hook_json("ready", "--timeout", "60", want=CACHED)
         self.assertEqual(doc["outcome"], "cached")
         self.assertEqual(doc["percent_cached"], 100.0)
-        self.assertEqual(doc["files_cached"], 41)
+        self.assertEqual(doc["cached_files"], 41)
         self.assertEqual(doc["failures"], [])
         self.assertFalse(doc["added"])
         # The coordinator agrees: every chunk is on all its owners.

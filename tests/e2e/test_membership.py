@@ -232,7 +232,7 @@ class MembershipTest(unittest.TestCase):
             self.check_reads(*reports, bound=READ_BOUND_S, mount=(1, traffic))
             for ds in ("ds", "ds2"):
                 d = dataset_of(st, ds)
-                self.assertEqual(d["files_cached"], d["files"], d)
+                self.assertEqual(d["cached_files"], d["files"], d)
                 self.assertGreaterEqual(d["cached_bytes"], d["expected_bytes"], d)
             # ds2's lost copies came from the surviving replicas, not the
             # origin (which would have added the victim's ~half of ds2).

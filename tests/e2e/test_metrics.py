@@ -268,7 +268,7 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(by_name["node2"]["bytes_total"]["disk"], peer)
         self.assertEqual(sum(n["bytes_total"]["origin"] for n in top["nodes"]), 24 * FILE_BYTES + 4 * FILE_BYTES)
         self.assertAlmostEqual(by_name["node2"]["hit_ratio"], scrape(self.nodes["node2"]).get("hoard_node_hit_ratio"))
-        self.assertGreater(by_name["node1"]["store_used_bytes"], 0)
+        self.assertGreater(by_name["node1"]["used_bytes"], 0)
         d1 = [d for d in top["datasets"] if d["name"] == "d1"][0]
         self.assertEqual((d1["cached_bytes"], d1["bytes"], d1["cached_files"], d1["files"]),
                          (24 * FILE_BYTES, 24 * FILE_BYTES, 24, 24))

@@ -64,7 +64,7 @@ class NfsDatasetTest(unittest.TestCase):
         ds = st["datasets"][0]
         self.assertEqual(ds["percent_cached"], 100.0)
         self.assertTrue(ds["complete"])
-        self.assertEqual(ds["files_cached"], files)
+        self.assertEqual(ds["cached_files"], files)
         self.assertEqual(ds["cached_bytes"], ds["bytes"])
         self.assertEqual(ds["failures"], [])
         self.assertEqual(sum(n["up"] for n in st["nodes"]), 3)

@@ -193,7 +193,7 @@ class PinnedVersionTest(unittest.TestCase):
         ds = c.status("pv")["datasets"][0]
         self.assertTrue(ds["complete"], ds)
         self.assertEqual(ds["version"], 2)
-        self.assertEqual(ds["files_cached"], ds["files"])
+        self.assertEqual(ds["cached_files"], ds["files"])
         self.assertEqual(ds["failures"], [])
         # Exactly the new version's chunks are left (replicas 1): a.bin's
         # two old chunks were dropped.

@@ -164,7 +164,7 @@ class ScrubTest(unittest.TestCase):
         hosts.drop_caches()
 
         doc = json.loads(c.cli("--json", "scrub", "--wait", "--timeout", "120", timeout=180).stdout)
-        found = {n["node"]: n["corrupt_found"] for n in doc["nodes"]}
+        found = {n["name"]: n["corrupt_found"] for n in doc["nodes"]}
         self.assertEqual(found, {"node1": 1, "node2": 3}, doc)
         self.assertEqual(doc["corrupt_found"], 4)
         self.assertTrue(all(n["done"] and n["files_done"] == n["files"] for n in doc["nodes"]), doc)

@@ -118,7 +118,7 @@ class WarmTest(unittest.TestCase):
         d = self.add("a", "a")
         total, files = d["bytes"], d["files"]
         # Only the empty file is whole before anything is fetched.
-        self.assertEqual((d["cached_bytes"], d["files_cached"], d["eta_seconds"]), (0, 1, -1))
+        self.assertEqual((d["cached_bytes"], d["cached_files"], d["eta_seconds"]), (0, 1, -1))
         tx0 = c.storage_tx_bytes()
         t0 = time.time()
         c.cli("warm", "a")
@@ -139,10 +139,10 @@ class WarmTest(unittest.TestCase):
         # Progress only grows and never passes the total.
         for before, after in zip(samples, samples[1:]):
             self.assertLessEqual(before["cached_bytes"], after["cached_bytes"])
-            self.assertLessEqual(before["files_cached"], after["files_cached"])
+            self.assertLessEqual(before["cached_files"], after["cached_files"])
         for s in samples:
             self.assertLessEqual(s["cached_bytes"], total)
-            self.assertLessEqual(s["files_cached"], files)
+            self.assertLessEqual(s["cached_files"], files)
         moving = [s for s in samples if 0 < s["cached_bytes"] < total]
         self.assertGreaterEqual(len(moving), 5, "progress was not visible while it happened")
         self.assertTrue(any(s["fill_rate_bytes_per_s"] > 0 and s["eta_seconds"] > 0 for s in moving))
@@ -152,7 +152,7 @@ class WarmTest(unittest.TestCase):
         self.assertLess(rates[len(rates) // 2], rate * 1.3)
         # Exactly the dataset at the end, and what the disks hold.
         end = samples[-1]
-        self.assertEqual((end["cached_bytes"], end["files_cached"], end["eta_seconds"]), (total, files, 0))
+        self.assertEqual((end["cached_bytes"], end["cached_files"], end["eta_seconds"]), (total, files, 0))
         self.assertEqual(stored_chunk_bytes(c), total)
         # The limits held: bytes per second, and connections.
         self.assertLess(sent / seconds, rate * 1.1)
