@@ -54,14 +54,14 @@ ClusterWatcher::ClusterWatcher(Options options)
 }
 
 std::shared_ptr<const ClusterView> ClusterWatcher::Current() const {
-  std::lock_guard lock(view_mu_);
+  MutexLock lock(&view_mu_);
   return view_;
 }
 
 Status ClusterWatcher::Poll() {
   std::shared_ptr<const ClusterView> cur = Current();
   Result<proto::Pong> pong = [&] {
-    std::lock_guard lock(sync_mu_);
+    MutexLock lock(&sync_mu_);
     return client_.Call(proto::Ping{}, options_.timeout);
   }();
   if (!pong.ok()) return pong.status();
@@ -85,11 +85,15 @@ Status ClusterWatcher::RefreshForRequest(SyncInProgress in_progress, std::chrono
     if (!pong.ok()) {
       s = pong.status();
     } else if (pong->epoch != Current()->epoch() || pong->epoch == 0) {
-      std::unique_lock lock(sync_mu_, std::defer_lock);
-      if (in_progress == SyncInProgress::kWait) lock.lock();
-      else (void)lock.try_lock();
-      s = lock.owns_lock() ? SyncLocked(pong->epoch)
-                           : Status::Unavailable("the cluster map is being fetched by another thread");
+      if (in_progress == SyncInProgress::kWait) {
+        MutexLock lock(&sync_mu_);
+        s = SyncLocked(pong->epoch);
+      } else if (sync_mu_.TryLock()) {
+        MutexLock lock(&sync_mu_, std::adopt_lock);
+        s = SyncLocked(pong->epoch);
+      } else {
+        s = Status::Unavailable("the cluster map is being fetched by another thread");
+      }
     }
     refresh_failed_at_ns_.store(s.ok() || s.code() != Code::kUnavailable ? 0 : now_ns());
     return s;
@@ -97,7 +101,7 @@ Status ClusterWatcher::RefreshForRequest(SyncInProgress in_progress, std::chrono
 }
 
 Status ClusterWatcher::Sync(uint64_t known_epoch) {
-  std::lock_guard lock(sync_mu_);
+  MutexLock lock(&sync_mu_);
   return SyncLocked(known_epoch);
 }
 
@@ -152,14 +156,14 @@ Status ClusterWatcher::SyncLocked(uint64_t known_epoch) {
 
 void ClusterWatcher::Publish(std::shared_ptr<const ClusterView> view) {
   {
-    std::lock_guard vlock(view_mu_);
+    MutexLock vlock(&view_mu_);
     view_ = view;
   }
   if (options_.on_change) options_.on_change(view);
 }
 
 Status ClusterWatcher::LoadCached() {
-  std::lock_guard lock(sync_mu_);
+  MutexLock lock(&sync_mu_);
   HOARD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(JoinPath(options_.cache_dir, "cluster-map.msgpack")));
   proto::ClusterMap map;
   try {

@@ -20,12 +20,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "common/single_flight.h"
 #include "proto/messages.h"
@@ -117,19 +117,19 @@ class ClusterWatcher {
   Status LoadCached();
 
  private:
-  Status SyncLocked(uint64_t known_epoch);  // Sync, with sync_mu_ held
-  Result<std::shared_ptr<const DatasetView>> LoadDataset(const proto::DatasetMeta& meta);
-  Result<Manifest> FetchManifest(const proto::DatasetMeta& meta);
+  Status SyncLocked(uint64_t known_epoch) REQUIRES(sync_mu_);
+  Result<std::shared_ptr<const DatasetView>> LoadDataset(const proto::DatasetMeta& meta) REQUIRES(sync_mu_);
+  Result<Manifest> FetchManifest(const proto::DatasetMeta& meta) REQUIRES(sync_mu_);
   std::string ManifestPath(const proto::DatasetMeta& meta) const;
-  void Publish(std::shared_ptr<const ClusterView> view);
+  void Publish(std::shared_ptr<const ClusterView> view) EXCLUDES(view_mu_);
   // Deletes cached manifests no dataset of `map` uses any more.
   void PruneCache(const proto::ClusterMap& map);
 
   Options options_;
-  std::mutex sync_mu_;  // serialises Sync; held while talking to the coordinator
-  proto::RpcClient client_;  // guarded by sync_mu_
-  mutable std::mutex view_mu_;  // guards view_ only, never held across I/O
-  std::shared_ptr<const ClusterView> view_;
+  Mutex sync_mu_;  // serialises Sync; held while talking to the coordinator
+  proto::RpcClient client_ GUARDED_BY(sync_mu_);
+  mutable Mutex view_mu_ ACQUIRED_AFTER(sync_mu_);  // guards view_ only, never held across I/O
+  std::shared_ptr<const ClusterView> view_ GUARDED_BY(view_mu_);
 
   SingleFlight<int, Status> refresh_flight_;
   // RefreshForRequest pings on its own socket, so a background poll stuck on

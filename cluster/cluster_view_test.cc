@@ -23,14 +23,18 @@ using namespace std::chrono_literals;
 TEST(ClusterWatcherTest, ARequestRefreshWaitsForASyncInProgressOnlyWhenAsked) {
   zmq::context_t ctx;
   auto log = spdlog::null_logger_mt("cluster-view-test");
-  std::atomic<int> maps{0};
+  std::atomic<int> maps{0}, pings{0};
+  // The first map download lasts until the lookup's refresh (the second
+  // ping) asks: the request path's refresh comes while it is in progress.
+  hoard::testing::Gate download_ends;
   proto::RpcServer server(proto::RpcServer::Options{
       .endpoint = "tcp://127.0.0.1:0", .name = "coordinator", .workers = 2, .logger = log, .context = &ctx});
-  server.Handle<proto::Ping>([](const proto::Ping&, const proto::Envelope&, std::string*) {
+  server.Handle<proto::Ping>([&](const proto::Ping&, const proto::Envelope&, std::string*) {
+    if (pings.fetch_add(1) == 1) download_ends.Open();
     return Result<proto::Pong>(proto::Pong{.role = "coordinator", .name = "c", .epoch = 2});
   });
   server.Handle<proto::GetClusterMap>([&](const proto::GetClusterMap&, const proto::Envelope&, std::string*) {
-    if (maps.fetch_add(1) == 0) std::this_thread::sleep_for(2s);
+    if (maps.fetch_add(1) == 0) EXPECT_TRUE(download_ends.WaitFor(10s));
     return Result<proto::ClusterMap>(proto::ClusterMap{.epoch = 2});
   });
   ASSERT_TRUE(server.Start().ok());

@@ -38,12 +38,12 @@ std::optional<FileLock> FileLocks::ConflictLocked(const FileLock& req) const {
 }
 
 std::optional<FileLock> FileLocks::Test(const FileLock& req) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return ConflictLocked(req);
 }
 
 std::optional<FileLock> FileLocks::Set(const FileLock& req) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (req.start > req.end) return std::nullopt;  // nothing to lock
   if (std::optional<FileLock> c = ConflictLocked(req)) return c;
   const Owner me{req.session, req.owner};
@@ -82,7 +82,7 @@ std::optional<FileLock> FileLocks::Set(const FileLock& req) {
 }
 
 void FileLocks::ReleaseOwner(uint64_t file, uint64_t session, uint64_t owner, bool flock) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto f = files_.find(file);
   if (f == files_.end()) return;
   if (flock) f->second.flocks.erase(Owner{session, owner});
@@ -91,7 +91,7 @@ void FileLocks::ReleaseOwner(uint64_t file, uint64_t session, uint64_t owner, bo
 }
 
 size_t FileLocks::DropSession(uint64_t session) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   size_t dropped = 0;
   for (auto f = files_.begin(); f != files_.end();) {
     dropped += std::erase_if(f->second.flocks, [&](const auto& kv) { return kv.first.session == session; });
@@ -102,7 +102,7 @@ size_t FileLocks::DropSession(uint64_t session) {
 }
 
 std::vector<FileLock> FileLocks::Held(uint64_t session) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<FileLock> out;
   for (const auto& [file, f] : files_) {
     for (const auto& [who, held] : f.flocks) {
@@ -122,7 +122,7 @@ std::vector<FileLock> FileLocks::Held(uint64_t session) const {
 }
 
 size_t FileLocks::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = 0;
   for (const auto& [file, f] : files_) {
     n += f.flocks.size();

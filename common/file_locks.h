@@ -29,9 +29,10 @@
 #include <compare>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace hoard {
 
@@ -85,10 +86,10 @@ class FileLocks {
     std::map<Owner, std::vector<Range>> ranges;             // sorted by start, disjoint
     bool empty() const { return flocks.empty() && ranges.empty(); }
   };
-  std::optional<FileLock> ConflictLocked(const FileLock& req) const;
+  std::optional<FileLock> ConflictLocked(const FileLock& req) const REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::map<uint64_t, File> files_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<uint64_t, File> files_ GUARDED_BY(mu_);
 };
 
 }  // namespace hoard

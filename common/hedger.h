@@ -68,19 +68,18 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/latency_window.h"
+#include "common/mutex.h"
 #include "common/peer_health.h"
 #include "common/result.h"
 #include "common/task_pool.h"
@@ -175,12 +174,12 @@ class Hedger {
   // One Run's state, shared by the caller and its requests.
   template <typename T>
   struct Call {
-    std::mutex mu;
-    std::condition_variable cv;  // a request ended
+    Mutex mu;
+    CondVar cv;  // a request ended
     std::function<Status(const T&)> verify;
-    std::vector<Request<T>> requests;  // guarded by mu; reserved up front, so never moved
-    std::deque<size_t> ended;          // guarded by mu: requests that ended, not yet looked at
-    bool returned = false;             // guarded by mu: the caller has its answer
+    std::vector<Request<T>> requests GUARDED_BY(mu);  // reserved up front, so never moved
+    std::deque<size_t> ended GUARDED_BY(mu);          // requests that ended, not yet looked at
+    bool returned GUARDED_BY(mu) = false;             // the caller has its answer
   };
 
   // How long a peer must have answered nothing to be stalled: the longest
@@ -191,13 +190,13 @@ class Hedger {
   }
   // Whether every request in flight of `call` has a peer that is stalled
   // (above); if not, `recheck` is when the first of them would be (the
-  // Clock's time). REQUIRES: call.mu held.
+  // Clock's time).
   template <typename T>
-  bool PeersStalled(const Call<T>& call, ClockTime* recheck);
+  bool PeersStalled(const Call<T>& call, ClockTime* recheck) REQUIRES(call.mu);
 
   const Clock* clock_;
   LatencyWindow window_;
-  PeerHealth health_;  // its lock comes after Call::mu
+  PeerHealth health_;  // its lock comes after Call::mu (a lock of another class: ACQUIRED_AFTER cannot name it)
   const std::function<void(const std::string&)> on_slow_suspect_;
   std::atomic<uint64_t> overdue_{0};
   std::atomic<uint64_t> hedges_{0};
@@ -215,7 +214,6 @@ Hedger::Outcome<T> Hedger::Run(std::vector<Source<T>> sources, std::function<Sta
   out.failures.assign(sources.size(), Status::Ok());
   auto call = std::make_shared<Call<T>>();
   call->verify = std::move(verify);
-  call->requests.reserve(sources.size());
   size_t next = 0;       // the next source to consider
   size_t in_flight = 0;  // requests asked and not ended (as the caller has seen)
   Status last = Status::Unavailable("no source to ask: every peer is suspect");
@@ -244,6 +242,7 @@ Hedger::Outcome<T> Hedger::Run(std::vector<Source<T>> sources, std::function<Sta
   };
   // Asks source `s` (the candidate), with call->mu held.
   auto ask = [&](size_t s) {
+    call->mu.AssertHeld();
     next = s + 1;
     Source<T>& src = sources[s];
     const size_t r = call->requests.size();
@@ -280,7 +279,7 @@ Hedger::Outcome<T> Hedger::Run(std::vector<Source<T>> sources, std::function<Sta
       const bool answered = ok || got.status().code() != Code::kUnavailable;
       bool overdue = false;
       {
-        std::lock_guard lock(call->mu);
+        MutexLock lock(&call->mu);
         Request<T>& me = call->requests[r];
         me.ended = true;
         overdue = me.overdue;
@@ -289,7 +288,7 @@ Hedger::Outcome<T> Hedger::Run(std::vector<Source<T>> sources, std::function<Sta
           call->ended.push_back(r);
         }
       }
-      call->cv.notify_all();
+      call->cv.NotifyAll();
       if (!peer.empty()) {
         health_.Finished(peer, epoch, answered, answered && took <= delay, overdue);
         if (ok) window_.Record(took);
@@ -298,7 +297,8 @@ Hedger::Outcome<T> Hedger::Run(std::vector<Source<T>> sources, std::function<Sta
       // freed here, on this thread, with nothing else referring to it.
     });
   };
-  std::unique_lock lock(call->mu);
+  MutexLock lock(&call->mu);
+  call->requests.reserve(sources.size());
   if (size_t s = next_candidate(); s < sources.size()) ask(s);
   for (;;) {
     while (!call->ended.empty()) {
@@ -334,7 +334,10 @@ Hedger::Outcome<T> Hedger::Run(std::vector<Source<T>> sources, std::function<Sta
           continue;
         }
         const auto wait = std::max<std::chrono::nanoseconds>(recheck - clock_->Now(), std::chrono::milliseconds(1));
-        call->cv.wait_for(lock, wait, [&] { return !call->ended.empty(); });
+        call->cv.WaitFor(&call->mu, wait, [&] {
+          call->mu.AssertHeld();
+          return !call->ended.empty();
+        });
         continue;
       }
       if (in_flight == 0) {
@@ -349,10 +352,15 @@ Hedger::Outcome<T> Hedger::Run(std::vector<Source<T>> sources, std::function<Sta
                                         " request(s) still in flight)");
         return out;
       }
-      call->cv.wait(lock, [&] { return !call->ended.empty(); });
+      while (call->ended.empty()) call->cv.Wait(&call->mu);
       continue;
     }
-    if (call->cv.wait_until(lock, *deadline, [&] { return !call->ended.empty(); })) continue;
+    if (call->cv.WaitUntil(&call->mu, *deadline, [&] {
+          call->mu.AssertHeld();
+          return !call->ended.empty();
+        })) {
+      continue;
+    }
     const SteadyTime now = std::chrono::steady_clock::now();
     std::vector<std::string> slow;  // peers that became suspect
     for (Request<T>& req : call->requests) {
@@ -364,9 +372,9 @@ Hedger::Outcome<T> Hedger::Run(std::vector<Source<T>> sources, std::function<Sta
       if (!req.peer.empty() && health_.Overdue(req.peer, req.map_epoch)) slow.push_back(req.peer);
     }
     if (!slow.empty() && on_slow_suspect_) {
-      lock.unlock();
+      lock.Unlock();
       for (const std::string& peer : slow) on_slow_suspect_(peer);
-      lock.lock();
+      lock.Lock();
     }
   }
 }

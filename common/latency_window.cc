@@ -11,7 +11,7 @@ LatencyWindow::LatencyWindow(Options options, const Clock* clock) : options_(opt
 
 void LatencyWindow::Record(std::chrono::nanoseconds latency) {
   const Sample s{clock_->Now(), latency};
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (ring_.size() < std::max<size_t>(options_.capacity, 1)) {
     ring_.push_back(s);
     return;
@@ -24,7 +24,7 @@ std::chrono::nanoseconds LatencyWindow::Quantile(double q, size_t* samples) cons
   const auto oldest = clock_->Now() - options_.max_age;
   std::vector<std::chrono::nanoseconds::rep> v;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     v.reserve(ring_.size());
     for (const Sample& s : ring_) {
       if (s.at >= oldest) v.push_back(s.latency.count());

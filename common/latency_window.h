@@ -28,10 +28,10 @@
 
 #include <chrono>
 #include <cstddef>
-#include <mutex>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace hoard {
 
@@ -79,9 +79,9 @@ class LatencyWindow {
 
   const Options options_;
   const Clock* clock_;
-  mutable std::mutex mu_;
-  std::vector<Sample> ring_;  // guarded by mu_; at most options_.capacity
-  size_t next_ = 0;           // guarded by mu_; where the next sample goes once ring_ is full
+  mutable Mutex mu_;
+  std::vector<Sample> ring_ GUARDED_BY(mu_);  // at most options_.capacity
+  size_t next_ GUARDED_BY(mu_) = 0;           // where the next sample goes once ring_ is full
 };
 
 }  // namespace hoard

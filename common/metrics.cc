@@ -104,7 +104,7 @@ void Registry::AddCounter(const std::string& name, const std::string& help, Labe
 
 void Registry::AddCounter(const std::string& name, const std::string& help, Labels labels,
                           std::function<double()> read) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   FamilyLocked(name, help, Type::kCounter).series.push_back({std::move(labels), std::move(read)});
 }
 
@@ -114,23 +114,23 @@ void Registry::AddGauge(const std::string& name, const std::string& help, Labels
 
 void Registry::AddGauge(const std::string& name, const std::string& help, Labels labels,
                         std::function<double()> read) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   FamilyLocked(name, help, Type::kGauge).series.push_back({std::move(labels), std::move(read)});
 }
 
 void Registry::AddHistogram(const std::string& name, const std::string& help, Labels labels, const Histogram* h) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   FamilyLocked(name, help, Type::kHistogram).series.push_back({std::move(labels), nullptr, h});
 }
 
 void Registry::AddCollector(const std::string& name, const std::string& help, Type type,
                             std::function<std::vector<Sample>()> collect) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   FamilyLocked(name, help, type).collectors.push_back(std::move(collect));
 }
 
 std::string Registry::Render() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::string out;
   for (const auto& f : families_) {
     out += "# HELP " + f->name + " " + EscapeHelp(f->help) + "\n";

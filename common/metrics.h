@@ -36,10 +36,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace hoard::metrics {
 
@@ -137,11 +138,11 @@ class Registry {
     std::vector<Series> series;
     std::vector<std::function<std::vector<Sample>()>> collectors;
   };
-  Family& FamilyLocked(const std::string& name, const std::string& help, Type type);
+  Family& FamilyLocked(const std::string& name, const std::string& help, Type type) REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Family>> families_;  // guarded by mu_; in registration order
-  std::map<std::string, Family*> by_name_;         // guarded by mu_
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<Family>> families_ GUARDED_BY(mu_);  // in registration order
+  std::map<std::string, Family*> by_name_ GUARDED_BY(mu_);
 };
 
 // The text format's escaping: of a label value (\\, \" and \n) and of a HELP

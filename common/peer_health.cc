@@ -36,14 +36,14 @@ bool PeerHealth::StalledLocked(const std::string& peer, std::chrono::nanoseconds
 
 bool PeerHealth::Stalled(const std::string& peer, std::chrono::nanoseconds quiet, TimePoint* until) {
   const TimePoint now = clock_->Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return StalledLocked(peer, quiet, now, until);
 }
 
 PeerHealth::Standing PeerHealth::Check(const std::string& peer, uint64_t map_epoch,
                                        std::chrono::nanoseconds quiet) {
   const TimePoint now = clock_->Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = peers_.find(peer);
   if (it == peers_.end()) return Standing::kGood;
   Peer& p = it->second;
@@ -58,14 +58,14 @@ PeerHealth::Standing PeerHealth::Check(const std::string& peer, uint64_t map_epo
 
 void PeerHealth::Asked(const std::string& peer) {
   const TimePoint now = clock_->Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = silence_.try_emplace(peer, Silence{.since = now, .asked = true});
   if (!inserted && !it->second.asked) it->second = {.since = now, .asked = true};
 }
 
 bool PeerHealth::Overdue(const std::string& peer, uint64_t map_epoch) {
   const TimePoint now = clock_->Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Peer& p = peers_[peer];
   ++p.overdue_in_flight;
   ++p.slow_in_a_row;
@@ -80,7 +80,7 @@ bool PeerHealth::Overdue(const std::string& peer, uint64_t map_epoch) {
 
 void PeerHealth::Finished(const std::string& peer, uint64_t map_epoch, bool answered, bool timely, bool overdue) {
   const TimePoint now = clock_->Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (answered) silence_[peer] = {.since = now, .asked = false};
   auto it = peers_.find(peer);
   if (it == peers_.end()) {
@@ -98,7 +98,7 @@ void PeerHealth::Finished(const std::string& peer, uint64_t map_epoch, bool answ
 }
 
 uint64_t PeerHealth::slow_suspicions() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return slow_suspicions_;
 }
 

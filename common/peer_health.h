@@ -43,11 +43,11 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace hoard {
 
@@ -112,16 +112,17 @@ class PeerHealth {
     int overdue_in_flight = 0;  // rule 3
   };
   // Whether p's suspicion (rule 1 or 2) still holds; ends it if not.
-  bool SuspectLocked(Peer& p, uint64_t map_epoch, TimePoint now);
-  bool StalledLocked(const std::string& peer, std::chrono::nanoseconds quiet, TimePoint now, TimePoint* until);
-  void SuspectLocked(Peer& p, uint64_t map_epoch, TimePoint now, bool for_slowness);
+  bool SuspectLocked(Peer& p, uint64_t map_epoch, TimePoint now) REQUIRES(mu_);
+  bool StalledLocked(const std::string& peer, std::chrono::nanoseconds quiet, TimePoint now, TimePoint* until)
+      REQUIRES(mu_);
+  void SuspectLocked(Peer& p, uint64_t map_epoch, TimePoint now, bool for_slowness) REQUIRES(mu_);
   // Forgets `it` once it holds nothing worth remembering.
-  void ForgetIfClean(std::unordered_map<std::string, Peer>::iterator it);
+  void ForgetIfClean(std::unordered_map<std::string, Peer>::iterator it) REQUIRES(mu_);
 
   const Options options_;
   const Clock* clock_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, Peer> peers_;  // guarded by mu_; only peers with some state
+  mutable Mutex mu_;
+  std::unordered_map<std::string, Peer> peers_ GUARDED_BY(mu_);  // only peers with some state
   // Since when a peer has been silent: its last answer, or the first request
   // to it after that (or ever), whichever came later. An answer from long ago
   // (before the peer restarted, or before a lull in the reads) is no sign of
@@ -130,8 +131,8 @@ class PeerHealth {
     TimePoint since;
     bool asked = false;  // a request was sent since `since`
   };
-  std::unordered_map<std::string, Silence> silence_;  // guarded by mu_; one entry per peer ever asked
-  uint64_t slow_suspicions_ = 0;                 // guarded by mu_
+  std::unordered_map<std::string, Silence> silence_ GUARDED_BY(mu_);  // one entry per peer ever asked
+  uint64_t slow_suspicions_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hoard

@@ -18,12 +18,12 @@
 // thread without any SingleFlight lock held.
 #pragma once
 
-#include <condition_variable>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
+
+#include "common/mutex.h"
 
 namespace hoard {
 
@@ -37,16 +37,20 @@ class SingleFlight {
     std::shared_ptr<Flight> flight;
     bool lead = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       auto [it, inserted] = flights_.try_emplace(key);
-      if (inserted) it->second = std::make_shared<Flight>();
+      if (inserted) {
+        it->second = std::make_shared<Flight>();
+      } else {
+        ++it->second->followers;
+      }
       flight = it->second;
       lead = inserted;
     }
     if (leader != nullptr) *leader = lead;
     if (!lead) {
-      std::unique_lock lock(flight->mu);
-      flight->cv.wait(lock, [&] { return flight->done; });
+      MutexLock lock(&flight->mu);
+      while (!flight->done) flight->cv.Wait(&flight->mu);
       if (flight->error) std::rethrow_exception(flight->error);
       return *flight->value;
     }
@@ -58,31 +62,40 @@ class SingleFlight {
       error = std::current_exception();
     }
     {
-      std::lock_guard lock(flight->mu);
+      MutexLock lock(&flight->mu);
       flight->value = v;
       flight->error = error;
       flight->done = true;
     }
-    flight->cv.notify_all();
+    flight->cv.NotifyAll();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       flights_.erase(key);
     }
     if (error) std::rethrow_exception(error);
     return std::move(*v);
   }
 
+  // Callers waiting for the run of `key` in flight now (0 if none): for tests
+  // whose leader must not finish before the others have joined it.
+  int Followers(const Key& key) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    auto it = flights_.find(key);
+    return it == flights_.end() ? 0 : it->second->followers;
+  }
+
  private:
   struct Flight {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;          // guarded by mu; set once by the leader
-    std::optional<Value> value;  // guarded by mu
-    std::exception_ptr error;    // guarded by mu
+    Mutex mu;
+    CondVar cv;
+    bool done GUARDED_BY(mu) = false;  // set once by the leader
+    std::optional<Value> value GUARDED_BY(mu);
+    std::exception_ptr error GUARDED_BY(mu);
+    int followers = 0;  // under SingleFlight::mu_ (which GUARDED_BY cannot name from here)
   };
 
-  std::mutex mu_;
-  std::unordered_map<Key, std::shared_ptr<Flight>, Hash> flights_;  // guarded by mu_
+  Mutex mu_;
+  std::unordered_map<Key, std::shared_ptr<Flight>, Hash> flights_ GUARDED_BY(mu_);
 };
 
 }  // namespace hoard

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/testing.h"
+
 namespace hoard {
 namespace {
 
@@ -19,7 +21,7 @@ TEST(SingleFlightTest, ConcurrentCallersShareOneRun) {
       bool leader = false;
       got[i] = flights.Do(7, [&] {
         ++runs;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        EXPECT_TRUE(testing::Eventually([&] { return flights.Followers(7) == 15; }));
         return 42;
       }, &leader);
       if (leader) ++leaders;
@@ -46,8 +48,8 @@ TEST(SingleFlightTest, AThrowingLeaderReleasesEveryone) {
   for (int i = 0; i < 8; ++i) {
     t.emplace_back([&] {
       try {
-        flights.Do(1, []() -> int {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        flights.Do(1, [&]() -> int {
+          EXPECT_TRUE(testing::Eventually([&] { return flights.Followers(1) == 7; }));
           throw std::runtime_error("boom");
         });
       } catch (const std::runtime_error&) {

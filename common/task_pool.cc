@@ -8,14 +8,14 @@ TaskPool::TaskPool(Options options) : options_(options) {}
 
 TaskPool::~TaskPool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  work_cv_.notify_all();
+  work_cv_.NotifyAll();
   // Threads drain the queue before they exit; none starts after stopping_.
   std::unordered_map<std::thread::id, std::thread> all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     all.swap(threads_);
   }
   for (auto& [id, t] : all) t.join();
@@ -24,7 +24,7 @@ TaskPool::~TaskPool() {
 void TaskPool::Run(std::function<void()> fn) {
   ReapExited();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     queue_.push_back(std::move(fn));
     // A thread waiting for work takes it; else start one, unless at the cap
     // (then the first thread to finish takes it).
@@ -34,24 +34,27 @@ void TaskPool::Run(std::function<void()> fn) {
       threads_.emplace(id, std::move(t));
     }
   }
-  work_cv_.notify_one();
+  work_cv_.NotifyOne();
 }
 
 void TaskPool::Loop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
     if (!queue_.empty()) {
       std::function<void()> fn = std::move(queue_.front());
       queue_.pop_front();
-      lock.unlock();
+      lock.Unlock();
       fn();
       fn = nullptr;  // what it captured goes now, not under the lock
-      lock.lock();
+      lock.Lock();
       continue;
     }
     if (stopping_) return;
     ++idle_;
-    const bool woken = work_cv_.wait_for(lock, options_.idle_for, [&] { return stopping_ || !queue_.empty(); });
+    const bool woken = work_cv_.WaitFor(&mu_, options_.idle_for, [&] {
+      mu_.AssertHeld();
+      return stopping_ || !queue_.empty();
+    });
     --idle_;
     if (!woken && threads_.size() - exited_.size() > options_.keep_idle) {
       // Idle too long, and more threads than are kept: leave. (Our entry in
@@ -65,7 +68,7 @@ void TaskPool::Loop() {
 void TaskPool::ReapExited() {
   std::vector<std::thread> done;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (exited_.empty()) return;
     for (const std::thread::id& id : exited_) {
       auto it = threads_.find(id);
@@ -79,12 +82,12 @@ void TaskPool::ReapExited() {
 }
 
 size_t TaskPool::threads() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return threads_.size() - exited_.size();
 }
 
 size_t TaskPool::idle() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return idle_;
 }
 

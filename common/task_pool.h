@@ -17,14 +17,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace hoard {
 
@@ -49,20 +49,20 @@ class TaskPool {
   size_t idle() const;
 
  private:
-  void Loop();
+  void Loop() EXCLUDES(mu_);
   // Joins the threads that exited; takes them out under mu_, joins outside.
-  void ReapExited();
+  void ReapExited() EXCLUDES(mu_);
 
   const Options options_;
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;          // queue_ not empty, or stopping_
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  size_t idle_ = 0;                          // guarded by mu_: threads waiting on work_cv_
-  bool stopping_ = false;                    // guarded by mu_
+  mutable Mutex mu_;
+  CondVar work_cv_;  // queue_ not empty, or stopping_
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
+  size_t idle_ GUARDED_BY(mu_) = 0;  // threads waiting on work_cv_
+  bool stopping_ GUARDED_BY(mu_) = false;
   // Every thread started and not yet joined, by id; a thread that exits
   // (idle too long) puts its id in exited_ for the next Run to join.
-  std::unordered_map<std::thread::id, std::thread> threads_;  // guarded by mu_
-  std::vector<std::thread::id> exited_;                        // guarded by mu_
+  std::unordered_map<std::thread::id, std::thread> threads_ GUARDED_BY(mu_);
+  std::vector<std::thread::id> exited_ GUARDED_BY(mu_);
 };
 
 }  // namespace hoard

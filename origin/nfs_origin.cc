@@ -11,17 +11,16 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <list>
-#include <mutex>
 #include <optional>
 #include <functional>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "common/mutex.h"
 #include "origin/origin_path.h"
 
 namespace hoard {
@@ -370,7 +369,7 @@ class NfsConnectionPool {
 
   // Puts an already mounted connection (from export discovery) in the pool.
   void Adopt(std::unique_ptr<NfsConnection> conn) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++total_;
     idle_.push_back(std::move(conn));
   }
@@ -406,10 +405,10 @@ class NfsConnectionPool {
  private:
   Result<std::unique_ptr<NfsConnection>> Acquire(std::string_view prefer_path) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       // Waiting cannot deadlock: a lease lasts one call, and every RPC of a
       // call is bounded by the timeout.
-      cv_.wait(lock, [&] { return !idle_.empty() || total_ < max_; });
+      while (idle_.empty() && total_ >= max_) cv_.Wait(&mu_);
       if (!idle_.empty()) {
         const std::string prefer = prefer_path.empty() ? "" : Full(prefer_path);
         auto it = std::find_if(idle_.begin(), idle_.end(),
@@ -424,9 +423,9 @@ class NfsConnectionPool {
     Failure failure;
     Result<std::unique_ptr<NfsConnection>> conn = Connect(target_, export_path_, &failure);
     if (!conn.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       --total_;
-      cv_.notify_one();
+      cv_.NotifyOne();
       // An export that mounted before and now does not is the server's
       // trouble, not the caller's: retry later.
       if (conn.status().code() != Code::kUnavailable) return Status::Unavailable(conn.status().message());
@@ -435,16 +434,16 @@ class NfsConnectionPool {
   }
 
   void Release(std::unique_ptr<NfsConnection> conn) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     idle_.push_back(std::move(conn));
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
 
   void Discard(std::unique_ptr<NfsConnection> conn) {
     conn.reset();  // outside the lock: closes a socket
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     --total_;
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
 
   const NfsTarget target_;
@@ -452,10 +451,10 @@ class NfsConnectionPool {
   const std::string base_;  // "" or "/root/in/export"
   const int max_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::unique_ptr<NfsConnection>> idle_;  // GUARDED_BY(mu_); most recently used last
-  int total_ = 0;  // GUARDED_BY(mu_); idle + leased + being connected
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::unique_ptr<NfsConnection>> idle_ GUARDED_BY(mu_);  // most recently used last
+  int total_ GUARDED_BY(mu_) = 0;  // idle + leased + being connected
 };
 
 // ---------------------------------------------------------------------------

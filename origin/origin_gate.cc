@@ -20,55 +20,63 @@ void OriginGate::Slot::Release() {
 
 OriginGate::OriginGate() : OriginGate(Limits{}) {}
 
-OriginGate::OriginGate(Limits limits) : limits_(limits), last_refill_(Clock::now()) {
+OriginGate::OriginGate(Limits limits, const Clock* clock) : clock_(clock), limits_(limits), last_refill_(clock->Now()) {
   tokens_ = BurstLocked();
 }
 
 void OriginGate::SetLimits(Limits limits) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (limits == limits_) return;
-    RefillLocked(Clock::now());
+    RefillLocked(clock_->Now());
     limits_ = limits;
     tokens_ = std::min(tokens_, BurstLocked());
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 OriginGate::Limits OriginGate::limits() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return limits_;
 }
 
 int OriginGate::in_flight() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return in_flight_;
 }
 
 uint64_t OriginGate::warm_waits() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return warm_waits_;
 }
 
+int OriginGate::demand_waiting() const {
+  MutexLock lock(&mu_);
+  return demand_waiting_;
+}
+
 void OriginGate::Wake() {
-  { std::lock_guard lock(mu_); }  // a waiter between its check and its wait sees the flag or gets the notify
-  cv_.notify_all();
+  { MutexLock lock(&mu_); }  // a waiter between its check and its wait sees the flag or gets the notify
+  cv_.NotifyAll();
 }
 
 OriginGate::Slot OriginGate::Acquire(Priority priority, const std::atomic<bool>* urgent) {
-  std::unique_lock lock(mu_);
-  auto free = [&] { return limits_.connections <= 0 || in_flight_ < limits_.connections; };
+  MutexLock lock(&mu_);
+  auto free = [&] {
+    mu_.AssertHeld();
+    return limits_.connections <= 0 || in_flight_ < limits_.connections;
+  };
   auto is_urgent = [&] { return urgent != nullptr && urgent->load(); };
   if (priority == Priority::kWarm && !is_urgent()) {
     if (!(free() && demand_waiting_ == 0)) ++warm_waits_;
-    cv_.wait(lock, [&] { return (free() && demand_waiting_ == 0) || is_urgent(); });
+    while (!((free() && demand_waiting_ == 0) || is_urgent())) cv_.Wait(&mu_);
     if (!is_urgent() || free()) {
       ++in_flight_;
       return Slot(this);
     }
   }
   ++demand_waiting_;
-  cv_.wait(lock, free);
+  while (!free()) cv_.Wait(&mu_);
   --demand_waiting_;
   ++in_flight_;
   return Slot(this);
@@ -76,10 +84,10 @@ OriginGate::Slot OriginGate::Acquire(Priority priority, const std::atomic<bool>*
 
 void OriginGate::ReleaseSlot() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     --in_flight_;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 double OriginGate::BurstLocked() const {
@@ -89,7 +97,7 @@ double OriginGate::BurstLocked() const {
   return std::max(limits_.bytes_per_s / 20, double(1 << 20));
 }
 
-void OriginGate::RefillLocked(Clock::time_point now) {
+void OriginGate::RefillLocked(TimePoint now) {
   if (limits_.bytes_per_s > 0) {
     const double earned = std::chrono::duration<double>(now - last_refill_).count() * limits_.bytes_per_s;
     tokens_ = std::min(BurstLocked(), tokens_ + earned);
@@ -99,11 +107,11 @@ void OriginGate::RefillLocked(Clock::time_point now) {
 
 void OriginGate::Pace(Priority priority, uint64_t bytes, const std::atomic<bool>* urgent) {
   if (urgent != nullptr && urgent->load()) priority = Priority::kDemand;
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   if (priority == Priority::kDemand) ++demand_pacing_;
   bool waited = false;
   while (limits_.bytes_per_s > 0) {
-    RefillLocked(Clock::now());
+    RefillLocked(clock_->Now());
     const double burst = BurstLocked();
     // Demand runs the budget up to one burst into debt; warm-up waits for a
     // positive budget (a read larger than a burst for a full one) and for
@@ -112,7 +120,8 @@ void OriginGate::Pace(Priority priority, uint64_t bytes, const std::atomic<bool>
     if (tokens_ >= need && (priority == Priority::kDemand || demand_pacing_ == 0)) break;
     waited = true;
     const double seconds = std::max(need - tokens_, 1.0) / limits_.bytes_per_s;
-    cv_.wait_for(lock, std::chrono::duration<double>(std::min(seconds, 0.1)));
+    const auto wait = std::chrono::duration<double>(std::min(seconds, 0.1));
+    clock_->WaitFor(&cv_, &mu_, std::chrono::duration_cast<std::chrono::nanoseconds>(wait));
   }
   if (priority == Priority::kDemand) {
     --demand_pacing_;
@@ -120,8 +129,8 @@ void OriginGate::Pace(Priority priority, uint64_t bytes, const std::atomic<bool>
     ++warm_waits_;
   }
   if (limits_.bytes_per_s > 0) tokens_ -= double(bytes);
-  lock.unlock();
-  if (priority == Priority::kDemand) cv_.notify_all();
+  lock.Unlock();
+  if (priority == Priority::kDemand) cv_.NotifyAll();
 }
 
 OriginGate::Limits NodeShareOfOriginLimits(const proto::ClusterMap& map, std::string_view self, int node_max) {

@@ -26,11 +26,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string_view>
 
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "proto/messages.h"
 
 namespace hoard {
@@ -61,7 +61,8 @@ class OriginGate {
   };
 
   OriginGate();  // no limits
-  explicit OriginGate(Limits limits);
+  // `clock` (it paces the byte rate) outlives the gate.
+  explicit OriginGate(Limits limits, const Clock* clock = Clock::Real());
 
   void SetLimits(Limits limits);
   Limits limits() const;
@@ -77,23 +78,25 @@ class OriginGate {
   // For metrics and tests.
   int in_flight() const;
   uint64_t warm_waits() const;  // times a warm-up read waited for demand or a slot
+  int demand_waiting() const;   // demand reads waiting for a slot now
 
  private:
-  using Clock = std::chrono::steady_clock;
-  void ReleaseSlot();
-  // Adds what the rate earned since last_refill_. REQUIRES: mu_ held.
-  void RefillLocked(Clock::time_point now);
-  double BurstLocked() const;
+  using TimePoint = std::chrono::steady_clock::time_point;
+  void ReleaseSlot() EXCLUDES(mu_);
+  // Adds what the rate earned since last_refill_.
+  void RefillLocked(TimePoint now) REQUIRES(mu_);
+  double BurstLocked() const REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  Limits limits_;                  // guarded by mu_
-  int in_flight_ = 0;              // guarded by mu_
-  int demand_waiting_ = 0;         // guarded by mu_; for slots
-  int demand_pacing_ = 0;          // guarded by mu_; demand reads waiting for budget
-  double tokens_ = 0;              // guarded by mu_; bytes; may go negative
-  Clock::time_point last_refill_;  // guarded by mu_
-  uint64_t warm_waits_ = 0;        // guarded by mu_
+  const Clock* const clock_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  Limits limits_ GUARDED_BY(mu_);
+  int in_flight_ GUARDED_BY(mu_) = 0;
+  int demand_waiting_ GUARDED_BY(mu_) = 0;  // for slots
+  int demand_pacing_ GUARDED_BY(mu_) = 0;   // demand reads waiting for budget
+  double tokens_ GUARDED_BY(mu_) = 0;       // bytes; may go negative
+  TimePoint last_refill_ GUARDED_BY(mu_);
+  uint64_t warm_waits_ GUARDED_BY(mu_) = 0;
 };
 
 // A node's share of the cluster-wide limits in `map`: in proportion to its

@@ -3,20 +3,24 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/testing.h"
 
 namespace hoard {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 using Priority = OriginGate::Priority;
 using testing::Eventually;
 
-double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+double Seconds(SteadyClock::time_point since) {
+  return std::chrono::duration<double>(SteadyClock::now() - since).count();
+}
 
 TEST(OriginGateTest, NeverMoreReadsInFlightThanConnections) {
   OriginGate gate({.connections = 3});
@@ -48,13 +52,13 @@ TEST(OriginGateTest, AFreedSlotGoesToAWaitingDemandReadFirst) {
     OriginGate::Slot s = gate.Acquire(Priority::kWarm);
     warm_got = ++order;
   });
-  std::this_thread::sleep_for(50ms);  // the warm-up read queues first
+  // The warm-up read queues first (it counts its wait before waiting).
+  ASSERT_TRUE(Eventually([&] { return gate.warm_waits() == 1; }));
   std::thread demand([&] {
     OriginGate::Slot s = gate.Acquire(Priority::kDemand);
     demand_got = ++order;
-    std::this_thread::sleep_for(20ms);
   });
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(Eventually([&] { return gate.demand_waiting() == 1; }));
   EXPECT_EQ(order.load(), 0);
   held.Release();
   demand.join();
@@ -72,7 +76,7 @@ TEST(OriginGateTest, RaisingTheLimitWakesWaiters) {
     OriginGate::Slot s = gate.Acquire(Priority::kWarm);
     got = true;
   });
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(Eventually([&] { return gate.warm_waits() == 1; }));  // it waits for a slot
   EXPECT_FALSE(got.load());
   gate.SetLimits({.connections = 2});
   EXPECT_TRUE(Eventually([&] { return got.load(); }, 2s));
@@ -82,7 +86,7 @@ TEST(OriginGateTest, RaisingTheLimitWakesWaiters) {
 TEST(OriginGateTest, WarmUpReadsKeepTheByteRate) {
   const double rate = 20e6;
   OriginGate gate({.bytes_per_s = rate});
-  const auto start = Clock::now();
+  const auto start = SteadyClock::now();
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&] {
@@ -97,34 +101,39 @@ TEST(OriginGateTest, WarmUpReadsKeepTheByteRate) {
 }
 
 TEST(OriginGateTest, DemandReadsDoNotQueueBehindTheWarmUp) {
-  OriginGate gate({.bytes_per_s = 10e6});
-  std::atomic<bool> stop{false};
+  // Time stands still unless the test moves it: a read that had to wait for
+  // the budget would wait for good.
+  FakeClock clock;
+  OriginGate gate({.bytes_per_s = 10e6}, &clock);
+  gate.Pace(Priority::kWarm, 1 << 20);  // the warm-up spends the burst the budget starts with
+  std::atomic<int> warmed{0};
   std::vector<std::thread> warmers;
   for (int i = 0; i < 4; ++i) {
     warmers.emplace_back([&] {
-      while (!stop) gate.Pace(Priority::kWarm, 1 << 20);
+      gate.Pace(Priority::kWarm, 1 << 20);
+      ++warmed;
     });
   }
-  std::this_thread::sleep_for(300ms);  // the budget is spent by the warm-up
-  // Each demand read waits at most for the debt of one burst, never for the
-  // four warm-up reads that queued before it.
-  double slowest = 0;
-  for (int k = 0; k < 5; ++k) {
-    const auto start = Clock::now();
-    gate.Pace(Priority::kDemand, 256 << 10);
-    slowest = std::max(slowest, Seconds(start));
-    std::this_thread::sleep_for(100ms);
+  // Each demand read waits at most for the debt of one burst (four of these
+  // reads make one), never for the warm-up reads waiting for budget.
+  std::future<void> demand = std::async(std::launch::async, [&] {
+    for (int k = 0; k < 4; ++k) gate.Pace(Priority::kDemand, 256 << 10);
+  });
+  ASSERT_EQ(demand.wait_for(10s), std::future_status::ready) << "a demand read waited for time to pass";
+  EXPECT_EQ(warmed.load(), 0) << "the warm-up waits for the rate to pay the debt back";
+  // As time passes, the rate pays for the warm-up reads too.
+  while (warmed.load() < 4) {
+    clock.Advance(10ms);
+    std::this_thread::yield();
   }
-  stop = true;
   for (auto& t : warmers) t.join();
-  EXPECT_LT(slowest, 0.25);
 }
 
 TEST(OriginGateTest, NoLimitsMeansNoWaiting) {
   OriginGate gate;
   std::vector<OriginGate::Slot> slots;
   for (int i = 0; i < 100; ++i) slots.push_back(gate.Acquire(Priority::kWarm));
-  const auto start = Clock::now();
+  const auto start = SteadyClock::now();
   for (int i = 0; i < 100; ++i) gate.Pace(Priority::kWarm, 64 << 20);
   EXPECT_LT(Seconds(start), 0.1);
   EXPECT_EQ(gate.in_flight(), 100);

@@ -10,7 +10,7 @@ OriginPool::OriginPool(OriginOptions options, Opener opener) : opener_(std::move
 
 Result<std::shared_ptr<Origin>> OriginPool::Get(const std::string& source) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = open_.find(source);
     if (it != open_.end()) return it->second;
   }
@@ -18,7 +18,7 @@ Result<std::shared_ptr<Origin>> OriginPool::Get(const std::string& source) {
   // callers may race to open the same source; the first to finish wins.
   Result<std::unique_ptr<Origin>> opened = opener_(source);
   if (!opened.ok()) return opened.status();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = open_.try_emplace(source, std::shared_ptr<Origin>(std::move(*opened)));
   return it->second;
 }

@@ -10,9 +10,9 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "origin/origin.h"
 
 namespace hoard {
@@ -29,8 +29,8 @@ class OriginPool {
 
  private:
   Opener opener_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Origin>> open_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<Origin>> open_ GUARDED_BY(mu_);
 };
 
 }  // namespace hoard

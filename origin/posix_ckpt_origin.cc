@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <mutex>
 
 #include "common/file_util.h"
+#include "common/mutex.h"
 #include "origin/posix_origin.h"
 
 namespace hoard {
@@ -186,7 +186,7 @@ class PosixCkptOrigin : public CkptOrigin {
   Result<std::shared_ptr<const Root>> Current() {
     struct stat st {};
     const bool named = ::stat(source_.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!named || (st.st_dev == root_->dev && st.st_ino == root_->ino)) return root_;
     HOARD_ASSIGN_OR_RETURN(std::shared_ptr<const Root> fresh, OpenRoot(source_));
     HOARD_RETURN_IF_ERROR(MakeDirsIn(*fresh, kCkptStagingDir).Annotate(source_ + " (mounted anew)"));
@@ -216,8 +216,8 @@ class PosixCkptOrigin : public CkptOrigin {
   }
 
   const std::string source_;
-  std::mutex mu_;
-  std::shared_ptr<const Root> root_;  // GUARDED_BY(mu_); a call keeps the one it started with
+  Mutex mu_;
+  std::shared_ptr<const Root> root_ GUARDED_BY(mu_);  // a call keeps the one it started with
 };
 
 }  // namespace

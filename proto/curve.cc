@@ -7,12 +7,12 @@
 #include <cerrno>
 #include <chrono>
 #include <map>
-#include <mutex>
 
 #include <CLI/CLI.hpp>
 #include <zmq_addon.hpp>
 
 #include "common/file_util.h"
+#include "common/mutex.h"
 
 namespace hoard::proto {
 namespace {
@@ -22,8 +22,8 @@ constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
 
 // Keys by context handle. Read at every socket creation; written only by
 // Enable and ~CurveSecurity.
-std::mutex registry_mu;
-std::map<const void*, std::shared_ptr<const CurveKeys>>& Registry() {
+Mutex registry_mu;
+std::map<const void*, std::shared_ptr<const CurveKeys>>& Registry() REQUIRES(registry_mu) {
   static auto* registry = new std::map<const void*, std::shared_ptr<const CurveKeys>>();
   return *registry;
 }
@@ -148,7 +148,7 @@ CurveSecurity::CurveSecurity(zmq::context_t& context, CurveKeys keys, std::share
 Result<std::unique_ptr<CurveSecurity>> CurveSecurity::Enable(zmq::context_t& context, CurveKeys keys,
                                                              std::shared_ptr<spdlog::logger> logger) {
   if (!zmq_has("curve")) return Status::Unavailable("this libzmq was built without CURVE");
-  std::lock_guard lock(registry_mu);
+  MutexLock lock(&registry_mu);
   if (Registry().count(context.handle()) != 0) return Status::AlreadyExists("this zmq context already has keys");
   std::unique_ptr<CurveSecurity> s(new CurveSecurity(context, std::move(keys), std::move(logger)));
   if (s->keys_.can_serve()) {
@@ -168,7 +168,7 @@ Result<std::unique_ptr<CurveSecurity>> CurveSecurity::Enable(zmq::context_t& con
 
 CurveSecurity::~CurveSecurity() {
   if (registered_) {
-    std::lock_guard lock(registry_mu);
+    MutexLock lock(&registry_mu);
     Registry().erase(context_.handle());
   }
   stopping_ = true;
@@ -178,8 +178,8 @@ CurveSecurity::~CurveSecurity() {
 
 namespace {
 
-std::mutex plain_mu;
-std::map<std::string, PlainCheck>& PlainDomains() {
+Mutex plain_mu;
+std::map<std::string, PlainCheck>& PlainDomains() REQUIRES(plain_mu) {
   static auto* domains = new std::map<std::string, PlainCheck>();
   return *domains;
 }
@@ -187,12 +187,12 @@ std::map<std::string, PlainCheck>& PlainDomains() {
 }  // namespace
 
 void RegisterPlainDomain(const std::string& domain, PlainCheck check) {
-  std::lock_guard lock(plain_mu);
+  MutexLock lock(&plain_mu);
   PlainDomains()[domain] = std::move(check);
 }
 
 void UnregisterPlainDomain(const std::string& domain) {
-  std::lock_guard lock(plain_mu);
+  MutexLock lock(&plain_mu);
   PlainDomains().erase(domain);
 }
 
@@ -221,7 +221,7 @@ void CurveSecurity::ZapLoop() {
     } else if (req.size() == 8 && req[0].to_string_view() == "1.0" && req[5].to_string_view() == "PLAIN") {
       PlainCheck check;
       {
-        std::lock_guard lock(plain_mu);
+        MutexLock lock(&plain_mu);
         auto it = PlainDomains().find(req[2].to_string());
         if (it != PlainDomains().end()) check = it->second;
       }
@@ -250,7 +250,7 @@ void CurveSecurity::ZapLoop() {
 }
 
 std::shared_ptr<const CurveKeys> KeysFor(const zmq::context_t& context) {
-  std::lock_guard lock(registry_mu);
+  MutexLock lock(&registry_mu);
   auto it = Registry().find(const_cast<zmq::context_t&>(context).handle());
   return it == Registry().end() ? nullptr : it->second;
 }

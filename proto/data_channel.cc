@@ -169,7 +169,7 @@ Result<std::shared_ptr<DataSessions::Session>> DataSessions::Create(bool admin, 
   }
   session->key.session = GetU64(id);
   session->token = Hex(token, sizeof token);
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (sessions_.contains(session->key.session)) return Status::Internal("data channel session id collision");
   ExpireLocked();
   if (auto old = by_owner_.find(session->owner); old != by_owner_.end()) EraseLocked(old->second);
@@ -201,7 +201,7 @@ void DataSessions::ExpireLocked() {
 }
 
 std::shared_ptr<DataSessions::Session> DataSessions::Find(uint64_t id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = sessions_.find(id);
   return it == sessions_.end() ? nullptr : it->second;
 }
@@ -215,7 +215,7 @@ bool DataSessions::CheckToken(uint64_t id, std::string_view token) const {
 }
 
 bool DataSessions::Accept(Session& session, uint64_t seq) {
-  std::lock_guard lock(session.mu);
+  MutexLock lock(&session.mu);
   if (seq <= session.last_seq) return false;
   session.last_seq = seq;
   session.last_used_ms = SteadyMs();
@@ -223,7 +223,7 @@ bool DataSessions::Accept(Session& session, uint64_t seq) {
 }
 
 size_t DataSessions::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return sessions_.size();
 }
 

@@ -67,7 +67,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -76,6 +75,7 @@
 
 #include <zmq.hpp>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "proto/messages.h"
 
@@ -166,8 +166,8 @@ class DataSessions {
     std::string token;  // presented at the data socket's handshake (hex)
     std::string owner;  // the CURVE connection that opened it (its routing id)
     bool admin = false;  // opened over a connection with the admin key (proto/access.h)
-    std::mutex mu;
-    uint64_t last_seq = 0;  // guarded by mu
+    Mutex mu;
+    uint64_t last_seq GUARDED_BY(mu) = 0;
     std::atomic<int64_t> last_used_ms{0};  // steady clock
   };
 
@@ -190,17 +190,17 @@ class DataSessions {
   size_t size() const;
 
  private:
-  // Forgets sessions unused for `idle_`. REQUIRES: mu_ held.
-  void ExpireLocked();
-  void EraseLocked(uint64_t id);
+  // Forgets sessions unused for `idle_`.
+  void ExpireLocked() REQUIRES(mu_);
+  void EraseLocked(uint64_t id) REQUIRES(mu_);
 
   const size_t max_;
   const std::chrono::milliseconds idle_;
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions_;  // guarded by mu_
-  std::unordered_map<std::string, uint64_t> by_owner_;              // guarded by mu_
-  std::deque<uint64_t> order_;                                      // creation order; guarded by mu_
-  int64_t last_sweep_ms_ = 0;                                       // guarded by mu_
+  mutable Mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, uint64_t> by_owner_ GUARDED_BY(mu_);
+  std::deque<uint64_t> order_ GUARDED_BY(mu_);  // creation order
+  int64_t last_sweep_ms_ GUARDED_BY(mu_) = 0;
 };
 
 // The ZAP User-Id a data socket connection is admitted with: "data:<id>".

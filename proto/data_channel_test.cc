@@ -14,6 +14,7 @@
 #include <spdlog/sinks/null_sink.h>
 #include <zmq_addon.hpp>
 
+#include "common/mutex.h"
 #include "common/testing.h"
 #include "proto/curve.h"
 #include "proto/rpc_client.h"
@@ -201,7 +202,10 @@ class DataChannelTest : public ::testing::Test {
       return Result<CkptPutReply>(CkptPutReply{});
     });
     server_->Handle<Ping>([this](const Ping&, const Envelope&, std::string*) {
-      while (block_pings_.load()) std::this_thread::sleep_for(1ms);
+      MutexLock lock(&ping_mu_);
+      ++pings_taken_;
+      ping_cv_.NotifyAll();
+      while (block_pings_) ping_cv_.Wait(&ping_mu_);
       return Result<Pong>(Pong{.name = "s"});
     });
     Status started = server_->Start();
@@ -236,7 +240,18 @@ class DataChannelTest : public ::testing::Test {
   std::string chunk_ = testing::PseudoRandomBytes(8 << 20, 3);
   std::atomic<int> calls_{0};
   std::chrono::milliseconds data_handshake_ = RpcServer::kDataHandshake;
-  std::atomic<bool> block_pings_{false};  // Pings wait while set: a busy server
+  // Pings wait while blocked: a busy server.
+  void BlockPings(bool block) {
+    {
+      MutexLock lock(&ping_mu_);
+      block_pings_ = block;
+    }
+    ping_cv_.NotifyAll();
+  }
+  Mutex ping_mu_;
+  CondVar ping_cv_;
+  bool block_pings_ GUARDED_BY(ping_mu_) = false;
+  int pings_taken_ GUARDED_BY(ping_mu_) = 0;  // Pings a worker has started on
   std::string last_request_payload_;
   static inline int n_ = 0;
 };
@@ -308,22 +323,34 @@ TEST_F(DataChannelTest, ABusyServerKeepsTheClientOnItsDataChannel) {
   StartServer("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", /*workers=*/1, /*max_queue=*/1);
   // One Ping in the only worker, one in the queue: every other request is busy.
   auto fill = [&] {
-    block_pings_ = true;
+    BlockPings(true);
+    int taken = 0;
+    {
+      MutexLock lock(&ping_mu_);
+      taken = pings_taken_;
+    }
     std::vector<std::thread> pingers;
     for (int i = 0; i < 2; ++i) {
       pingers.emplace_back([&] {
         RpcClient p(client_ctx_, server_->bound_endpoint());
         EXPECT_TRUE(p.Call(Ping{}, 10s).ok());
       });
-      std::this_thread::sleep_for(200ms);  // the first is taken before the second queues
+      if (i == 0) {  // the first is taken by the worker before the second queues
+        MutexLock lock(&ping_mu_);
+        EXPECT_TRUE(ping_cv_.WaitFor(&ping_mu_, 10s, [&] {
+          ping_mu_.AssertHeld();
+          return pings_taken_ > taken;
+        }));
+      }
     }
+    EXPECT_TRUE(testing::Eventually([&] { return server_->queued() == 1; }));
     return pingers;
   };
   RpcClient c(client_ctx_, server_->bound_endpoint());
   std::vector<std::thread> pingers = fill();
   Result<ChunkData> r = c.Call(GetChunk{.length = 100}, 5s);
   EXPECT_EQ(r.status().code(), Code::kUnavailable) << "the channel's opening was answered busy";
-  block_pings_ = false;
+  BlockPings(false);
   for (auto& t : pingers) t.join();
   zmq::message_t payload;
   ASSERT_TRUE(c.Call(GetChunk{.length = 100}, 5s, &payload).ok());
@@ -333,7 +360,7 @@ TEST_F(DataChannelTest, ABusyServerKeepsTheClientOnItsDataChannel) {
   pingers = fill();
   r = c.Call(GetChunk{.length = 200}, 5s);
   EXPECT_EQ(r.status().code(), Code::kUnavailable) << "a sealed request answered busy";
-  block_pings_ = false;
+  BlockPings(false);
   for (auto& t : pingers) t.join();
   ASSERT_TRUE(c.Call(GetChunk{.length = 300}, 5s, &payload).ok());
   EXPECT_EQ(payload.to_string(), chunk_.substr(0, 300));

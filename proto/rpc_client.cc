@@ -298,7 +298,7 @@ Result<Envelope> RpcClient::Receive(bool data, uint64_t id, Clock::time_point de
 
 ClientPool::Lease ClientPool::Acquire(const std::string& endpoint) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = idle_.find(endpoint);
     if (it != idle_.end() && !it->second.empty()) {
       // The most recently released one: its connection is the likeliest alive.
@@ -317,7 +317,7 @@ ClientPool::Lease ClientPool::Acquire(const std::string& endpoint) {
 
 void ClientPool::Release(std::unique_ptr<RpcClient> client) {
   std::unique_ptr<RpcClient> closed;  // destroyed after the lock is released
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto& mine = idle_[client->endpoint()];
   if (mine.size() >= max_idle_per_endpoint_) return;
   lru_.push_front(std::move(client));
@@ -333,12 +333,12 @@ void ClientPool::Release(std::unique_ptr<RpcClient> client) {
 }
 
 size_t ClientPool::idle() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return lru_.size();
 }
 
 size_t ClientPool::idle(const std::string& endpoint) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = idle_.find(endpoint);
   return it == idle_.end() ? 0 : it->second.size();
 }

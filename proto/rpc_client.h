@@ -38,13 +38,13 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <zmq.hpp>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "proto/data_channel.h"
 #include "proto/envelope.h"
@@ -208,10 +208,10 @@ class ClientPool {
   const size_t max_idle_per_endpoint_;
   const size_t max_idle_;
   std::chrono::milliseconds connect_timeout_;
-  mutable std::mutex mu_;
-  Lru lru_;  // every idle client; guarded by mu_
-  // Per endpoint, its idle clients' places in lru_, oldest first. Guarded by mu_.
-  std::map<std::string, std::deque<Lru::iterator>> idle_;
+  mutable Mutex mu_;
+  Lru lru_ GUARDED_BY(mu_);  // every idle client
+  // Per endpoint, its idle clients' places in lru_, oldest first.
+  std::map<std::string, std::deque<Lru::iterator>> idle_ GUARDED_BY(mu_);
 };
 
 }  // namespace hoard::proto

@@ -121,10 +121,10 @@ void RpcServer::Stop() {
   {
     // Set under mu_: a worker between checking the predicate and blocking
     // would otherwise miss the wakeup, and the join below would never return.
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_.exchange(true)) return;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : workers_) {
     if (t.joinable()) t.join();
   }
@@ -217,11 +217,11 @@ void RpcServer::IoLoop() {
           if (sealed && !AdmitSealed(job)) continue;
           size_t bytes = 0;
           for (const auto& f : job.frames) bytes += f.size();
-          std::unique_lock lock(mu_);
+          MutexLock lock(&mu_);
           // Bounded by count and by bytes: frames up to the socket's size cap
           // are accepted before they are decoded.
           if (queue_.size() >= options_.max_queue || queued_bytes_ + bytes > options_.max_queue_bytes) {
-            lock.unlock();
+            lock.Unlock();
             std::vector<zmq::message_t> reply;
             for (auto& r : job.route) reply.push_back(std::move(r));
             reply.emplace_back(EncodeError(0, Status::Unavailable(options_.name + " is busy; retry")));
@@ -231,8 +231,8 @@ void RpcServer::IoLoop() {
           queued_bytes_ += bytes;
           job.bytes = bytes;
           queue_.push_back(std::move(job));
-          lock.unlock();
-          cv_.notify_one();
+          lock.Unlock();
+          cv_.NotifyOne();
         }
       }
     } catch (const zmq::error_t& e) {
@@ -283,8 +283,8 @@ void RpcServer::WorkerLoop(int index) {
   while (true) {
     Job job;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_.load() || !queue_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_.load() && queue_.empty()) cv_.Wait(&mu_);
       if (stopping_.load()) return;
       job = std::move(queue_.front());
       queue_.pop_front();
@@ -408,11 +408,16 @@ void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
   *header = EncodeError(id, status);
 }
 
+size_t RpcServer::queued() const {
+  MutexLock lock(&mu_);
+  return queue_.size();
+}
+
 void RpcServer::LogRejected(const std::string& why) {
   // At most 10 lines a second, so garbage on the port cannot flood the log.
   int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::steady_clock::now().time_since_epoch()).count();
-  std::lock_guard lock(log_mu_);
+  MutexLock lock(&log_mu_);
   if (now != log_window_start_) {
     if (log_count_ > 10) {
       options_.logger->warn("{}: {} more malformed requests not logged", options_.name, log_count_ - 10);

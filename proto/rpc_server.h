@@ -36,11 +36,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -49,6 +47,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "proto/data_channel.h"
 #include "proto/envelope.h"
@@ -126,6 +125,8 @@ class RpcServer {
   // past the cap (both sockets; proto/handshake_gate.h).
   uint64_t handshakes_cut() const;
   size_t handshakes_pending() const;
+  // Requests waiting for a worker (for tests).
+  size_t queued() const;
 
  private:
   using RawHandler =
@@ -180,14 +181,14 @@ class RpcServer {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> rejected_{0};
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;  // guarded by mu_
-  size_t queued_bytes_ = 0;  // guarded by mu_
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<Job> queue_ GUARDED_BY(mu_);
+  size_t queued_bytes_ GUARDED_BY(mu_) = 0;
 
-  std::mutex log_mu_;
-  int64_t log_window_start_ = 0;  // guarded by log_mu_
-  int log_count_ = 0;             // guarded by log_mu_
+  Mutex log_mu_;
+  int64_t log_window_start_ GUARDED_BY(log_mu_) = 0;
+  int log_count_ GUARDED_BY(log_mu_) = 0;
 };
 
 // Sets the socket options hoard uses everywhere: no linger on close, the

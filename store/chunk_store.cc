@@ -123,8 +123,9 @@ void ChunkStore::RelativeChunkPath(const ChunkKey& key, char (&out)[kRelativePat
 }
 
 Status ChunkStore::Load() {
-  // No other thread can see the store yet, so the scan does its I/O and fills
-  // the index without taking mu_.
+  // No other thread can see the store yet: mu_ is never contended here, and
+  // holding it through the scan's I/O lets the compiler check the index's rule.
+  MutexLock lock(&mu_);
   spdlog::logger& log = *options_.logger;
   const std::string chunks_dir = JoinPath(options_.dir, "chunks");
   HOARD_RETURN_IF_ERROR(MakeDirs(chunks_dir));
@@ -247,10 +248,10 @@ Status ChunkStore::StoreError(const Status& s) const {
 Status ChunkStore::Put(const ChunkKey& key, uint64_t dataset_uid, std::string_view data) {
   const uint64_t need = data.size() + (layout_ == ChunkLayout::kTrailer ? kChunkMetaSize : 0);
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     // A Put or Remove of this key is touching its file: wait, so that OK
     // always means "stored" and two writers never race on one path.
-    busy_cv_.wait(lock, [&] { return !busy_.contains(key); });
+    while (busy_.contains(key)) busy_cv_.Wait(&mu_);
     if (index_.contains(key)) return Status::Ok();
     const uint64_t cap = options_.capacity_bytes;
     // Reserving before any byte is written is what keeps concurrent Puts from
@@ -272,7 +273,7 @@ Status ChunkStore::Put(const ChunkKey& key, uint64_t dataset_uid, std::string_vi
   meta.layout = layout_;
   Status s = WriteChunkFile(key, meta, data);
 
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   reserved_bytes_ -= need;
   busy_.erase(key);
   if (s.ok()) {
@@ -281,7 +282,7 @@ Status ChunkStore::Put(const ChunkKey& key, uint64_t dataset_uid, std::string_vi
     index_[key] = MakeEntry(meta, next_generation_++);
     used_bytes_ += need;
   }
-  busy_cv_.notify_all();
+  busy_cv_.NotifyAll();
   return s;
 }
 
@@ -346,7 +347,7 @@ Status ChunkStore::WriteChunkFile(const ChunkKey& key, const ChunkMeta& meta, st
 }
 
 bool ChunkStore::SameEntry(const ChunkKey& key, uint64_t generation) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = index_.find(key);
   return it != index_.end() && it->second.generation == generation;
 }
@@ -356,7 +357,7 @@ Result<size_t> ChunkStore::Read(const ChunkKey& key, uint64_t offset, size_t len
   for (int attempt = 0; attempt < kMaxReadAttempts; ++attempt) {
     Entry e;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       auto it = index_.find(key);
       if (it == index_.end()) {
         return Status::NotFound("chunk " + key.Name() + " is not in chunk store " + options_.dir);
@@ -439,7 +440,7 @@ Result<size_t> ChunkStore::Read(const ChunkKey& key, uint64_t offset, size_t len
     }
     if (fault.ok()) {
       if (!e.verified) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         auto it = index_.find(key);
         if (it != index_.end() && it->second.generation == e.generation) it->second.verified = true;
       }
@@ -458,12 +459,12 @@ Result<size_t> ChunkStore::Read(const ChunkKey& key, uint64_t offset, size_t len
 }
 
 bool ChunkStore::Contains(const ChunkKey& key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return index_.contains(key);
 }
 
 Result<uint64_t> ChunkStore::Length(const ChunkKey& key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = index_.find(key);
   if (it == index_.end()) return Status::NotFound("chunk " + key.Name() + " is not in chunk store " + options_.dir);
   return it->second.length;
@@ -474,7 +475,7 @@ Result<ChunkStore::ScrubResult> ChunkStore::Scrub(const ChunkKey& key) {
   for (int attempt = 0; attempt < kMaxReadAttempts; ++attempt) {
     Entry e;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       auto it = index_.find(key);
       if (it == index_.end()) return ScrubResult{.gone = true};
       e = it->second;
@@ -519,7 +520,7 @@ void ChunkStore::ReportCorrupt(const ChunkKey& key, const Entry& e, const Status
 
 Result<bool> ChunkStore::RemoveEntry(const ChunkKey& key, std::optional<uint64_t> generation, bool quarantine) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = index_.find(key);
     if (it == index_.end()) return false;
     if (generation && it->second.generation != *generation) return false;
@@ -550,9 +551,9 @@ Status ChunkStore::UnlinkTaken(const std::vector<ChunkKey>& keys, bool quarantin
       first_error = StoreError(Status::FromErrno(errno, "unlink " + path));
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (const ChunkKey& key : keys) busy_.erase(key);
-  busy_cv_.notify_all();
+  busy_cv_.NotifyAll();
   return first_error;
 }
 
@@ -564,7 +565,7 @@ Status ChunkStore::Remove(const ChunkKey& key) {
 size_t ChunkStore::RemoveDataset(uint64_t dataset_uid) {
   std::vector<ChunkKey> taken;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto it = index_.begin(); it != index_.end();) {
       if (it->second.dataset_uid != dataset_uid) {
         ++it;
@@ -590,14 +591,14 @@ void ChunkStore::ForEach(
     const std::function<void(const ChunkKey&, uint64_t dataset_uid, uint64_t length)>& fn) const {
   std::vector<std::pair<ChunkKey, Entry>> snapshot;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     snapshot.assign(index_.begin(), index_.end());
   }
   for (const auto& [key, e] : snapshot) fn(key, e.dataset_uid, e.length);
 }
 
 ChunkStore::Usage ChunkStore::usage() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Usage u;
   u.used_bytes = used_bytes_;
   u.capacity_bytes = options_.capacity_bytes;

@@ -61,11 +61,9 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -77,6 +75,7 @@
 
 #include "common/direct_io.h"
 #include "common/file_util.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "store/chunk_file.h"
 #include "common/quarantine.h"
@@ -184,7 +183,7 @@ class ChunkStore {
 
   // Indexes the chunk files under dir; called once by Open, before the store
   // is shared.
-  Status Load();
+  Status Load() EXCLUDES(mu_);
   // Writes the chunk as a .tmp file and renames it into place. REQUIRES: the
   // key is busy (so no other thread writes or unlinks its file).
   Status WriteChunkFile(const ChunkKey& key, const ChunkMeta& meta, std::string_view data);
@@ -218,17 +217,17 @@ class ChunkStore {
   DirectIo direct_io_;  // chunk files are written with O_DIRECT where the filesystem takes it
   ChunkLayout layout_ = ChunkLayout::kXattr;  // where new files keep their record; set by Load
   UniqueFd lock_fd_;  // holds an exclusive flock on DIR/LOCK while open
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Signalled whenever a key leaves busy_.
-  std::condition_variable busy_cv_;
-  std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_;  // guarded by mu_
-  // Keys whose file a Put or Remove is writing or unlinking; guarded by mu_.
-  std::unordered_set<ChunkKey, ChunkKeyHash> busy_;
-  uint64_t used_bytes_ = 0;                                    // guarded by mu_
-  uint64_t reserved_bytes_ = 0;  // bytes of Puts in flight; guarded by mu_
-  uint64_t removed_chunks_ = 0;  // guarded by mu_
-  uint64_t removed_bytes_ = 0;   // guarded by mu_; data bytes
-  uint64_t next_generation_ = 1;  // guarded by mu_
+  CondVar busy_cv_;
+  std::unordered_map<ChunkKey, Entry, ChunkKeyHash> index_ GUARDED_BY(mu_);
+  // Keys whose file a Put or Remove is writing or unlinking.
+  std::unordered_set<ChunkKey, ChunkKeyHash> busy_ GUARDED_BY(mu_);
+  uint64_t used_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t reserved_bytes_ GUARDED_BY(mu_) = 0;  // bytes of Puts in flight
+  uint64_t removed_chunks_ GUARDED_BY(mu_) = 0;
+  uint64_t removed_bytes_ GUARDED_BY(mu_) = 0;  // data bytes
+  uint64_t next_generation_ GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace hoard

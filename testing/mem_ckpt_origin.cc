@@ -55,14 +55,14 @@ class MemCkptOrigin::Writer : public CkptWriter {
 
   Status WriteAt(uint64_t offset, const char* data, size_t len) override {
     HOARD_RETURN_IF_ERROR(origin_->Enter(CkptOp::kWrite));
-    std::lock_guard<std::mutex> lock(origin_->mu_);
+    MutexLock lock(&origin_->mu_);
     if (closed_) return Status::Internal(origin_->source_ + ": write " + Quote(path_) + " after Close");
     return origin_->WriteLocked(*file_, offset, data, len);
   }
 
   Status Close() override {
     HOARD_RETURN_IF_ERROR(origin_->Enter(CkptOp::kClose));
-    std::lock_guard<std::mutex> lock(origin_->mu_);
+    MutexLock lock(&origin_->mu_);
     if (closed_) return Status::Internal(origin_->source_ + ": close " + Quote(path_) + " twice");
     closed_ = true;
     file_->complete = true;
@@ -117,12 +117,12 @@ std::unique_ptr<CkptOrigin> MemCkptOrigin::Connection() { return std::make_uniqu
 Status MemCkptOrigin::Enter(CkptOp op) {
   std::chrono::nanoseconds delay;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     delay = delay_;
     if (delay.count() > 0) counters_.max_concurrent_calls = std::max(counters_.max_concurrent_calls, ++in_delay_);
   }
   if (delay.count() > 0) std::this_thread::sleep_for(delay);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (delay.count() > 0) --in_delay_;
   for (CkptOp key : {op, CkptOp::kAny}) {
     auto it = faults_.find(key);
@@ -175,7 +175,7 @@ Status MemCkptOrigin::WriteLocked(Node& file, uint64_t offset, const char* data,
 Result<std::unique_ptr<CkptWriter>> MemCkptOrigin::Create(std::string_view path) {
   HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, path, /*root_ok=*/false));
   HOARD_RETURN_IF_ERROR(Enter(CkptOp::kCreate));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   HOARD_ASSIGN_OR_RETURN(auto parent, ParentLocked(path));
   std::shared_ptr<Node>& slot = parent.first->children[parent.second];
   if (slot == nullptr) {
@@ -194,7 +194,7 @@ Result<std::unique_ptr<CkptWriter>> MemCkptOrigin::Create(std::string_view path)
 Status MemCkptOrigin::MakeDirs(std::string_view path) {
   HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, path, /*root_ok=*/true));
   HOARD_RETURN_IF_ERROR(Enter(CkptOp::kMakeDirs));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::shared_ptr<Node> node = root_;
   size_t start = 0;
   while (start < path.size()) {
@@ -220,7 +220,7 @@ Status MemCkptOrigin::Rename(std::string_view from, std::string_view to) {
   HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, from, /*root_ok=*/false));
   HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, to, /*root_ok=*/false));
   HOARD_RETURN_IF_ERROR(Enter(CkptOp::kRename));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const std::string what = source_ + ": rename " + Quote(from) + " to " + Quote(to);
   HOARD_ASSIGN_OR_RETURN(auto src, ParentLocked(from));
   auto src_it = src.first->children.find(src.second);
@@ -257,7 +257,7 @@ Status MemCkptOrigin::Rmdir(std::string_view path) { return Remove(CkptOp::kRmdi
 Status MemCkptOrigin::Symlink(std::string_view target, std::string_view path) {
   HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, path, /*root_ok=*/false));
   HOARD_RETURN_IF_ERROR(Enter(CkptOp::kSymlink));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const std::string what = source_ + ": symlink " + Quote(path);
   HOARD_ASSIGN_OR_RETURN(auto parent, ParentLocked(path));
   if (parent.first->children.contains(parent.second)) return Status::AlreadyExists(what + ": exists");
@@ -275,7 +275,7 @@ Status MemCkptOrigin::Remove(CkptOp op, std::string_view path) {
   const bool rmdir = op == CkptOp::kRmdir;
   HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, path, /*root_ok=*/false));
   HOARD_RETURN_IF_ERROR(Enter(op));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const std::string what = source_ + (rmdir ? ": rmdir " : ": unlink ") + Quote(path);
   HOARD_ASSIGN_OR_RETURN(auto parent, ParentLocked(path));
   auto it = parent.first->children.find(parent.second);
@@ -293,7 +293,7 @@ Status MemCkptOrigin::Remove(CkptOp op, std::string_view path) {
 Result<OriginEntry> MemCkptOrigin::Stat(std::string_view path) {
   HOARD_RETURN_IF_ERROR(CheckCkptPath(source_, path, /*root_ok=*/true));
   HOARD_RETURN_IF_ERROR(Enter(CkptOp::kStat));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Result<std::shared_ptr<Node>> node = FindLocked(path);
   if (!node.ok()) return Status::NotFound(node.status().message());  // as every origin's Stat
   OriginEntry e;
@@ -310,7 +310,7 @@ Result<std::unique_ptr<OriginFile>> MemCkptOrigin::Open(std::string_view path) {
   HOARD_ASSIGN_OR_RETURN(OriginEntry e, Stat(path));
   HOARD_RETURN_IF_ERROR(Enter(CkptOp::kOpen));
   if (e.type != EntryType::kFile) return Status::InvalidArgument(source_ + ": " + Quote(path) + " is not a file");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   HOARD_ASSIGN_OR_RETURN(std::shared_ptr<Node> node, FindLocked(path));
   e.size = node->data.size();
   return std::unique_ptr<OriginFile>(new SnapshotFile(std::move(e), node->data));
@@ -318,34 +318,34 @@ Result<std::unique_ptr<OriginFile>> MemCkptOrigin::Open(std::string_view path) {
 
 Result<uint64_t> MemCkptOrigin::FreeBytes() {
   HOARD_RETURN_IF_ERROR(Enter(CkptOp::kFreeBytes));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return capacity_ > counters_.used_bytes ? capacity_ - counters_.used_bytes : 0;
 }
 
 void MemCkptOrigin::FailNext(CkptOp op, Status status, int times) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (times <= 0) return;
   faults_[op] = {std::move(status), times};
 }
 
 void MemCkptOrigin::ClearFaults() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   faults_.clear();
 }
 
 int MemCkptOrigin::FaultsLeft(CkptOp op) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = faults_.find(op);
   return it == faults_.end() ? 0 : it->second.second;
 }
 
 void MemCkptOrigin::SetCapacity(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   capacity_ = bytes;
 }
 
 void MemCkptOrigin::SetDelay(std::chrono::nanoseconds delay) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   delay_ = delay;
 }
 
@@ -359,7 +359,7 @@ void MemCkptOrigin::ForEach(const Node& dir, const std::string& prefix,
 }
 
 std::map<std::string, std::string> MemCkptOrigin::Files() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::map<std::string, std::string> out;
   ForEach(*root_, "", [&](const std::string& path, const Node& n) {
     if (!n.is_dir && !n.is_symlink && n.complete) out[path] = n.data;
@@ -368,7 +368,7 @@ std::map<std::string, std::string> MemCkptOrigin::Files() const {
 }
 
 std::map<std::string, std::string> MemCkptOrigin::Symlinks() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::map<std::string, std::string> out;
   ForEach(*root_, "", [&](const std::string& path, const Node& n) {
     if (n.is_symlink) out[path] = n.target;
@@ -377,7 +377,7 @@ std::map<std::string, std::string> MemCkptOrigin::Symlinks() const {
 }
 
 std::set<std::string> MemCkptOrigin::PartialFiles() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::set<std::string> out;
   ForEach(*root_, "", [&](const std::string& path, const Node& n) {
     if (!n.is_dir && !n.complete) out.insert(path);
@@ -387,17 +387,17 @@ std::set<std::string> MemCkptOrigin::PartialFiles() const {
 
 bool MemCkptOrigin::Exists(std::string_view path) const {
   if (!CheckCkptPath(source_, path, /*root_ok=*/true).ok()) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return FindLocked(path).ok();
 }
 
 std::vector<std::string> MemCkptOrigin::NamespaceLog() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return log_;
 }
 
 MemCkptOrigin::Counters MemCkptOrigin::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return counters_;
 }
 

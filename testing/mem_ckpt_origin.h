@@ -52,12 +52,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "origin/ckpt_origin.h"
 
 namespace hoard {
@@ -115,14 +115,14 @@ class MemCkptOrigin : public CkptOrigin {
   friend class Writer;
 
   // Sleeps, then takes the fault for `op` if one is armed. Locks mu_.
-  Status Enter(CkptOp op);
-  // The node at `parts`, or kNotFound/kNotDirectory. REQUIRES: mu_ held.
-  Result<std::shared_ptr<Node>> FindLocked(std::string_view path) const;
+  Status Enter(CkptOp op) EXCLUDES(mu_);
+  // The node at `parts`, or kNotFound/kNotDirectory.
+  Result<std::shared_ptr<Node>> FindLocked(std::string_view path) const REQUIRES(mu_);
   // The directory that holds the last component of `path`, and that name.
-  Result<std::pair<std::shared_ptr<Node>, std::string>> ParentLocked(std::string_view path) const;
+  Result<std::pair<std::shared_ptr<Node>, std::string>> ParentLocked(std::string_view path) const REQUIRES(mu_);
   // Unlink (op kUnlink) or Rmdir (kRmdir).
   Status Remove(CkptOp op, std::string_view path);
-  Status WriteLocked(Node& file, uint64_t offset, const char* data, size_t len);
+  Status WriteLocked(Node& file, uint64_t offset, const char* data, size_t len) REQUIRES(mu_);
   // True if `node` is a partial file or a directory that holds one.
   static bool HoldsPartial(const Node& node);
   // Calls visit(path, node) for every node below `dir` (path prefixed by `prefix`).
@@ -130,14 +130,14 @@ class MemCkptOrigin : public CkptOrigin {
                       const std::function<void(const std::string&, const Node&)>& visit);
 
   const std::string source_;
-  mutable std::mutex mu_;
-  std::shared_ptr<Node> root_;                       // GUARDED_BY(mu_)
-  std::map<CkptOp, std::pair<Status, int>> faults_;  // GUARDED_BY(mu_); status, calls left
-  uint64_t capacity_ = uint64_t{1} << 40;            // GUARDED_BY(mu_)
-  std::chrono::nanoseconds delay_{0};                // GUARDED_BY(mu_)
-  uint64_t in_delay_ = 0;                            // GUARDED_BY(mu_); calls sleeping now
-  Counters counters_;                                // GUARDED_BY(mu_)
-  std::vector<std::string> log_;                     // GUARDED_BY(mu_); NamespaceLog()
+  mutable Mutex mu_;
+  std::shared_ptr<Node> root_ GUARDED_BY(mu_);
+  std::map<CkptOp, std::pair<Status, int>> faults_ GUARDED_BY(mu_);  // status, calls left
+  uint64_t capacity_ GUARDED_BY(mu_) = uint64_t{1} << 40;
+  std::chrono::nanoseconds delay_ GUARDED_BY(mu_){0};
+  uint64_t in_delay_ GUARDED_BY(mu_) = 0;  // calls sleeping now
+  Counters counters_ GUARDED_BY(mu_);
+  std::vector<std::string> log_ GUARDED_BY(mu_);  // NamespaceLog()
 };
 
 }  // namespace hoard

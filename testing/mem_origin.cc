@@ -74,7 +74,7 @@ Status MemOrigin::AddFile(std::string_view path, std::string bytes, const MemAtt
 }
 
 Status MemOrigin::RewriteFile(std::string_view path, std::string bytes, const MemAttributes& attrs) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::shared_ptr<Node> node = FindLocked(path);
   if (node == nullptr || node->type != EntryType::kFile) {
     return Status::NotFound("MemOrigin: no file '" + std::string(path) + "' to rewrite");
@@ -102,7 +102,7 @@ Status MemOrigin::AddSymlink(std::string_view path, std::string target, const Me
 Status MemOrigin::Add(std::string_view path, std::shared_ptr<Node> node) {
   HOARD_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitOriginPath(path));
   if (parts.empty()) return Status::InvalidArgument("MemOrigin: cannot replace the root");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Node* dir = root_.get();
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     auto it = dir->children.find(parts[i]);
@@ -136,7 +136,7 @@ Status MemOrigin::Add(std::string_view path, std::shared_ptr<Node> node) {
 Status MemOrigin::Remove(std::string_view path) {
   HOARD_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitOriginPath(path));
   if (parts.empty()) return Status::InvalidArgument("MemOrigin: cannot remove the root");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::string parent_path;
   for (size_t i = 0; i + 1 < parts.size(); ++i) parent_path = JoinOriginPath(parent_path, parts[i]);
   std::shared_ptr<Node> parent = FindLocked(parent_path);
@@ -150,56 +150,56 @@ Status MemOrigin::Remove(std::string_view path) {
 }
 
 void MemOrigin::FailPath(std::string_view path, Status status, int times) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   faults_.insert_or_assign(std::string(path), Fault{std::move(status), times});
 }
 
 void MemOrigin::FailAll(Status status, int times) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   fail_all_ = Fault{std::move(status), times};
 }
 
 void MemOrigin::ClearFaults() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   faults_.clear();
   fail_all_.reset();
 }
 
 void MemOrigin::SetDelay(std::chrono::nanoseconds delay) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   delay_ = delay;
 }
 
 uint64_t MemOrigin::ReadCount(std::string_view path) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = counters_.find(path);
   return it == counters_.end() ? 0 : it->second.reads;
 }
 
 uint64_t MemOrigin::BytesRead(std::string_view path) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = counters_.find(path);
   return it == counters_.end() ? 0 : it->second.bytes;
 }
 
 uint64_t MemOrigin::OpenCount(std::string_view path) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = counters_.find(path);
   return it == counters_.end() ? 0 : it->second.opens;
 }
 
 uint64_t MemOrigin::TotalReadCount() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return total_.reads;
 }
 
 uint64_t MemOrigin::TotalBytesRead() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return total_.bytes;
 }
 
 void MemOrigin::ResetCounters() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   counters_.clear();
   total_ = {};
 }
@@ -255,7 +255,7 @@ Status MemOrigin::TakeFaultLocked(std::string_view path, bool include_fail_all) 
 void MemOrigin::Sleep() const {
   std::chrono::nanoseconds d;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     d = delay_;
   }
   if (d.count() > 0) std::this_thread::sleep_for(d);
@@ -284,7 +284,7 @@ Status MemOrigin::Walk(const std::function<Status(const OriginEntry&)>& visit) {
   std::vector<OriginEntry> entries;
   Status fault;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     fault = TakeFaultLocked("");
     std::vector<std::pair<std::string, std::shared_ptr<Node>>> stack = {{"", root_}};
     while (fault.ok() && !stack.empty()) {
@@ -307,7 +307,7 @@ Status MemOrigin::Walk(const std::function<Status(const OriginEntry&)>& visit) {
 Result<OriginEntry> MemOrigin::Stat(std::string_view path) {
   HOARD_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitOriginPath(path));
   Sleep();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   HOARD_RETURN_IF_ERROR(TakeFaultLocked(path));
   std::shared_ptr<Node> node = FindLocked(path);
   if (node == nullptr) return Status::NotFound("MemOrigin: no such path '" + std::string(path) + "'");
@@ -317,7 +317,7 @@ Result<OriginEntry> MemOrigin::Stat(std::string_view path) {
 Result<std::unique_ptr<OriginFile>> MemOrigin::Open(std::string_view path) {
   HOARD_ASSIGN_OR_RETURN(std::vector<std::string_view> parts, SplitOriginPath(path));
   Sleep();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto counter = counters_.try_emplace(std::string(path)).first;
   ++counter->second.opens;
   ++total_.opens;
@@ -332,7 +332,7 @@ Result<std::unique_ptr<OriginFile>> MemOrigin::Open(std::string_view path) {
 }
 
 Result<OriginEntry> MemOrigin::RestatFile(const std::string& path, const std::shared_ptr<Node>& node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   HOARD_RETURN_IF_ERROR(TakeFaultLocked(path));
   return EntryOf(path, *node);
 }
@@ -342,7 +342,7 @@ Result<size_t> MemOrigin::ReadFile(const std::string& path, const std::shared_pt
   Sleep();
   std::shared_ptr<const std::string> bytes;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Counters& c = counters_[path];
     ++c.reads;
     ++total_.reads;
@@ -352,7 +352,7 @@ Result<size_t> MemOrigin::ReadFile(const std::string& path, const std::shared_pt
   size_t n = 0;
   if (offset < bytes->size()) n = std::min<uint64_t>(len, bytes->size() - offset);
   if (n > 0) std::memcpy(buf, bytes->data() + offset, n);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   counters_[path].bytes += n;
   total_.bytes += n;
   return n;

@@ -36,11 +36,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "origin/origin.h"
 
 namespace hoard {
@@ -113,11 +113,11 @@ class MemOrigin : public Origin {
   class File;
 
   Status Add(std::string_view path, std::shared_ptr<Node> node);
-  // The node at `path`, nullptr if absent. REQUIRES: mu_ held.
-  std::shared_ptr<Node> FindLocked(std::string_view path) const;
+  // The node at `path`, nullptr if absent.
+  std::shared_ptr<Node> FindLocked(std::string_view path) const REQUIRES(mu_);
   // The fault that applies to `path` (FailAll's too unless told not to),
-  // consuming one of its `times`; OK if none. REQUIRES: mu_ held.
-  Status TakeFaultLocked(std::string_view path, bool include_fail_all = true);
+  // consuming one of its `times`; OK if none.
+  Status TakeFaultLocked(std::string_view path, bool include_fail_all = true) REQUIRES(mu_);
   void Sleep() const;
   OriginEntry EntryOf(const std::string& path, const Node& node) const;
   Result<OriginEntry> RestatFile(const std::string& path, const std::shared_ptr<Node>& node);
@@ -125,13 +125,13 @@ class MemOrigin : public Origin {
                           char* buf);
 
   const std::string source_;
-  mutable std::mutex mu_;
-  std::shared_ptr<Node> root_;                   // GUARDED_BY(mu_)
-  std::map<std::string, Fault, std::less<>> faults_;  // GUARDED_BY(mu_)
-  std::optional<Fault> fail_all_;                // GUARDED_BY(mu_)
-  std::chrono::nanoseconds delay_{0};            // GUARDED_BY(mu_)
-  std::map<std::string, Counters, std::less<>> counters_;  // GUARDED_BY(mu_)
-  Counters total_;                               // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::shared_ptr<Node> root_ GUARDED_BY(mu_);
+  std::map<std::string, Fault, std::less<>> faults_ GUARDED_BY(mu_);
+  std::optional<Fault> fail_all_ GUARDED_BY(mu_);
+  std::chrono::nanoseconds delay_ GUARDED_BY(mu_){0};
+  std::map<std::string, Counters, std::less<>> counters_ GUARDED_BY(mu_);
+  Counters total_ GUARDED_BY(mu_);
 };
 
 }  // namespace hoard

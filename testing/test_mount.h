@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <sys/mount.h>
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <cstdio>
@@ -20,6 +19,7 @@
 
 #include "common/file_util.h"
 #include "common/mountinfo.h"
+#include "common/testing.h"
 #include "fuse/hoard_fs.h"
 #include "testing/test_cluster.h"
 
@@ -66,7 +66,7 @@ class TestMount {
       fuse_loop_cfg_set_clone_fd(cfg, 1);
       fuse_session_loop_mt(se_, cfg);
       fuse_loop_cfg_destroy(cfg);
-      loop_done_.store(true);
+      loop_done_.Open();
     });
   }
 
@@ -92,8 +92,7 @@ class TestMount {
         std::fclose(f);
       }
     };
-    for (int i = 0; i < 200 && !loop_done_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (!loop_done_.load()) abort_connection();
+    if (!loop_done_.WaitFor(std::chrono::seconds(2))) abort_connection();
     loop_.join();
     fuse_session_unmount(se_);
     fuse_session_destroy(se_);
@@ -120,7 +119,7 @@ class TestMount {
   HoardFs* fs_ = nullptr;
   fuse_session* se_ = nullptr;
   std::thread loop_;
-  std::atomic<bool> loop_done_{false};
+  hoard::testing::Gate loop_done_;  // opened when the session loop returns
 };
 
 // The start of a checkpoint test on a kernel mount: nodes node1..N of
