@@ -24,14 +24,17 @@ constexpr auto kFakePoll = std::chrono::milliseconds(1);
 
 void FakeClock::SleepFor(std::chrono::nanoseconds d) const {
   const auto deadline = Now() + d;
+  ++waiters_;
   while (Now() < deadline) std::this_thread::sleep_for(kFakePoll);
+  --waiters_;
 }
 
 bool FakeClock::WaitUntil(CondVar* cv, Mutex* mu, std::chrono::steady_clock::time_point deadline) const {
-  while (Now() < deadline) {
-    if (cv->WaitFor(mu, kFakePoll)) return true;  // notified
-  }
-  return false;
+  ++waiters_;
+  bool notified = false;
+  while (!notified && Now() < deadline) notified = cv->WaitFor(mu, kFakePoll);
+  --waiters_;
+  return notified;
 }
 
 Clock* Clock::Real() {

@@ -57,9 +57,13 @@ class FakeClock : public Clock {
   bool WaitUntil(CondVar* cv, Mutex* mu, std::chrono::steady_clock::time_point deadline) const override
       REQUIRES(mu);
   void Advance(std::chrono::nanoseconds d) { now_ns_ += d.count(); }
+  // Threads inside SleepFor or WaitUntil now: a test waits for the thread it
+  // drives to be waiting before it advances time past that thread's deadline.
+  int waiters() const { return waiters_.load(); }
 
  private:
   std::atomic<int64_t> now_ns_{1'000'000'000};
+  mutable std::atomic<int> waiters_{0};
 };
 
 }  // namespace hoard

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <thread>
 
+#include "common/testing.h"
+
 namespace hoard {
 namespace {
 
@@ -17,6 +19,8 @@ TEST(FakeClockTest, SleepForReturnsOnlyOnceAdvancePassesTheDeadline) {
     clock.SleepFor(seconds(30));
     woke = true;
   });
+  // Advance only once the sleeper has taken its deadline (30 s from now).
+  ASSERT_TRUE(testing::Eventually([&] { return clock.waiters() == 1; }));
   clock.Advance(seconds(29));
   // The sleeper cannot wake before its deadline whatever the real time: it
   // only looks at the fake clock, which stays 1 s short until the next step.
@@ -43,10 +47,14 @@ TEST(FakeClockTest, WaitUntilEndsOnNotifyOrOnTheFakeDeadline) {
   }
   notifier.join();
 
-  std::thread advancer([&] { clock.Advance(seconds(10)); });
+  const auto deadline = clock.Now() + seconds(10);
+  std::thread advancer([&] {
+    // Once the waiter below waits (it took its deadline above).
+    ASSERT_TRUE(testing::Eventually([&] { return clock.waiters() == 1; }));
+    clock.Advance(seconds(10));
+  });
   {
     MutexLock l(&mu);
-    const auto deadline = clock.Now() + seconds(10);
     bool notified = true;
     while (notified) notified = clock.WaitUntil(&cv, &mu, deadline);
     EXPECT_GE(clock.Now(), deadline);
