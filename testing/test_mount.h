@@ -20,6 +20,8 @@
 
 #include "common/file_util.h"
 #include "common/mountinfo.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "fuse/hoard_fs.h"
 #include "testing/test_cluster.h"
 
@@ -66,7 +68,11 @@ class TestMount {
       fuse_loop_cfg_set_clone_fd(cfg, 1);
       fuse_session_loop_mt(se_, cfg);
       fuse_loop_cfg_destroy(cfg);
-      loop_done_.store(true);
+      {
+        MutexLock lock(&loop_mu_);
+        loop_done_ = true;
+      }
+      loop_done_cv_.NotifyAll();
     });
   }
 
@@ -92,8 +98,16 @@ class TestMount {
         std::fclose(f);
       }
     };
-    for (int i = 0; i < 200 && !loop_done_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (!loop_done_.load()) abort_connection();
+    bool loop_done = false;
+    {
+      // 2 s for the loop to end by itself before the connection is aborted.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      MutexLock lock(&loop_mu_);
+      while (!loop_done_ && loop_done_cv_.WaitUntil(&loop_mu_, deadline)) {
+      }
+      loop_done = loop_done_;
+    }
+    if (!loop_done) abort_connection();
     loop_.join();
     fuse_session_unmount(se_);
     fuse_session_destroy(se_);
@@ -120,7 +134,9 @@ class TestMount {
   HoardFs* fs_ = nullptr;
   fuse_session* se_ = nullptr;
   std::thread loop_;
-  std::atomic<bool> loop_done_{false};
+  Mutex loop_mu_;
+  CondVar loop_done_cv_;
+  bool loop_done_ GUARDED_BY(loop_mu_) = false;  // fuse_session_loop_mt returned
 };
 
 // The start of a checkpoint test on a kernel mount: nodes node1..N of
