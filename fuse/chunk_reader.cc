@@ -69,10 +69,10 @@ ChunkReader::ChunkReader(Options options, std::function<std::shared_ptr<const Cl
 
 ChunkReader::~ChunkReader() {
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(&queue_mu_);
     stopping_ = true;
   }
-  queue_cv_.notify_all();
+  queue_cv_.NotifyAll();
   for (std::thread& t : ahead_threads_) t.join();
   tier_.reset();  // its writer may call back into verified_
   if (int fd = chunks_dir_.load(); fd >= 0) ::close(fd);
@@ -266,14 +266,14 @@ ChunkReader::Bytes ChunkReader::LookupLocked(const ChunkKey& key) {
 Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, uint32_t entry, uint32_t index) {
   const ChunkKey key = ds.manifest().chunk_key(entry, index);
   {
-    std::lock_guard lock(cache_mu_);
+    MutexLock lock(&cache_mu_);
     if (Bytes b = LookupLocked(key)) return b;
   }
   auto fetch = [&]() -> Fetched {
     {
       // A transfer (a read-ahead) that ended between the lookup above and
       // this flight left the chunk in the cache: no second fetch.
-      std::lock_guard lock(cache_mu_);
+      MutexLock lock(&cache_mu_);
       if (Bytes b = LookupLocked(key)) return {b};
     }
     {
@@ -319,7 +319,7 @@ Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, ui
   if (!leader && r.ok()) {
     // We joined another transfer, maybe a read-ahead one, which left the
     // chunk among those read ahead: it is used now.
-    std::lock_guard lock(cache_mu_);
+    MutexLock lock(&cache_mu_);
     (void)LookupLocked(key);
   }
   return r;
@@ -469,7 +469,7 @@ Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& nod
   // read the origin instead. (Not an owner that answered Unavailable itself,
   // from its own read of the origin: asking again would read it again.)
   for (int retry = 0; retry < 5 && !r.ok() && lease->last_call_busy(); ++retry) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10 << retry));
+    options_.clock->SleepFor(std::chrono::milliseconds(10 << retry));
     r = lease->Call(req, options_.peer_timeout, &payload);
   }
   if (!r.ok()) {
@@ -486,9 +486,9 @@ Result<ChunkReader::Bytes> ChunkReader::FetchFromPeer(const proto::NodeInfo& nod
 }
 
 void ChunkReader::Remember(const ChunkKey& key, Bytes bytes, bool ahead) {
-  std::lock_guard lock(cache_mu_);
+  MutexLock lock(&cache_mu_);
   if (lru_index_.count(key) || bytes->size() > options_.memory_cache_bytes) return;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = options_.clock->Now();
   const size_t size = bytes->size();
   if (ahead) {
     ahead_bytes_ += size;
@@ -564,7 +564,7 @@ void ChunkReader::NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t of
   uint32_t from = 0, to = 0;
   bool turned_random = false;
   {
-    std::lock_guard lock(streams_mu_);
+    MutexLock lock(&streams_mu_);
     Stream& s = streams_[Mix64(stream, 0x5eed) % kStreamSlots];
     if (s.stream != stream) {
       s = Stream{.stream = stream, .end = end, .streak = 0, .ahead_to = last + 1};
@@ -595,7 +595,7 @@ void ChunkReader::NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t of
   const uint32_t stopped = QueueAhead(ds, entry, stream, from, to);
   if (stopped < to) {
     // Out of budget: the next read of the file tries again from there.
-    std::lock_guard lock(streams_mu_);
+    MutexLock lock(&streams_mu_);
     Stream& s = streams_[Mix64(stream, 0x5eed) % kStreamSlots];
     if (s.stream == stream) s.ahead_to = std::min(s.ahead_to, stopped);
   }
@@ -611,10 +611,10 @@ uint32_t ChunkReader::QueueAhead(const MountedDataset& ds, uint32_t entry, uint6
     const ChunkKey key = m.chunk_key(entry, c);
     if (HeldLocally(key)) continue;  // read from the store directly
     const uint64_t len = ChunkLength(file_size, m.chunk_size(), c);
-    std::lock_guard lock(cache_mu_);
+    MutexLock lock(&cache_mu_);
     if (lru_index_.count(key) || ahead_pending_.count(key)) continue;
     if (ahead_bytes_ + ahead_pending_bytes_ + len > options_.readahead_max_bytes) {
-      ExpireAheadLocked(std::chrono::steady_clock::now());
+      ExpireAheadLocked(options_.clock->Now());
       if (ahead_bytes_ + ahead_pending_bytes_ + len > options_.readahead_max_bytes) break;
     }
     ahead_pending_.insert(key);
@@ -623,10 +623,10 @@ uint32_t ChunkReader::QueueAhead(const MountedDataset& ds, uint32_t entry, uint6
   }
   if (!tasks.empty()) {
     {
-      std::lock_guard lock(queue_mu_);
+      MutexLock lock(&queue_mu_);
       for (AheadTask& t : tasks) queue_.push_back(t);
     }
-    queue_cv_.notify_all();
+    queue_cv_.NotifyAll();
   }
   return c;
 }
@@ -634,7 +634,7 @@ uint32_t ChunkReader::QueueAhead(const MountedDataset& ds, uint32_t entry, uint6
 void ChunkReader::DropAhead(uint64_t stream, const FileKey& file) {
   std::vector<AheadTask> dropped;
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(&queue_mu_);
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (it->stream == stream) {
         dropped.push_back(*it);
@@ -644,7 +644,7 @@ void ChunkReader::DropAhead(uint64_t stream, const FileKey& file) {
       }
     }
   }
-  std::lock_guard lock(cache_mu_);
+  MutexLock lock(&cache_mu_);
   for (const AheadTask& t : dropped) {
     ahead_pending_.erase(t.key);
     ahead_pending_bytes_ -= t.len;
@@ -668,14 +668,14 @@ void ChunkReader::AheadLoop() {
   for (;;) {
     AheadTask task;
     {
-      std::unique_lock lock(queue_mu_);
-      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(&queue_mu_);
+      while (!stopping_ && queue_.empty()) queue_cv_.Wait(&queue_mu_);
       if (stopping_) return;
       task = queue_.front();
       queue_.pop_front();
     }
     FetchAhead(task);
-    std::lock_guard lock(cache_mu_);
+    MutexLock lock(&cache_mu_);
     ahead_pending_.erase(task.key);
     ahead_pending_bytes_ -= task.len;
   }
@@ -684,7 +684,7 @@ void ChunkReader::AheadLoop() {
 void ChunkReader::FetchAhead(const AheadTask& task) {
   // A demand read may have fetched it meanwhile, or the node agent stored it.
   {
-    std::lock_guard lock(cache_mu_);
+    MutexLock lock(&cache_mu_);
     if (lru_index_.count(task.key)) return;
   }
   if (HeldLocally(task.key)) return;
@@ -694,7 +694,7 @@ void ChunkReader::FetchAhead(const AheadTask& task) {
     {
       // A demand read that ended between the check above and this flight
       // left the chunk in the cache: no second transfer.
-      std::lock_guard lock(cache_mu_);
+      MutexLock lock(&cache_mu_);
       if (auto hit = lru_index_.find(task.key); hit != lru_index_.end()) return {hit->second->bytes, /*ahead=*/true};
     }
     transferred = true;

@@ -75,11 +75,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -89,10 +87,13 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "common/clock.h"
 #include "common/file_util.h"
 #include "common/hedger.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/single_flight.h"
+#include "common/thread_annotations.h"
 #include "cluster/cluster_view.h"
 #include "fuse/chunk_set.h"
 #include "fuse/local_fds.h"
@@ -128,6 +129,9 @@ class ChunkReader {
     LatencyWindow::Options hedge;
     size_t memory_cache_bytes = 256u << 20;
     std::shared_ptr<spdlog::logger> logger;
+    // Ages chunks read ahead (readahead_ttl) and times the retries of a busy
+    // peer (tests pass a FakeClock).
+    Clock* clock = Clock::Real();
     zmq::context_t* context = nullptr;
     OriginOptions origin;
     OriginPool::Opener open_origin;  // tests substitute an in-memory origin
@@ -217,6 +221,13 @@ class ChunkReader {
   const metrics::Histogram& peer_latency() const { return peer_latency_; }
   // Hedged requests: counts, and the delay a request asked now would get.
   const Hedger& hedger() const { return hedger_; }
+  // Read-ahead tasks queued or running. Tests: once it is 0 after a read
+  // returned, read-ahead fetches nothing more until the next read (NoteRead
+  // queues before the read is answered).
+  size_t TEST_readahead_pending() EXCLUDES(cache_mu_) {
+    MutexLock lock(&cache_mu_);
+    return ahead_pending_.size();
+  }
   // Seconds per origin read call, when the mount reads the origin itself.
   const metrics::Histogram& origin_read_latency() const { return origin_reader_.origin_read_latency(); }
 
@@ -279,18 +290,18 @@ class ChunkReader {
   uint32_t QueueAhead(const MountedDataset& ds, uint32_t entry, uint64_t stream, uint32_t from, uint32_t to);
   // The file's reads are no longer sequential: drop its queued read-ahead
   // and let the chunks it read ahead age like any other.
-  void DropAhead(uint64_t stream, const FileKey& file);
-  void AheadLoop();
-  void FetchAhead(const AheadTask& task);
+  void DropAhead(uint64_t stream, const FileKey& file) EXCLUDES(queue_mu_, cache_mu_);
+  void AheadLoop() EXCLUDES(queue_mu_, cache_mu_);
+  void FetchAhead(const AheadTask& task) EXCLUDES(cache_mu_);
   // Moves read-ahead chunks older than the TTL into the LRU's tail.
-  void ExpireAheadLocked(std::chrono::steady_clock::time_point now);
+  void ExpireAheadLocked(std::chrono::steady_clock::time_point now) REQUIRES(cache_mu_);
   Result<Bytes> FetchFromPeer(const proto::NodeInfo& node, uint64_t placement_epoch, const MountedDataset& ds,
                               uint32_t entry, uint32_t index, uint64_t chunk_len, bool fill);
   // The cached chunk, or null; a chunk read ahead becomes an LRU entry.
-  Bytes LookupLocked(const ChunkKey& key);
+  Bytes LookupLocked(const ChunkKey& key) REQUIRES(cache_mu_);
   // Caches a fetched chunk: at the LRU's head, or in the read-ahead list.
-  void Remember(const ChunkKey& key, Bytes bytes, bool ahead);
-  void EvictLocked();
+  void Remember(const ChunkKey& key, Bytes bytes, bool ahead) EXCLUDES(cache_mu_);
+  void EvictLocked() REQUIRES(cache_mu_);
 
   Options options_;
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
@@ -336,29 +347,29 @@ class ChunkReader {
     std::chrono::steady_clock::time_point fetched;
   };
   using CacheList = std::list<Cached>;
-  std::mutex cache_mu_;  // never held while taking another lock of this class
-  CacheList lru_;        // guarded by cache_mu_; front = newest
-  CacheList ahead_;      // guarded by cache_mu_; front = oldest
-  // Both lists' entries by key; guarded by cache_mu_.
-  std::unordered_map<ChunkKey, CacheList::iterator, ChunkKeyHash> lru_index_;
-  size_t lru_bytes_ = 0;    // guarded by cache_mu_
-  size_t ahead_bytes_ = 0;  // guarded by cache_mu_: bytes in ahead_
-  // Read-ahead queued or being fetched, and their bytes; guarded by cache_mu_.
-  std::unordered_set<ChunkKey, ChunkKeyHash> ahead_pending_;
-  size_t ahead_pending_bytes_ = 0;
+  Mutex cache_mu_;  // never held while taking another lock of this class
+  CacheList lru_ GUARDED_BY(cache_mu_);    // front = newest
+  CacheList ahead_ GUARDED_BY(cache_mu_);  // front = oldest
+  // Both lists' entries by key.
+  std::unordered_map<ChunkKey, CacheList::iterator, ChunkKeyHash> lru_index_ GUARDED_BY(cache_mu_);
+  size_t lru_bytes_ GUARDED_BY(cache_mu_) = 0;
+  size_t ahead_bytes_ GUARDED_BY(cache_mu_) = 0;  // bytes in ahead_
+  // Read-ahead queued or being fetched, and their bytes.
+  std::unordered_set<ChunkKey, ChunkKeyHash> ahead_pending_ GUARDED_BY(cache_mu_);
+  size_t ahead_pending_bytes_ GUARDED_BY(cache_mu_) = 0;
 
   // Files being read: a small direct-mapped table (a collision only makes a
   // file look new, as if it had just been opened).
   static constexpr size_t kStreamSlots = 1024;
   // Never held while taking another lock of this class.
-  std::mutex streams_mu_;
-  std::vector<Stream> streams_;  // guarded by streams_mu_; kStreamSlots entries
+  Mutex streams_mu_;
+  std::vector<Stream> streams_ GUARDED_BY(streams_mu_);  // kStreamSlots entries
 
   // Never held while taking another lock of this class.
-  std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
-  std::deque<AheadTask> queue_;  // guarded by queue_mu_
-  bool stopping_ = false;        // guarded by queue_mu_
+  Mutex queue_mu_;
+  CondVar queue_cv_;
+  std::deque<AheadTask> queue_ GUARDED_BY(queue_mu_);
+  bool stopping_ GUARDED_BY(queue_mu_) = false;
   // Started in the constructor, joined in the destructor.
   std::vector<std::thread> ahead_threads_;
 

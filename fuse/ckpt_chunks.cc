@@ -16,10 +16,10 @@ CkptChunks::CkptChunks(Options options, proto::ClientPool* pool,
 
 CkptChunks::~CkptChunks() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : threads_) t.join();
 }
 
@@ -33,14 +33,14 @@ Result<size_t> CkptChunks::Read(const proto::CkptEntry& e, uint64_t off, size_t 
   const uint32_t last = static_cast<uint32_t>((end - 1) / e.chunk_size);
   if (options_.ahead > 0 && !threads_.empty()) {
     auto shared = std::make_shared<const proto::CkptEntry>(e);
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     const uint32_t chunks = static_cast<uint32_t>(e.checksums.size());
     for (uint32_t i = last + 1; i <= last + options_.ahead && i < chunks; ++i) {
       if (index_.count(Key{e.id, e.gen, i}) == 0) ahead_.emplace_back(shared, i);
     }
     while (ahead_.size() > 1024) ahead_.pop_front();  // readers far ahead of the pool: drop the oldest
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   uint64_t pos = off;
   while (pos < end) {
     const auto index = static_cast<uint32_t>(pos / e.chunk_size);
@@ -55,7 +55,7 @@ Result<size_t> CkptChunks::Read(const proto::CkptEntry& e, uint64_t off, size_t 
 }
 
 CkptChunks::Bytes CkptChunks::Cached(const Key& k) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = index_.find(k);
   if (it == index_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
@@ -63,7 +63,7 @@ CkptChunks::Bytes CkptChunks::Cached(const Key& k) {
 }
 
 void CkptChunks::Keep(const Key& k, Bytes b) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (index_.count(k)) return;
   cached_bytes_ += b->size();
   lru_.emplace_front(k, std::move(b));
@@ -145,16 +145,17 @@ Result<CkptChunks::Bytes> CkptChunks::Fetch(const proto::CkptEntry& e, uint32_t 
 
 Result<CkptChunks::Bytes> CkptChunks::FromOrigin(const proto::CkptEntry& e, uint32_t index) {
   if (!options_.open_origin) return Status::NotFound("checkpoint file " + e.path + ": no copy and no origin");
-  std::unique_ptr<OriginFile> file;
+  CkptOrigin* origin = nullptr;
   {
-    std::lock_guard lock(origin_mu_);
+    MutexLock lock(&origin_mu_);
     if (origin_ == nullptr) {
       Result<std::unique_ptr<CkptOrigin>> o = options_.open_origin();
       if (!o.ok()) return o.status();
       origin_ = std::move(*o);
     }
+    origin = origin_.get();
   }
-  Result<std::unique_ptr<OriginFile>> f = origin_->Open(e.path);
+  Result<std::unique_ptr<OriginFile>> f = origin->Open(e.path);
   if (!f.ok()) return f.status();
   const uint64_t len = std::min<uint64_t>(e.chunk_size, e.size - uint64_t(index) * e.chunk_size);
   auto buf = std::make_shared<std::string>(len, '\0');
@@ -170,16 +171,16 @@ Result<CkptChunks::Bytes> CkptChunks::FromOrigin(const proto::CkptEntry& e, uint
 }
 
 void CkptChunks::AheadLoop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !ahead_.empty(); });
+    while (!stopping_ && ahead_.empty()) cv_.Wait(&mu_);
     if (stopping_) return;
     auto [entry, index] = ahead_.front();
     ahead_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     // Failures are silent here: the reader's own request tries again and reports.
     (void)Get(*entry, index);
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -16,13 +16,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -30,6 +28,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "origin/ckpt_origin.h"
 #include "common/single_flight.h"
 #include "cluster/cluster_view.h"
@@ -78,9 +78,9 @@ class CkptChunks {
   Result<Bytes> Get(const proto::CkptEntry& e, uint32_t index);
   Result<Bytes> Fetch(const proto::CkptEntry& e, uint32_t index);
   Result<Bytes> FromOrigin(const proto::CkptEntry& e, uint32_t index);
-  Bytes Cached(const Key& k);
-  void Keep(const Key& k, Bytes b);
-  void AheadLoop();
+  Bytes Cached(const Key& k) EXCLUDES(mu_);
+  void Keep(const Key& k, Bytes b) EXCLUDES(mu_);
+  void AheadLoop() EXCLUDES(mu_);
 
   Options options_;
   proto::ClientPool* pool_;
@@ -88,17 +88,19 @@ class CkptChunks {
   SingleFlight<Key, Result<Bytes>, KeyHash> flights_;
   std::atomic<uint64_t> local_bytes_{0}, peer_bytes_{0}, origin_bytes_{0};
 
-  std::mutex mu_;
-  std::list<std::pair<Key, Bytes>> lru_;  // newest first; guarded by mu_
-  std::unordered_map<Key, std::list<std::pair<Key, Bytes>>::iterator, KeyHash> index_;  // guarded by mu_
-  size_t cached_bytes_ = 0;  // guarded by mu_
-  std::deque<std::pair<std::shared_ptr<const proto::CkptEntry>, uint32_t>> ahead_;  // guarded by mu_
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  Mutex mu_;
+  std::list<std::pair<Key, Bytes>> lru_ GUARDED_BY(mu_);  // newest first
+  std::unordered_map<Key, std::list<std::pair<Key, Bytes>>::iterator, KeyHash> index_ GUARDED_BY(mu_);
+  size_t cached_bytes_ GUARDED_BY(mu_) = 0;
+  std::deque<std::pair<std::shared_ptr<const proto::CkptEntry>, uint32_t>> ahead_ GUARDED_BY(mu_);
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 
-  std::mutex origin_mu_;
-  std::unique_ptr<CkptOrigin> origin_;  // opened on first use; guarded by origin_mu_
+  Mutex origin_mu_;
+  // Opened on first use, then never replaced: callers use the pointer
+  // they read under the lock after dropping it.
+  std::unique_ptr<CkptOrigin> origin_ GUARDED_BY(origin_mu_);
 };
 
 }  // namespace hoard::fuse

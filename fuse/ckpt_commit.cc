@@ -35,7 +35,11 @@ Result<std::shared_ptr<LocalFile>> OpenLocalFile(const std::string& dir, uint64_
   }
   if (truncate && ::ftruncate(f->fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + f->path);
   if (::fstat(f->fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + f->path);
-  f->size = static_cast<uint64_t>(st.st_size);
+  {
+    // Not shared yet; the lock only satisfies the analysis.
+    MutexLock lock(&f->mu);
+    f->size = static_cast<uint64_t>(st.st_size);
+  }
   return f;
 }
 
@@ -177,6 +181,8 @@ Result<Committer::Done> Committer::Commit(LocalFile& f, bool writing) {
   Status dir_sync;
   const int injected = fail_next_sync_.exchange(0);
   std::thread local_sync([&] {
+    // Held by the caller, which joins this thread before it returns.
+    f.mu.AssertHeld();
     if (injected != 0) sync_errno = injected;
     else if (::fdatasync(fd) != 0) sync_errno = errno;
     // A file this open created is not on the disk until its name is: once
@@ -227,7 +233,7 @@ Result<Committer::Done> Committer::Commit(LocalFile& f, bool writing) {
   std::atomic<uint64_t> next{0};
   std::atomic<bool> failed{false};
   Status read_error;
-  std::mutex err_mu;
+  Mutex err_mu;
   std::atomic<uint64_t> short_chunks{0};
   auto work = [&] {
     std::string buf;
@@ -258,7 +264,7 @@ Result<Committer::Done> Committer::Commit(LocalFile& f, bool writing) {
       }
       buf.resize(len);
       if (Status s = PreadAll(fd, buf.data(), len, static_cast<off_t>(i * cs)); !s.ok()) {
-        std::lock_guard lock(err_mu);
+        MutexLock lock(&err_mu);
         read_error = s;
         failed = true;
         return;

@@ -51,7 +51,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,7 +58,9 @@
 #include <spdlog/spdlog.h>
 
 #include "common/file_util.h"
+#include "common/mutex.h"
 #include "common/result.h"
+#include "common/thread_annotations.h"
 #include "cluster/cluster_view.h"
 #include "fuse/ckpt_sent_chunks.h"
 #include "proto/messages.h"
@@ -71,25 +72,25 @@ struct LocalFile {
   uint64_t id = 0;
   std::string path;  // of the local file
   UniqueFd fd;       // read-write, flocked LOCK_SH
-  std::mutex mu;
+  Mutex mu;
   // The committed generation whose bytes the file held when opened or last
   // committed (its copies are what a commit may reuse); null: none known.
   // Set with mu held; atomic because the write-behind reads it without mu.
   std::atomic<std::shared_ptr<const proto::CkptEntry>> base;
   // Permission bits as this mount last saw them (a write by a user without
-  // CAP_FSETID clears set-user-ID and set-group-ID). Guarded by mu.
-  uint32_t mode = 0;
-  uint64_t size = 0;       // guarded by mu
-  bool dirty = false;      // bytes not committed yet; guarded by mu
-  uint64_t gen = 0;        // the committed generation the bytes derive from; guarded by mu
-  proto::CkptLevel level = proto::CkptLevel::kNone;  // of gen; guarded by mu
+  // CAP_FSETID clears set-user-ID and set-group-ID).
+  uint32_t mode GUARDED_BY(mu) = 0;
+  uint64_t size GUARDED_BY(mu) = 0;
+  bool dirty GUARDED_BY(mu) = false;  // bytes not committed yet
+  uint64_t gen GUARDED_BY(mu) = 0;    // the committed generation the bytes derive from
+  proto::CkptLevel level GUARDED_BY(mu) = proto::CkptLevel::kNone;  // of gen
   // An fdatasync of the file failed: pages the kernel could not write may be
   // lost, and a later fdatasync would not say so again (the error is
-  // reported once). Guarded by mu.
-  bool sync_failed = false;
+  // reported once).
+  bool sync_failed GUARDED_BY(mu) = false;
   // The directory entry of the local file is on the disk (fsynced by the
-  // first commit of this open). Guarded by mu.
-  bool dir_synced = false;
+  // first commit of this open).
+  bool dir_synced GUARDED_BY(mu) = false;
   SentChunks sent;  // chunks of gen+1 already at their holders (write-behind)
 };
 
@@ -117,11 +118,11 @@ class Committer {
   Committer(Options options, proto::ClientPool* pool, std::string coordinator,
             std::function<std::shared_ptr<const ClusterView>()> current_view);
 
-  // Commits `f`'s bytes (see the top). REQUIRES: f.mu held by the caller.
-  // A failed fdatasync sets f.sync_failed. `writing`: the file stays open
-  // for writing on this mount (CkptCommit.writing). On success the local
-  // file is stamped with the generation (ReplicaStore::StampGeneration).
-  Result<Done> Commit(LocalFile& f, bool writing);
+  // Commits `f`'s bytes (see the top). A failed fdatasync sets
+  // f.sync_failed. `writing`: the file stays open for writing on this mount
+  // (CkptCommit.writing). On success the local file is stamped with the
+  // generation (ReplicaStore::StampGeneration).
+  Result<Done> Commit(LocalFile& f, bool writing) REQUIRES(f.mu);
 
   // Tests: the next commit's fdatasync fails with `err`.
   void TEST_FailNextSync(int err) { fail_next_sync_.store(err); }

@@ -93,7 +93,10 @@ TEST(CkptCommitTest, ASecondFirstOpenDoesNotCopyOldBytesOverTheFirstHandlesWrite
     fd_b = ::open(path.c_str(), O_WRONLY | O_TRUNC);
     b_wrote = fd_b >= 0 && ::pwrite(fd_b, written.data(), written.size(), 0) == ssize_t(written.size());
   });
-  std::this_thread::sleep_for(300ms);  // before the fix, b had written by now
+  // b's open waits for a's first open to end (before the fix it copied in
+  // nothing, truncated and wrote while a was still getting the file ready).
+  ASSERT_TRUE(hoard::testing::Eventually([&] { return m.fs->ckpt().TEST_first_open_waits() == 1; }));
+  EXPECT_FALSE(b_wrote.load());
   release.set_value();
   a.join();
   b.join();

@@ -73,13 +73,14 @@ CkptFs::CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>
                                     .logger = options_.logger},
                  &pool_, options_.coordinator, current_view_),
       write_behind_(options_.write_behind_threads, &committer_, current_view_),
-      files_dir_(options_.local_store.empty() ? "" : options_.local_store + "/ckpt/files") {}
+      files_dir_(options_.local_store.empty() ? "" : options_.local_store + "/ckpt/files"),
+      lock_waiter_(options_.clock) {}
 
 CkptFs::~CkptFs() { Stop(); }
 
 Result<std::string> CkptFs::PathOf(fuse_ino_t ino) {
   if (ino == kCheckpointsIno) return std::string();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = paths_.find(ino - kCkptInoBase);
   if (it == paths_.end()) return Status::NotFound("checkpoint inode not known to this mount");
   return it->second;
@@ -105,7 +106,7 @@ bool CkptFs::ChildPath(fuse_req_t req, fuse_ino_t parent, const char* name, std:
 }
 
 std::shared_ptr<const proto::CkptEntry> CkptFs::OpenEntry(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::shared_ptr<const proto::CkptEntry> newest;
   for (const auto& [fh, h] : handles_) {
     if (h.id == id && h.entry != nullptr && (newest == nullptr || h.entry->gen > newest->gen)) newest = h.entry;
@@ -137,18 +138,18 @@ bool CkptFs::CurrentEntry(fuse_req_t req, fuse_ino_t ino, proto::CkptEntry* out,
 
 void CkptFs::Remember(const proto::CkptEntry& e) {
   if (e.id == 0) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   paths_[e.id] = e.path;
 }
 
 void CkptFs::Forget(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   paths_.erase(id);
 }
 
 void CkptFs::Renamed(const std::string& from, const std::string& to) {
   // The entry and, for a directory, everything below it.
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& [id, path] : paths_) {
     if (path == from) {
       path = to;
@@ -183,7 +184,7 @@ void CkptFs::FillStat(const proto::CkptEntry& e, struct stat* st, bool unlinked)
     // This mount's own uncommitted bytes are what its readers see, with the
     // times their writes gave the local file.
     if (std::shared_ptr<LocalFile> f = OpenLocal(e.id)) {
-      std::lock_guard lock(f->mu);
+      MutexLock lock(&f->mu);
       size = f->size;
       struct stat local;
       if (f->dirty && ::fstat(f->fd.get(), &local) == 0) {
@@ -233,7 +234,7 @@ void CkptFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (fi != nullptr) {
     // lseek(SEEK_END) and reads past the cached size ask with the handle:
     // its generation's attributes.
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (auto it = handles_.find(fi->fh); it != handles_.end() && it->second.file == nullptr) open = it->second.entry;
   }
   Result<std::string> path = PathOf(ino);
@@ -257,7 +258,7 @@ void CkptFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (open == nullptr) open = OpenEntry(id);
   if (open == nullptr) {
     if (std::shared_ptr<LocalFile> f = OpenLocal(id)) {
-      std::lock_guard lock(f->mu);
+      MutexLock lock(&f->mu);
       open = f->base.load();
     }
   }
@@ -427,7 +428,7 @@ void CkptFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_s
     }
     struct stat st;
     {
-      std::lock_guard lock(f->mu);
+      MutexLock lock(&f->mu);
       if (::ftruncate(f->fd.get(), attr->st_size) != 0) {
         fuse_reply_err(req, errno);
         return;
@@ -481,7 +482,7 @@ void CkptFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_s
       return;
     }
     {
-      std::lock_guard lock((*f)->mu);
+      MutexLock lock(&(*f)->mu);
       if (::ftruncate((*f)->fd.get(), attr->st_size) != 0) {
         fuse_reply_err(req, errno);
         return;
@@ -523,7 +524,7 @@ void CkptFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_s
     set.atime_ns = Ns((to_set & FUSE_SET_ATTR_ATIME_NOW) ? now : attr->st_atim);
   }
   if (open != nullptr) {
-    std::lock_guard lock(open->mu);
+    MutexLock lock(&open->mu);
     if (set.set_mode) open->mode = set.mode;
     // The next commit carries the local file's mtime: set it there too.
     if (set.set_mtime) {

@@ -102,7 +102,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -116,7 +115,10 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "common/clock.h"
 #include "common/file_locks.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "cluster/cluster_view.h"
 #include "fuse/ckpt_chunks.h"
 #include "fuse/ckpt_commit.h"
@@ -160,6 +162,9 @@ class CkptFs {
     // How often the session is renewed (see Sessions above); the
     // coordinator ends one not heard from for its session timeout (10 s).
     std::chrono::milliseconds session_interval{2000};
+    // Times the session renewals and blocking lock retries (tests pass a
+    // FakeClock).
+    Clock* clock = Clock::Real();
   };
 
   CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view);
@@ -211,6 +216,9 @@ class CkptFs {
   // Tests: called at the start of each first open for writing of a file.
   // Set while no file is being opened.
   void TEST_SetBeforeFirstOpen(std::function<void(uint64_t id)> f) { test_before_first_open_ = std::move(f); }
+  // Tests: how many opens for writing have waited for another's first open
+  // of the same file to end (counted as each starts waiting).
+  int TEST_first_open_waits() const { return first_open_waits_.load(); }
 
   // The attributes of kCheckpointsIno when the coordinator cannot say (the
   // root's listing, a lookup of "checkpoints"): root's, mode 1777.
@@ -275,7 +283,7 @@ class CkptFs {
   std::shared_ptr<const proto::CkptEntry> OpenEntry(uint64_t id);
   // The open local file of `id`, if this mount has it open for writing.
   std::shared_ptr<LocalFile> OpenLocal(uint64_t id);
-  std::shared_ptr<LocalFile> OpenLocalLocked(uint64_t id);  // REQUIRES: mu_ held
+  std::shared_ptr<LocalFile> OpenLocalLocked(uint64_t id) REQUIRES(mu_);
   // Opens (or shares) the local file of `e` for writing; `truncate` empties
   // it, otherwise its committed bytes are copied in first when needed.
   Result<std::shared_ptr<LocalFile>> OpenForWrite(const proto::CkptEntry& e, bool truncate);
@@ -283,8 +291,7 @@ class CkptFs {
   // makes it the only one running for `e.id` (opening_).
   Result<std::shared_ptr<LocalFile>> OpenFirst(const proto::CkptEntry& e, bool truncate);
   // After `f` was truncated to 0: a failed fdatasync of it no longer matters.
-  // REQUIRES: f.mu held.
-  void ClearSyncFailed(LocalFile& f);
+  void ClearSyncFailed(LocalFile& f) REQUIRES(f.mu);
   // Commits `f` if it has uncommitted bytes; the status for fsync/close.
   // `writing`: the file stays open for writing here after this commit.
   Status CommitIfDirty(LocalFile& f, bool writing);
@@ -335,34 +342,37 @@ class CkptFs {
   WriteBehind write_behind_;  // after committer_: its threads use it
   std::string files_dir_;  // STORE/ckpt/files
 
-  std::mutex mu_;
-  std::unordered_map<uint64_t, std::string> paths_;                 // id -> path; guarded by mu_
-  std::unordered_map<uint64_t, std::weak_ptr<LocalFile>> local_;    // id -> open local file; guarded by mu_
-  std::unordered_set<uint64_t> opening_;  // ids in OpenFirst; guarded by mu_
-  std::condition_variable first_open_done_;  // an id left opening_
+  // Taken with a LocalFile::mu held (CommitIfDirty, ClearSyncFailed), never
+  // the other way round.
+  Mutex mu_;
+  std::unordered_map<uint64_t, std::string> paths_ GUARDED_BY(mu_);               // id -> path
+  std::unordered_map<uint64_t, std::weak_ptr<LocalFile>> local_ GUARDED_BY(mu_);  // id -> open local file
+  std::unordered_set<uint64_t> opening_ GUARDED_BY(mu_);  // ids in OpenFirst
+  CondVar first_open_done_;  // an id left opening_
+  std::atomic<int> first_open_waits_{0};
   std::function<void(uint64_t id)> test_before_first_open_;
   // Ids whose local file had an fdatasync fail (LocalFile::sync_failed, kept
   // past the LocalFile): they commit nothing until written from the start
-  // (truncated to 0). Guarded by mu_.
-  std::unordered_set<uint64_t> sync_failed_;
-  std::unordered_map<uint64_t, Handle> handles_;                    // by fh; guarded by mu_
+  // (truncated to 0).
+  std::unordered_set<uint64_t> sync_failed_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, Handle> handles_ GUARDED_BY(mu_);  // by fh
   std::atomic<fuse_session*> session_{nullptr};
-  uint64_t next_fh_ = 1;                                            // guarded by mu_
+  uint64_t next_fh_ GUARDED_BY(mu_) = 1;
 
   // The locks this mount holds at the coordinator, mirrored to re-assert
   // them after a coordinator restart and to skip needless releases.
   FileLocks held_locks_;
-  std::mutex pending_mu_;
-  std::vector<proto::CkptLock> pending_unlocks_;  // guarded by pending_mu_
+  Mutex pending_mu_;
+  std::vector<proto::CkptLock> pending_unlocks_ GUARDED_BY(pending_mu_);
   // Declared after what its attempts use, so that it stops first.
   LockWaiter lock_waiter_;
   std::once_flag dev_once_;
   std::string dev_;  // set once (MountDev)
-  std::mutex session_mu_;
-  std::condition_variable session_cv_;
-  bool session_stop_ = false;     // guarded by session_mu_
-  bool session_wake_ = false;     // guarded by session_mu_
-  bool session_started_ = false;  // guarded by session_mu_
+  Mutex session_mu_;
+  CondVar session_cv_;
+  bool session_stop_ GUARDED_BY(session_mu_) = false;
+  bool session_wake_ GUARDED_BY(session_mu_) = false;
+  bool session_started_ GUARDED_BY(session_mu_) = false;
   std::thread session_thread_;
 };
 

@@ -90,19 +90,19 @@ void CkptFs::ReleaseLocks(uint64_t id, uint64_t owner, bool flock) {
 }
 
 void CkptFs::RetryLater(const proto::CkptLock& unlock) {
-  std::lock_guard lock(pending_mu_);
+  MutexLock lock(&pending_mu_);
   pending_unlocks_.push_back(unlock);
 }
 
 void CkptFs::RetryPendingUnlocks() {
   std::vector<proto::CkptLock> pending;
   {
-    std::lock_guard lock(pending_mu_);
+    MutexLock lock(&pending_mu_);
     pending.swap(pending_unlocks_);
   }
   for (size_t i = 0; i < pending.size(); ++i) {
     if (Ask(pending[i]).ok()) continue;
-    std::lock_guard lock(pending_mu_);
+    MutexLock lock(&pending_mu_);
     pending_unlocks_.insert(pending_unlocks_.end(), pending.begin() + ptrdiff_t(i), pending.end());
     return;
   }
@@ -135,7 +135,7 @@ void CkptFs::SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct fl
                            .pid = uint32_t(ThreadGroupOf(fuse_req_ctx(req)->pid))};
   ToRange(*lock, &spec);
   if (spec.type != 0) {
-    std::lock_guard lock_handles(mu_);
+    MutexLock lock_handles(&mu_);
     if (auto it = handles_.find(fi->fh); it != handles_.end()) it->second.lockers.insert(fi->lock_owner);
   }
   TakeLock(req, spec, sleep != 0);
@@ -152,7 +152,7 @@ void CkptFs::Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
 // ---- the session ----------------------------------------------------------
 
 void CkptFs::Start() {
-  std::lock_guard lock(session_mu_);
+  MutexLock lock(&session_mu_);
   if (session_started_) return;
   session_started_ = true;
   session_thread_ = std::thread([this] { SessionLoop(); });
@@ -160,20 +160,20 @@ void CkptFs::Start() {
 
 void CkptFs::Stop() {
   {
-    std::lock_guard lock(session_mu_);
+    MutexLock lock(&session_mu_);
     if (!session_started_ || session_stop_) return;
     session_stop_ = true;
   }
-  session_cv_.notify_all();
+  session_cv_.NotifyAll();
   if (session_thread_.joinable()) session_thread_.join();
 }
 
 void CkptFs::WakeSession() {
   {
-    std::lock_guard lock(session_mu_);
+    MutexLock lock(&session_mu_);
     session_wake_ = true;
   }
-  session_cv_.notify_all();
+  session_cv_.NotifyAll();
 }
 
 proto::CkptSession CkptFs::SessionSnapshot(bool reclaim) {
@@ -181,7 +181,7 @@ proto::CkptSession CkptFs::SessionSnapshot(bool reclaim) {
   std::set<proto::CkptHold> holds;
   std::set<uint64_t> writing;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [fh, h] : handles_) {
       if (h.entry != nullptr && h.entry->gen > 0) holds.insert({.id = h.id, .gen = h.entry->gen});
       if (h.writable) writing.insert(h.id);
@@ -203,8 +203,11 @@ void CkptFs::SessionLoop() {
   bool reclaim = false, announced = false;
   for (;;) {
     {
-      std::unique_lock lock(session_mu_);
-      session_cv_.wait_for(lock, options_.session_interval, [this] { return session_stop_ || session_wake_; });
+      MutexLock lock(&session_mu_);
+      const auto deadline = options_.clock->Now() + options_.session_interval;
+      while (!session_stop_ && !session_wake_ && options_.clock->Now() < deadline) {
+        options_.clock->WaitUntil(&session_cv_, &session_mu_, deadline);
+      }
       if (session_stop_) break;
       session_wake_ = false;
     }

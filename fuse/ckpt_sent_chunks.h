@@ -28,13 +28,14 @@
 #pragma once
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 
 namespace hoard::fuse {
 
@@ -69,13 +70,13 @@ class SentChunks {
   // Bytes [off, off + len) changed; chunk size `cs`.
   void Touch(uint64_t cs, uint64_t off, uint64_t len) {
     if (len == 0 || cs == 0) return;
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (uint64_t c = off / cs; c <= (off + len - 1) / cs; ++c) BumpLocked(c);
   }
   // Every byte from `off` on may have changed (a truncate, either way).
   void Truncate(uint64_t cs, uint64_t off) {
     if (cs == 0) return;
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     // Chunks past the old end have no version yet: count them as changed too.
     for (uint64_t c = off / cs; c < std::max<uint64_t>(versions_.size(), off / cs + 1); ++c) BumpLocked(c);
     truncated_from_ = std::min(truncated_from_, off / cs);
@@ -83,13 +84,13 @@ class SentChunks {
   // The file's bytes are now exactly the committed generation's (opened, or
   // just committed): every chunk counts as untouched from here.
   void MarkBase() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     base_versions_ = versions_;
     truncated_from_ = UINT64_MAX;
   }
   // No write or truncate touched chunk `index` since MarkBase.
   bool Untouched(uint32_t index) const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (index >= truncated_from_) return false;
     const uint64_t base = index < base_versions_.size() ? base_versions_[index] : 0;
     return VersionLocked(index) == base;
@@ -97,7 +98,7 @@ class SentChunks {
   // Forgets every send and base: the next commit sends everything (after a
   // commit was refused because the copies it reused are gone).
   void Forget() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [index, r] : sent_) DiscardLocked(index, r.sent);
     sent_.clear();
     truncated_from_ = 0;  // nothing counts as untouched until the next MarkBase
@@ -106,7 +107,7 @@ class SentChunks {
   // Starts a send of chunk `index` for generation `gen`: nothing if a commit
   // runs, `gen` is not the next one, or the chunk was sent at its version.
   std::optional<Ticket> Claim(uint32_t index, uint64_t gen) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (committing_ || gen != next_gen_) return std::nullopt;
     const uint64_t v = VersionLocked(index);
     if (auto it = sent_.find(index); it != sent_.end() && it->second.version == v) return std::nullopt;
@@ -117,7 +118,7 @@ class SentChunks {
   // its generation is still the next); null means the send failed.
   void Finish(const Ticket& t, std::optional<Sent> sent) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       if (sent && t.gen == next_gen_ && VersionLocked(t.index) == t.version) {
         if (auto it = sent_.find(t.index); it != sent_.end()) DiscardLocked(t.index, it->second.sent);
         sent_[t.index] = Record{std::move(*sent), t.version};
@@ -126,15 +127,15 @@ class SentChunks {
       }
       --in_flight_;
     }
-    idle_.notify_all();
+    idle_.NotifyAll();
   }
 
   // Waits for the sends in flight, stops new ones, and returns what was sent
   // of generation `gen` that still matches the file.
   std::unordered_map<uint32_t, Sent> BeginCommit(uint64_t gen) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     committing_ = true;
-    idle_.wait(lock, [&] { return in_flight_ == 0; });
+    while (in_flight_ != 0) idle_.Wait(&mu_);
     std::unordered_map<uint32_t, Sent> out;
     if (gen != next_gen_) return out;
     for (auto it = sent_.begin(); it != sent_.end();) {
@@ -151,7 +152,7 @@ class SentChunks {
   // The sends of generation `gen` that stored bytes no commit will count
   // (between BeginCommit and EndCommit).
   std::vector<Discard> Discarded(uint64_t gen) const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     std::vector<Discard> out;
     for (const Discard& d : discarded_) {
       if (d.gen == gen) out.push_back(d);
@@ -161,7 +162,7 @@ class SentChunks {
   // Sends may start again, for `next_gen` (the commit's gen + 1 after a
   // success; unchanged after a failure, whose records stay good).
   void EndCommit(uint64_t next_gen) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     committing_ = false;
     if (next_gen != next_gen_) {
       sent_.clear();
@@ -172,7 +173,7 @@ class SentChunks {
   // The file's bytes now derive from generation `next_gen - 1` (opened).
   void Reset(uint64_t next_gen) { EndCommit(next_gen); }
   uint64_t next_gen() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return next_gen_;
   }
 
@@ -181,29 +182,29 @@ class SentChunks {
     Sent sent;
     uint64_t version = 0;
   };
-  uint64_t VersionLocked(uint64_t c) const { return c < versions_.size() ? versions_[c] : 0; }
-  void BumpLocked(uint64_t c) {
+  uint64_t VersionLocked(uint64_t c) const REQUIRES(mu_) { return c < versions_.size() ? versions_[c] : 0; }
+  void BumpLocked(uint64_t c) REQUIRES(mu_) {
     if (c >= versions_.size()) versions_.resize(c + 1, 0);
     ++versions_[c];
   }
   // A send that stored new bytes (not a reuse) and no longer counts.
-  void DiscardLocked(uint32_t index, const Sent& s, uint64_t gen = 0) {
+  void DiscardLocked(uint32_t index, const Sent& s, uint64_t gen = 0) REQUIRES(mu_) {
     if (s.reused_gen != 0 || s.holders.empty()) return;
     if (discarded_.size() >= kMaxDiscards) return;  // past that, left to the file's eviction
     discarded_.push_back(Discard{gen != 0 ? gen : next_gen_, index, s.checksum, s.holders});
   }
   static constexpr size_t kMaxDiscards = 16384;
 
-  mutable std::mutex mu_;
-  std::condition_variable idle_;
-  uint64_t next_gen_;                            // guarded by mu_
-  std::vector<uint64_t> versions_;               // by chunk; guarded by mu_
-  std::unordered_map<uint32_t, Record> sent_;    // guarded by mu_
-  std::vector<uint64_t> base_versions_;          // versions at MarkBase; guarded by mu_
-  uint64_t truncated_from_ = UINT64_MAX;         // first chunk a truncate touched since MarkBase; guarded by mu_
-  std::vector<Discard> discarded_;               // guarded by mu_
-  int in_flight_ = 0;                            // guarded by mu_
-  bool committing_ = false;                      // guarded by mu_
+  mutable Mutex mu_;
+  CondVar idle_;
+  uint64_t next_gen_ GUARDED_BY(mu_);
+  std::vector<uint64_t> versions_ GUARDED_BY(mu_);  // by chunk
+  std::unordered_map<uint32_t, Record> sent_ GUARDED_BY(mu_);
+  std::vector<uint64_t> base_versions_ GUARDED_BY(mu_);  // versions at MarkBase
+  uint64_t truncated_from_ GUARDED_BY(mu_) = UINT64_MAX;  // first chunk a truncate touched since MarkBase
+  std::vector<Discard> discarded_ GUARDED_BY(mu_);
+  int in_flight_ GUARDED_BY(mu_) = 0;
+  bool committing_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace hoard::fuse

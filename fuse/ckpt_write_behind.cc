@@ -14,11 +14,11 @@ WriteBehind::WriteBehind(int threads, Committer* committer,
 
 WriteBehind::~WriteBehind() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     queue_.clear();
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (std::thread& t : threads_) t.join();
 }
 
@@ -31,14 +31,14 @@ void WriteBehind::Wrote(const std::shared_ptr<LocalFile>& f, uint64_t off, uint6
   const uint64_t gen = f->sent.next_gen();
   size_t queued = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (uint64_t c = off / cs; (c + 1) * cs <= off + len; ++c) {
       if (queue_.size() >= kMaxQueued) break;
       queue_.push_back(Item{f, static_cast<uint32_t>(c), gen});
       ++queued;
     }
   }
-  for (size_t i = 0; i < queued; ++i) cv_.notify_one();
+  for (size_t i = 0; i < queued; ++i) cv_.NotifyOne();
 }
 
 void WriteBehind::Loop() {
@@ -46,8 +46,8 @@ void WriteBehind::Loop() {
   for (;;) {
     Item item;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
       if (stopping_) return;
       item = std::move(queue_.front());
       queue_.pop_front();

@@ -21,14 +21,14 @@
 // LocalFile::mu held (it orders the version bump with the write).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "fuse/ckpt_commit.h"
 
 namespace hoard::fuse {
@@ -40,8 +40,8 @@ class WriteBehind {
   ~WriteBehind();  // drops what is queued (the commits send it)
 
   // `f` got bytes [off, off + len): bumps the versions of the chunks they
-  // touch and queues the chunks the write completed. REQUIRES: f->mu held.
-  void Wrote(const std::shared_ptr<LocalFile>& f, uint64_t off, uint64_t len);
+  // touch and queues the chunks the write completed.
+  void Wrote(const std::shared_ptr<LocalFile>& f, uint64_t off, uint64_t len) REQUIRES(f->mu) EXCLUDES(mu_);
 
  private:
   struct Item {
@@ -53,15 +53,16 @@ class WriteBehind {
   // writer much faster than the network must not queue without bound).
   static constexpr size_t kMaxQueued = 4096;
 
-  void Loop();
+  void Loop() EXCLUDES(mu_);
   void Send(LocalFile& f, const Item& item, std::string& buf);
 
   Committer* committer_;
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Item> queue_;  // guarded by mu_
-  bool stopping_ = false;   // guarded by mu_
+  // Taken with a LocalFile::mu held (Wrote), never the other way round.
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Item> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

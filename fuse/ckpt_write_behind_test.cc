@@ -214,7 +214,9 @@ TEST(SentChunksTest, ACommitWaitsForTheSendsInFlight) {
   ASSERT_TRUE(t.has_value());
   std::atomic<bool> finished{false};
   std::thread sender([&] {
-    std::this_thread::sleep_for(200ms);
+    // Claim refuses new sends once BeginCommit has begun, which then waits
+    // for `t`: finish it only from there.
+    while (std::optional<SentChunks::Ticket> probe = s.Claim(1, 1)) s.Finish(*probe, std::nullopt);
     finished = true;
     s.Finish(*t, SentChunks::Sent{.checksum = 7, .length = kCs, .holders = {"n3"}});
   });

@@ -67,15 +67,16 @@ HoardFs::HoardFs(Options options)
                                    .peer_connect_timeout = options_.peer_connect_timeout,
                                    .memory_cache_bytes = options_.memory_cache_bytes,
                                    .logger = options_.logger,
+                                   .clock = options_.clock,
                                    .context = options_.context,
                                    .open_origin = options_.open_origin,
                                    .on_newer_placement =
                                        [this] {
                                          {
-                                           std::lock_guard lock(mu_);
+                                           MutexLock lock(&mu_);
                                            poll_now_ = true;
                                          }
-                                         cv_.notify_all();
+                                         cv_.NotifyAll();
                                        },
                                    .readahead_chunks = options_.readahead_chunks,
                                    .readahead_threads = options_.readahead_threads,
@@ -91,10 +92,11 @@ HoardFs::HoardFs(Options options)
                                                      .context = options_.context,
                                                      .open_origin = options_.open_ckpt_origin,
                                                      .uncached_writes = [this] { return passthrough_.direct_io_mmap(); },
-                                                     .mountpoint = options_.mountpoint},
+                                                     .mountpoint = options_.mountpoint,
+                                                     .clock = options_.clock},
                                      [this] { return watcher_.Current(); })),
       passthrough_(options_.logger),
-      start_time_(static_cast<int64_t>(::time(nullptr))) {}
+      start_time_(options_.clock->WallSeconds()) {}
 
 HoardFs::~HoardFs() { Stop(); }
 
@@ -129,33 +131,36 @@ Status HoardFs::Start() {
 
 void HoardFs::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (watch_thread_.joinable()) watch_thread_.join();
   ckpt_->Stop();
 }
 
 void HoardFs::WatchLoop() {
-  std::unique_lock lock(mu_);
-  auto next_poll = std::chrono::steady_clock::now() + options_.poll_interval;
+  Clock* const clock = options_.clock;
+  MutexLock lock(&mu_);
+  auto next_poll = clock->Now() + options_.poll_interval;
   while (!stopping_) {
-    cv_.wait_until(lock, next_poll, [this] { return stopping_ || poll_now_ || !pending_inval_.empty(); });
+    while (!stopping_ && !poll_now_ && pending_inval_.empty() && clock->Now() < next_poll) {
+      clock->WaitUntil(&cv_, &mu_, next_poll);
+    }
     if (stopping_) break;
     std::vector<std::string> names = std::move(pending_inval_);
     pending_inval_.clear();
-    if (poll_now_) next_poll = std::chrono::steady_clock::now();
+    if (poll_now_) next_poll = clock->Now();
     poll_now_ = false;
-    lock.unlock();
+    lock.Unlock();
     fuse_session* se = session_.load();
     for (const std::string& name : names) {
       // The kernel may hold /datasets/NAME for top_timeout; drop it now so the
       // new version (or its absence) shows at once.
       if (se != nullptr) (void)fuse_lowlevel_notify_inval_entry(se, kDatasetsIno, name.data(), name.size());
     }
-    if (std::chrono::steady_clock::now() >= next_poll) {
+    if (clock->Now() >= next_poll) {
       Status s = watcher_.Poll();
       if (!s.ok()) options_.logger->debug("map poll: {}", s.ToString());
       if (se != nullptr && initialized_.load() && !read_ahead_done_) TuneReadAhead();
@@ -163,9 +168,9 @@ void HoardFs::WatchLoop() {
       // each busy worker thread at its next read.
       reader_.ForgetLocalFds();
       WriteStats();
-      next_poll = std::chrono::steady_clock::now() + options_.poll_interval;
+      next_poll = clock->Now() + options_.poll_interval;
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -185,7 +190,7 @@ void HoardFs::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
   // Copies in the read tier of a dataset that is gone (not a new version of
   // it: unchanged files keep their chunks) are of no use any more.
   if (ReadTier* tier = reader_.read_tier()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     std::set<uint64_t> now;
     for (const auto& [name, ds] : view->datasets()) now.insert(ds->meta.uid);
     for (uint64_t uid : mounted_uids_) {
@@ -194,10 +199,10 @@ void HoardFs::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
     mounted_uids_ = std::move(now);
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     pending_inval_.insert(pending_inval_.end(), changed.begin(), changed.end());
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void HoardFs::TuneReadAhead() {

@@ -37,9 +37,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -49,6 +47,9 @@
 #include <zmq.hpp>
 
 #include "cluster/cluster_view.h"
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "fuse/chunk_reader.h"
 #include "fuse/ckpt_fs.h"
 #include "fuse/mount_stats.h"
@@ -66,6 +67,9 @@ class HoardFs {
     double dataset_timeout = 3600;  // seconds; entries/attributes inside a dataset
     double top_timeout = 1;         // seconds; the root and /datasets
     std::chrono::milliseconds poll_interval{1000};
+    // Times the map polls, the chunk reader and the checkpoint session
+    // (tests pass a FakeClock).
+    Clock* clock = Clock::Real();
     std::chrono::milliseconds peer_timeout{10000};
     std::chrono::milliseconds peer_connect_timeout{500};
     // Where the mount is: used to find its kernel read-ahead setting.
@@ -162,7 +166,7 @@ class HoardFs {
   Status Stat(fuse_ino_t ino, struct stat* st) const;
   void FillEntry(fuse_ino_t ino, const struct stat& st, fuse_entry_param* e) const;
   // The chunk's local file, or null when this node does not hold it.
-  void WatchLoop();
+  void WatchLoop() EXCLUDES(mu_);
   // Polls the coordinator now: a name missing from /datasets may have been
   // added a moment ago, and a user who just ran `hoard dataset add` expects
   // to see it at once. Bounded: concurrent callers share one poll with a
@@ -190,17 +194,19 @@ class HoardFs {
   const int64_t start_time_;
 
   std::thread watch_thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  // Held while calling into the read tier (OnViewChange): taken before
+  // ReadTier's lock, never while holding it.
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   // Names in /datasets the kernel must forget. Sent by the watch thread only:
   // a notification sent from inside a request handler (a lookup that caused
   // a refresh) deadlocks on the directory lock the kernel holds for it.
-  std::vector<std::string> pending_inval_;  // guarded by mu_
-  std::set<uint64_t> mounted_uids_;         // guarded by mu_: the datasets of the last view
+  std::vector<std::string> pending_inval_ GUARDED_BY(mu_);
+  std::set<uint64_t> mounted_uids_ GUARDED_BY(mu_);  // the datasets of the last view
   // A peer's reply showed a newer placement than our map: poll now rather
   // than at the next interval.
-  bool poll_now_ = false;  // guarded by mu_
+  bool poll_now_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace hoard::fuse

@@ -5,14 +5,14 @@
 
 namespace hoard::fuse {
 
-LockWaiter::LockWaiter() : thread_([this] { Loop(); }) {}
+LockWaiter::LockWaiter(Clock* clock) : clock_(clock), thread_([this] { Loop(); }) {}
 
 LockWaiter::~LockWaiter() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
   for (Waiter& w : waiters_) fuse_reply_err(w.req, ENOLCK);
 }
@@ -20,10 +20,10 @@ LockWaiter::~LockWaiter() {
 void LockWaiter::Wait(fuse_req_t req, Attempt attempt) {
   const auto first = std::chrono::milliseconds(5);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!abandoned_) {
-      waiters_.push_back(Waiter{req, std::move(attempt), std::chrono::steady_clock::now() + first, first});
-      cv_.notify_all();
+      waiters_.push_back(Waiter{req, std::move(attempt), clock_->Now() + first, first});
+      cv_.NotifyAll();
       return;
     }
   }
@@ -33,28 +33,28 @@ void LockWaiter::Wait(fuse_req_t req, Attempt attempt) {
 void LockWaiter::Abandon() {
   std::list<Waiter> left;
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     abandoned_ = true;
     // The entry an attempt is running for stays with the loop, which replies.
-    attempt_done_.wait(lock, [&] { return !in_attempt_; });
+    while (in_attempt_) attempt_done_.Wait(&mu_);
     left.swap(waiters_);
   }
   for (Waiter& w : left) fuse_reply_err(w.req, ENOLCK);
 }
 
 int LockWaiter::waiting() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return int(waiters_.size());
 }
 
 void LockWaiter::Loop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
-    auto next = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    auto next = clock_->Now() + std::chrono::seconds(1);
     for (const Waiter& w : waiters_) next = std::min(next, w.next);
-    cv_.wait_until(lock, next);
+    clock_->WaitUntil(&cv_, &mu_, next);
     if (stopping_) break;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock_->Now();
     for (auto it = waiters_.begin(); it != waiters_.end();) {
       if (it->next > now) {
         ++it;
@@ -64,11 +64,11 @@ void LockWaiter::Loop() {
       // waiters are not held up. This thread alone takes entries out.
       Waiter& w = *it;
       in_attempt_ = true;
-      lock.unlock();
+      lock.Unlock();
       const int result = fuse_req_interrupted(w.req) ? EINTR : w.attempt();
-      lock.lock();
+      lock.Lock();
       in_attempt_ = false;
-      attempt_done_.notify_all();
+      attempt_done_.NotifyAll();
       if (abandoned_) {
         // Abandon waits for this attempt; `w` is still ours to answer, the
         // rest are Abandon's.
@@ -78,7 +78,7 @@ void LockWaiter::Loop() {
       }
       if (result == EAGAIN) {
         w.backoff = std::min(w.backoff * 2, std::chrono::milliseconds(200));
-        w.next = std::chrono::steady_clock::now() + w.backoff;
+        w.next = clock_->Now() + w.backoff;
         ++it;
       } else {
         fuse_reply_err(w.req, result);

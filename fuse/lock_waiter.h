@@ -16,11 +16,13 @@
 #include <fuse_lowlevel.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <thread>
+
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 
 namespace hoard::fuse {
 
@@ -30,7 +32,8 @@ class LockWaiter {
   // to reply.
   using Attempt = std::function<int()>;
 
-  LockWaiter();
+  // `clock` times the retries (tests pass a FakeClock).
+  explicit LockWaiter(Clock* clock = Clock::Real());
   // Replies ENOLCK to whatever still waits (the mount is going away).
   ~LockWaiter();
 
@@ -39,9 +42,9 @@ class LockWaiter {
   // The session is going away: replies ENOLCK to whatever waits, and to
   // every later Wait, at once (a reply after the session is gone would use
   // freed memory).
-  void Abandon();
+  void Abandon() EXCLUDES(mu_);
   // Requests waiting now.
-  int waiting() const;
+  int waiting() const EXCLUDES(mu_);
 
  private:
   struct Waiter {
@@ -50,15 +53,16 @@ class LockWaiter {
     std::chrono::steady_clock::time_point next;
     std::chrono::milliseconds backoff;
   };
-  void Loop();
+  void Loop() EXCLUDES(mu_);
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::list<Waiter> waiters_;  // guarded by mu_
-  bool stopping_ = false;      // guarded by mu_
-  bool abandoned_ = false;     // guarded by mu_
-  bool in_attempt_ = false;    // guarded by mu_: the loop runs an attempt unlocked
-  std::condition_variable attempt_done_;
+  Clock* const clock_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::list<Waiter> waiters_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool abandoned_ GUARDED_BY(mu_) = false;
+  bool in_attempt_ GUARDED_BY(mu_) = false;  // the loop runs an attempt unlocked
+  CondVar attempt_done_;
   std::thread thread_;
 };
 

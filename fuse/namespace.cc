@@ -35,12 +35,12 @@ const MountedDataset* Namespace::Successor(const MountedDataset& md, uint32_t en
 }
 
 std::shared_ptr<const Namespace::Listing> Namespace::List() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return listing_;
 }
 
 std::vector<std::string> Namespace::Update(const ClusterView& view) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::map<std::string, const MountedDataset*> current;
   for (const auto& [name, md] : listing_->datasets) current[name] = md;
 

@@ -16,12 +16,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cluster/cluster_view.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 
 namespace hoard::fuse {
 
@@ -77,11 +78,11 @@ class Namespace {
   static constexpr uint32_t kSlotCount = 1u << 16;
 
   std::unique_ptr<std::atomic<const MountedDataset*>[]> slots_;
-  mutable std::mutex mu_;
-  std::shared_ptr<const Listing> listing_;                  // guarded by mu_
-  uint32_t next_slot_ = 1;                                  // guarded by mu_
-  bool out_of_slots_logged_ = false;                        // guarded by mu_
-  std::vector<std::unique_ptr<MountedDataset>> all_;        // guarded by mu_; owns every object ever made
+  mutable Mutex mu_;
+  std::shared_ptr<const Listing> listing_ GUARDED_BY(mu_);
+  uint32_t next_slot_ GUARDED_BY(mu_) = 1;
+  bool out_of_slots_logged_ GUARDED_BY(mu_) = false;
+  std::vector<std::unique_ptr<MountedDataset>> all_ GUARDED_BY(mu_);  // owns every object ever made
 };
 
 }  // namespace hoard::fuse

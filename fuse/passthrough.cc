@@ -71,7 +71,7 @@ bool Passthrough::Install(fuse_session* se, WritevFn writev, ReadFn read) {
   // A new session (the same file system mounted again) starts afresh: the
   // backing ids of the last one died with its connection.
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     inodes_.clear();
   }
   se_ = se;
@@ -140,7 +140,7 @@ ssize_t Passthrough::Writev(int fd, iovec* iov, int count) {
 }
 
 Passthrough::Decision Passthrough::Open(fuse_ino_t ino, int fd) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Inode& in = inodes_[ino];
   if (in.passthrough > 0) {
     // Open for passthrough already: this open must share the backing file.
@@ -166,7 +166,7 @@ Passthrough::Decision Passthrough::Open(fuse_ino_t ino, int fd) {
 void Passthrough::Release(fuse_ino_t ino, bool passthrough) {
   int32_t close_id = -1;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = inodes_.find(ino);
     if (it == inodes_.end()) return;
     Inode& in = it->second;

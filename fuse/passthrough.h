@@ -42,10 +42,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
+
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 
 namespace hoard::fuse {
 
@@ -87,7 +89,7 @@ class Passthrough {
   bool direct_io_mmap() const { return direct_io_mmap_.load(std::memory_order_acquire); }
   // Inodes with open files that the table follows (tests, and a leak check).
   size_t open_inodes() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return inodes_.size();
   }
 
@@ -113,8 +115,8 @@ class Passthrough {
   std::atomic<bool> init_read_{false};
   std::atomic<uint32_t> kernel_flags2_{0};  // the INIT request's flags2; written before init_read_
   std::atomic<bool> direct_io_mmap_{false};
-  mutable std::mutex mu_;
-  std::unordered_map<fuse_ino_t, Inode> inodes_;  // guarded by mu_; only inodes with opens
+  mutable Mutex mu_;
+  std::unordered_map<fuse_ino_t, Inode> inodes_ GUARDED_BY(mu_);  // only inodes with opens
 };
 
 }  // namespace hoard::fuse

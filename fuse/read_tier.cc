@@ -46,17 +46,17 @@ Result<std::unique_ptr<ReadTier>> ReadTier::Open(Options options) {
 
 ReadTier::~ReadTier() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (writer_.joinable()) writer_.join();
 }
 
 void ReadTier::Offer(const ChunkKey& key, uint64_t dataset_uid, std::shared_ptr<const std::string> bytes) {
   const size_t size = bytes->size();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     if (pending_bytes_ + size > options_.max_pending_bytes) {
       counters_.dropped_chunks.fetch_add(1, std::memory_order_relaxed);
@@ -66,17 +66,17 @@ void ReadTier::Offer(const ChunkKey& key, uint64_t dataset_uid, std::shared_ptr<
     ++queued_;
     queue_.push_back(Copy{key, dataset_uid, std::move(bytes)});
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void ReadTier::RemoveDataset(uint64_t dataset_uid) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     ++queued_;
     queue_.push_back(Removal{dataset_uid});
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void ReadTier::Discard(const ChunkKey& key) {
@@ -86,18 +86,18 @@ void ReadTier::Discard(const ChunkKey& key) {
   ChunkStore::RelativeChunkPath(key, rel);
   (void)::unlinkat(chunks_dir_.get(), rel, 0);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     ++queued_;
     queue_.push_back(Discarded{key});
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void ReadTier::Flush() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t target = queued_;
-  cv_.wait(lock, [&] { return stopping_ || done_ >= target; });
+  while (!stopping_ && done_ < target) cv_.Wait(&mu_);
 }
 
 void ReadTier::WriterLoop() {
@@ -126,8 +126,8 @@ void ReadTier::WriterLoop() {
   for (;;) {
     Task task;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
       if (stopping_) break;
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -146,13 +146,13 @@ void ReadTier::WriterLoop() {
       UpdateUsage();
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       if (auto* copy = std::get_if<Copy>(&task)) pending_bytes_ -= copy->bytes->size();
       ++done_;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   counters_.dropped_chunks.fetch_add(queue_.size(), std::memory_order_relaxed);
   queue_.clear();
 }

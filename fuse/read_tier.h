@@ -27,12 +27,10 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <variant>
@@ -40,6 +38,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/file_util.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "store/chunk_store.h"
 #include "striping/chunk_key.h"
 
@@ -131,12 +131,13 @@ class ReadTier {
   uint64_t written_since_check_ = UINT64_MAX;  // first copy: look at once
   bool disk_low_ = false;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;             // guarded by mu_
-  size_t pending_bytes_ = 0;           // guarded by mu_
-  uint64_t queued_ = 0, done_ = 0;     // guarded by mu_: tasks taken in, and finished
-  bool stopping_ = false;              // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Task> queue_ GUARDED_BY(mu_);
+  size_t pending_bytes_ GUARDED_BY(mu_) = 0;
+  // Tasks taken in, and finished.
+  uint64_t queued_ GUARDED_BY(mu_) = 0, done_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread writer_;
 };
 

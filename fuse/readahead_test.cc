@@ -83,6 +83,13 @@ class ReadaheadTest : public ::testing::Test {
 
   UniqueFd OpenDirect(const std::string& path) { return UniqueFd(::open(path.c_str(), O_RDONLY | O_DIRECT)); }
 
+  // Waits until no read-ahead is queued or running: after the reads so far
+  // returned, nothing more is fetched ahead (each read queues its read-ahead
+  // before it is answered), so the counts below are final.
+  void WaitReadaheadIdle() {
+    ASSERT_TRUE(Eventually([&] { return fs_->reader().TEST_readahead_pending() == 0; }, 20s));
+  }
+
   hoard::testing::TempDir tmp_{"hoard-readahead"};
   const std::string dir_ = tmp_.path();
   std::unique_ptr<hoard::testing::TestCluster> cluster_ =
@@ -103,7 +110,7 @@ TEST_F(ReadaheadTest, ASequentialReaderHasTheNextChunksFetchedBeforeItAsks) {
   // left to the demand read, which fetches it then.)
   auto ended = [&] { return Fetches() + counters().readahead_failures.load(); };
   ASSERT_TRUE(Eventually([&] { return ended() == 3 + kAhead; }, 10s)) << Fetches();
-  std::this_thread::sleep_for(200ms);
+  ASSERT_NO_FATAL_FAILURE(WaitReadaheadIdle());
   EXPECT_EQ(ended(), 3u + kAhead) << "no more than kAhead chunks ahead";
   EXPECT_EQ(counters().readahead_chunks.load(), uint64_t(kAhead));
 
@@ -124,7 +131,7 @@ TEST_F(ReadaheadTest, ARandomReaderGetsNoReadahead) {
   // Each jump is farther than the sequential slack (8 MiB = 128 chunks).
   const std::vector<uint32_t> order = {10, 200, 30, 250, 60, 390, 100, 300, 150, 5};
   for (uint32_t c : order) ASSERT_NO_FATAL_FAILURE(ReadChunk(fd.get(), c, big_));
-  std::this_thread::sleep_for(300ms);
+  ASSERT_NO_FATAL_FAILURE(WaitReadaheadIdle());
   EXPECT_EQ(Fetches(), order.size());
   EXPECT_EQ(counters().readahead_chunks.load(), 0u);
 }
@@ -137,7 +144,7 @@ TEST_F(ReadaheadTest, AFileThatTurnsRandomStopsItsReadahead) {
   for (uint32_t c : {200u, 50u, 300u, 120u}) ASSERT_NO_FATAL_FAILURE(ReadChunk(fd.get(), c, big_));
   // The 3 + 4 chunks read, and the 4 read ahead after chunk 2; nothing more.
   ASSERT_TRUE(Eventually([&] { return Fetches() == 7 + kAhead; }, 10s)) << Fetches();
-  std::this_thread::sleep_for(500ms);
+  ASSERT_NO_FATAL_FAILURE(WaitReadaheadIdle());
   EXPECT_EQ(Fetches(), 7u + kAhead);
   EXPECT_EQ(counters().readahead_chunks.load(), uint64_t(kAhead));
 }
@@ -171,7 +178,7 @@ TEST_F(ReadaheadTest, ADemandReadOfAChunkBeingReadAheadWaitsForThatFetch) {
   for (uint32_t c = 0; c < 12; ++c) ASSERT_NO_FATAL_FAILURE(ReadChunk(fd.get(), c, big_));
   // Every chunk once: 0..11 read, 12..15 ahead (perhaps still in flight).
   ASSERT_TRUE(Eventually([&] { return Fetches() == 12 + kAhead; }, 10s)) << Fetches();
-  std::this_thread::sleep_for(300ms);
+  ASSERT_NO_FATAL_FAILURE(WaitReadaheadIdle());
   EXPECT_EQ(Fetches(), 12u + kAhead);
 }
 
@@ -182,7 +189,7 @@ TEST_F(ReadaheadTest, ChunksInTheLocalStoreAreNotReadAhead) {
   UniqueFd fd = OpenDirect(JoinPath(mnt_, "datasets/all/big.bin"));
   ASSERT_TRUE(fd.valid());
   for (uint32_t c = 0; c < 40; ++c) ASSERT_NO_FATAL_FAILURE(ReadChunk(fd.get(), c, big_));
-  std::this_thread::sleep_for(200ms);
+  ASSERT_NO_FATAL_FAILURE(WaitReadaheadIdle());
   EXPECT_EQ(Fetches(), before);
   EXPECT_EQ(counters().readahead_chunks.load(), 0u);
   EXPECT_EQ(counters().peer_bytes.load(), 0u);
@@ -197,7 +204,7 @@ TEST_F(ReadaheadTest, ReadAheadNeverReadsTheOriginItselfWhenNoOwnerAnswers) {
   ASSERT_TRUE(fd.valid());
   constexpr uint32_t kRead = 10;
   for (uint32_t c = 0; c < kRead; ++c) ASSERT_NO_FATAL_FAILURE(ReadChunk(fd.get(), c, big_));
-  std::this_thread::sleep_for(300ms);
+  ASSERT_NO_FATAL_FAILURE(WaitReadaheadIdle());
   EXPECT_EQ(OriginReads(), uint64_t(kRead));
   EXPECT_EQ(counters().origin_bytes.load(), uint64_t(kRead) * kChunk);
   EXPECT_GT(counters().readahead_failures.load(), 0u);
