@@ -28,10 +28,13 @@ void FakeClock::SleepFor(std::chrono::nanoseconds d) const {
 }
 
 bool FakeClock::WaitUntil(CondVar* cv, Mutex* mu, std::chrono::steady_clock::time_point deadline) const {
-  while (Now() < deadline) {
-    if (cv->WaitFor(mu, kFakePoll)) return true;  // notified
-  }
-  return false;
+  if (Now() >= deadline) return false;
+  // One poll, then back to the caller, notified or not: a notification sent
+  // while this thread was between polls (re-taking `mu`) reaches no one, and
+  // with time standing still a loop here would wait for it forever. The
+  // caller re-checks its condition (waits may return early).
+  cv->WaitFor(mu, kFakePoll);
+  return Now() < deadline;
 }
 
 Clock* Clock::Real() {
