@@ -24,7 +24,7 @@ std::vector<std::string> Candidates(uint64_t id, uint32_t index, const std::set<
 Result<CkptTable::Rereplicated> CkptTable::Rereplicate(const std::set<std::string>& up,
                                                        const std::set<std::string>& lost,
                                                        const std::set<std::string>& leaving) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Rereplicated out;
   if (lost.empty()) return out;
   CkptRecord r;

@@ -22,7 +22,7 @@ std::optional<std::string> CkptTable::DrainerLocked(const CkptNode& n, const std
 
 proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std::string>& up_nodes, bool rebuild,
                                      double dataset_fill_bytes_per_s, uint64_t rebuilt, uint64_t dropped) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   proto::CkptWorkReply reply;
   // The node holds the whole list we sent it last: the copies on it count.
   // (If that cannot be journalled, its next Work echoes the list again.)
@@ -52,6 +52,7 @@ proto::CkptWorkReply CkptTable::Work(const std::string& node, const std::set<std
   // being written may still be.
   const bool reporting = now - opened_at_ < options_.writing_hold;
   auto writing = [&](const CkptNode& n) {
+    mu_.AssertHeld();
     return writing_.contains(n.id) || writing_commits_.contains(n.id) ||
            (reporting && n.committed_writing && n.committed_unix_ms < opened_unix_ms_);
   };
@@ -167,7 +168,7 @@ Status CkptTable::ConfirmLocked(const std::string& node, const std::set<ChunkOf>
 }
 
 uint64_t CkptTable::DrainBudget(double dataset_fill_bytes_per_s) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return DrainBudgetLocked(dataset_fill_bytes_per_s);
 }
 
@@ -191,7 +192,7 @@ Result<proto::CkptDrainedReply> CkptTable::Drained(const proto::CkptDrained& req
   if (req.node.empty() || req.node.find('/') != std::string::npos || !proto::IsSafeCkptPath(req.node)) {
     return Status::InvalidArgument("bad node name '" + req.node + "' in a checkpoint drain report");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const CkptNode* n = FindLocked(req.id);
   if (n != nullptr && n->is_dir) return Status::IsDirectory("checkpoint id " + std::to_string(req.id) + " is a directory");
   if (auto l = leases_.find(req.id); l != leases_.end() && l->second.gen == req.gen) leases_.erase(l);
@@ -265,18 +266,18 @@ Status CkptTable::PublishReadyMarkersLocked() {
 // ---- the origin queue -----------------------------------------------------
 
 std::optional<OriginOp> CkptTable::NextOriginOp() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (ops_.empty()) return std::nullopt;
   return ops_.begin()->second;
 }
 
 void CkptTable::SetOriginOpListener(std::function<void()> listener) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   listener_ = std::move(listener);
 }
 
 Status CkptTable::OriginOpDone(uint64_t seq, OpOutcome outcome) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = ops_.find(seq);
   if (it == ops_.end()) return Status::Ok();  // done already (a retry after a failed save)
   const OriginOp op = it->second;
@@ -305,7 +306,7 @@ Status CkptTable::OriginOpDone(uint64_t seq, OpOutcome outcome) {
 }
 
 void CkptTable::OriginOpFailed(const OriginOp& op, const Status& s, bool for_good) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const bool publish = op.kind == OriginOp::kPublish && FindLocked(op.id) != nullptr;
   health_.PublisherFailed(publish ? op.id : 0, op.gen, publish ? PathLocked(op.id) : op.path, s, for_good, NowMs());
 }
@@ -359,6 +360,7 @@ proto::CkptJobStatus CkptTable::JobStatusLocked(const CkptNode& job) const {
   proto::CkptJobStatus s{.job = job.name};
   const int64_t now = NowMs();
   ForEachFileLocked(job.id, [&](const CkptNode& f) {
+    mu_.AssertHeld();
     ++s.files;
     s.bytes += f.size;
     ++s.files_by_level[std::min<size_t>(static_cast<size_t>(ShownLevelLocked(f)), 3)];
@@ -380,12 +382,12 @@ proto::CkptJobStatus CkptTable::JobStatusLocked(const CkptNode& job) const {
 }
 
 proto::CkptOriginHealth CkptTable::OriginHealth() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return health_.Origin(NowMs());
 }
 
 CkptTable::DrainStats CkptTable::drain_stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const proto::CkptOriginHealth h = health_.Origin(NowMs());
   return {.failing_files = health_.failing_files(),
           .looping_files = health_.looping_files(),
@@ -396,7 +398,7 @@ CkptTable::DrainStats CkptTable::drain_stats() const {
 }
 
 std::vector<proto::CkptJobStatus> CkptTable::JobSummaries() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<proto::CkptJobStatus> jobs;
   if (auto it = children_.find(0); it != children_.end()) {
     for (const auto& [name, id] : it->second) {
@@ -411,7 +413,7 @@ Result<proto::CkptStatusReply> CkptTable::GetStatus(const proto::CkptStatus& req
   if (req.job.empty()) {
     reply.jobs = JobSummaries();
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<uint64_t> roots;
   if (!req.job.empty()) {
     if (req.job.find('/') != std::string::npos) return Status::InvalidArgument("bad checkpoint job " + req.job);
@@ -424,7 +426,10 @@ Result<proto::CkptStatusReply> CkptTable::GetStatus(const proto::CkptStatus& req
   }
   if (req.files) {
     for (uint64_t root : roots) {
-      ForEachFileLocked(root, [&](const CkptNode& f) { reply.files.push_back(ShownLocked(f)); });
+      ForEachFileLocked(root, [&](const CkptNode& f) {
+        mu_.AssertHeld();
+        reply.files.push_back(ShownLocked(f));
+      });
     }
   }
   // The failing files are few; the namespace may be large.
@@ -441,11 +446,12 @@ Result<proto::CkptStatusReply> CkptTable::GetStatus(const proto::CkptStatus& req
 }
 
 Result<proto::CkptJobStatus> CkptTable::Flush(const std::string& job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (job.empty() || job.find('/') != std::string::npos) return Status::InvalidArgument("bad checkpoint job '" + job + "'");
   HOARD_ASSIGN_OR_RETURN(const CkptNode* j, ResolveLocked(job));
   if (!j->is_dir) return Status::NotDirectory("checkpoint job " + job + " is a file");
   ForEachFileLocked(j->id, [&](const CkptNode& f) {
+    mu_.AssertHeld();
     if (f.gen != 0 && f.level != uint8_t(CkptLevel::kP)) urgent_.insert(f.id);
   });
   return JobStatusLocked(*j);

@@ -103,6 +103,7 @@ void CkptTable::QueueDropsLocked(CkptRecord* r, const CkptNode& n, const CkptOld
     if (!d.whole && d.id == n.id) queued.insert(Ref{d.node, d.gen, d.index, d.checksum});
   }
   auto queue = [&](CkptDrop d) {
+    mu_.AssertHeld();
     d.seq = r->drops_add.empty() ? next_drop_seq_ : r->drops_add.back().seq + 1;
     r->drops_add.push_back(std::move(d));
   };
@@ -139,7 +140,7 @@ Status CkptTable::CheckReuseLocked(const CkptNode& n, const proto::CkptCommit& r
 
 void CkptTable::SetSessions(std::set<proto::CkptHold> holds, std::set<uint64_t> writing, uint64_t mount,
                             const std::set<uint64_t>& mount_writing) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   holds_ = std::move(holds);
   writing_ = std::move(writing);
   if (mount == 0) return;
@@ -148,7 +149,7 @@ void CkptTable::SetSessions(std::set<proto::CkptHold> holds, std::set<uint64_t> 
 }
 
 Result<size_t> CkptTable::CollectGarbage() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   // After a restart, mounts need a while to say what they hold.
   if (options_.clock->Now() - opened_at_ < options_.retire_grace) return size_t(0);
   const int64_t now = NowMs();
@@ -176,12 +177,12 @@ Result<size_t> CkptTable::CollectGarbage() {
 }
 
 size_t CkptTable::pending_drops() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return drops_.size();
 }
 
 size_t CkptTable::old_generations() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = 0;
   for (uint64_t id : with_old_gens_) n += nodes_.at(id).old_gens.size();
   return n;

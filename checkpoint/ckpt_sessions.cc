@@ -39,7 +39,7 @@ CkptSessions::Session& CkptSessions::TouchLocked(uint64_t mount, const std::stri
 }
 
 proto::CkptSessionReply CkptSessions::Update(const proto::CkptSession& req) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   proto::CkptSessionReply reply{.incarnation = incarnation_};
   if (req.mount == 0) return reply;
   Session& s = TouchLocked(req.mount, &req.node, &reply.fresh);
@@ -66,11 +66,12 @@ Result<proto::CkptLockReply> CkptSessions::Lock(const proto::CkptLock& req) {
   if (req.mount == 0 || req.lock.type > 2 || req.lock.start > req.lock.end) {
     return Status::InvalidArgument("malformed checkpoint lock request");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const Session& me = TouchLocked(req.mount, nullptr);
   const FileLock want = ToFileLock(req.mount, req.lock);
   proto::CkptLockReply reply;
   auto answer = [&](const std::optional<FileLock>& c) {
+    mu_.AssertHeld();
     reply.granted = !c.has_value();
     if (c) {
       reply.conflict = ToSpec(*c);
@@ -96,7 +97,7 @@ Result<proto::CkptLockReply> CkptSessions::Lock(const proto::CkptLock& req) {
 }
 
 void CkptSessions::Expire() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const auto now = options_.clock->Now();
   bool changed = false;
   for (auto it = sessions_.begin(); it != sessions_.end();) {
@@ -131,12 +132,12 @@ void CkptSessions::PublishLocked(uint64_t mount, const std::set<uint64_t>& mount
 }
 
 size_t CkptSessions::sessions() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return sessions_.size();
 }
 
 size_t CkptSessions::reading() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return size_t(std::count_if(sessions_.begin(), sessions_.end(), [](const auto& kv) { return !kv.second.holds.empty(); }));
 }
 

@@ -31,7 +31,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
@@ -39,6 +38,7 @@
 
 #include "common/clock.h"
 #include "common/file_locks.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "proto/messages.h"
 
@@ -80,17 +80,19 @@ class CkptSessions {
     std::set<uint64_t> writing;
   };
   // The session of `mount`, made if new (`*fresh` then true).
-  Session& TouchLocked(uint64_t mount, const std::string* node, bool* fresh = nullptr);
-  void EndLocked(std::map<uint64_t, Session>::iterator it, const char* why);
-  void PublishLocked(uint64_t mount = 0, const std::set<uint64_t>& mount_writing = {});
-  bool InGraceLocked() const;
+  Session& TouchLocked(uint64_t mount, const std::string* node, bool* fresh = nullptr) REQUIRES(mu_);
+  void EndLocked(std::map<uint64_t, Session>::iterator it, const char* why) REQUIRES(mu_);
+  void PublishLocked(uint64_t mount = 0, const std::set<uint64_t>& mount_writing = {}) REQUIRES(mu_);
+  bool InGraceLocked() const REQUIRES(mu_);
 
   Options options_;
   const uint64_t incarnation_;
   const std::chrono::steady_clock::time_point started_;
-  mutable std::mutex mu_;
-  std::map<uint64_t, Session> sessions_;  // by mount id; guarded by mu_
-  FileLocks locks_;                       // changed with mu_ held
+  mutable Mutex mu_;
+  std::map<uint64_t, Session> sessions_ GUARDED_BY(mu_);  // by mount id
+  // Thread-safe itself (locks() reads it without mu_), but changed with mu_
+  // held so that it agrees with sessions_.
+  FileLocks locks_;
 };
 
 }  // namespace hoard

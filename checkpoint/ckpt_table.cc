@@ -142,13 +142,14 @@ void CkptTable::TouchLocked(CkptRecord* r, uint64_t id, int64_t now_ns, bool mti
 // ---- the level users see ("Shown level" in ckpt_table.h) ------------------
 
 void CkptTable::SetUpNodes(const std::set<std::string>& up_nodes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   up_ = up_nodes;
 }
 
 proto::CkptLevel CkptTable::ShownLevelLocked(const CkptNode& n) const {
   if (!up_.has_value()) return static_cast<proto::CkptLevel>(n.level);
   return proto::CkptShownLevel(n, [&](uint32_t index, const std::string& holder) {
+    mu_.AssertHeld();
     if (!up_->contains(holder)) return false;
     auto it = unconfirmed_.find(holder);
     return it == unconfirmed_.end() || !it->second.contains({n.id, n.gen, index});
@@ -164,13 +165,13 @@ proto::CkptEntry CkptTable::ShownLocked(const CkptNode& n) const {
 // ---- reads ----------------------------------------------------------------
 
 Result<CkptEntry> CkptTable::Lookup(const std::string& path) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* n, ResolveLocked(path));
   return ShownLocked(*n);
 }
 
 Result<CkptEntry> CkptTable::LookupForRead(const std::string& path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* n, ResolveLocked(path));
   // relatime: a read moves atime only when it is not newer than the last
   // change, or is a day old; so reading a file again and again costs one
@@ -194,7 +195,7 @@ Result<CkptEntry> CkptTable::LookupForRead(const std::string& path) {
 }
 
 Result<proto::CkptListReply> CkptTable::List(const std::string& path) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* n, ResolveLocked(path));
   if (!n->is_dir) return Status::NotDirectory("checkpoint path " + path + " is a file");
   proto::CkptListReply reply{.dir = ToEntryLocked(*n)};
@@ -207,7 +208,7 @@ Result<proto::CkptListReply> CkptTable::List(const std::string& path) const {
 // ---- changes --------------------------------------------------------------
 
 Result<CkptEntry> CkptTable::Create(const proto::CkptCreate& req) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* parent, ResolveParentLocked(req.path));
   if (ResolveLocked(req.path).ok()) return Status::AlreadyExists("checkpoint path " + req.path + " exists");
   const bool symlink = !req.target.empty();
@@ -247,7 +248,7 @@ Result<CkptEntry> CkptTable::Create(const proto::CkptCreate& req) {
 }
 
 Result<CkptEntry> CkptTable::SetAttr(const proto::CkptSetAttr& req) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* n, ResolveLocked(req.path));
   if (req.id != 0 && n->id != req.id) {
     return Status::NotFound("checkpoint path " + req.path + " names another entry than " + std::to_string(req.id) +
@@ -302,7 +303,7 @@ void CkptTable::DropUploadLocked(CkptRecord* r, CkptNode* n) {
 }
 
 Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const CkptNode* n = FindLocked(req.id);
   // An orphan was removed: its bytes have nowhere to go (as after unlink).
   if (n == nullptr || n->orphan) {
@@ -388,7 +389,7 @@ Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
 }
 
 Result<uint64_t> CkptTable::Remove(const proto::CkptRemove& req) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* n, ResolveLocked(req.path));
   if (n->id == 0) return Status::InvalidArgument("the checkpoint root cannot be removed");
   if (req.is_dir && !n->is_dir) return Status::NotDirectory("checkpoint path " + req.path + " is a file");
@@ -408,7 +409,7 @@ Result<uint64_t> CkptTable::Remove(const proto::CkptRemove& req) {
 }
 
 Result<CkptEntry> CkptTable::Rename(const proto::CkptRename& req) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* src, ResolveLocked(req.from));
   HOARD_RETURN_IF_ERROR(CheckPath(req.to));
   if (src->id == 0 || req.to.empty()) return Status::InvalidArgument("the checkpoint root cannot be renamed");

@@ -130,7 +130,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -143,6 +142,7 @@
 #include "checkpoint/ckpt_store.h"
 #include "checkpoint/drain_health.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "proto/messages.h"
 
@@ -290,8 +290,8 @@ class CkptTable {
   // Old generations kept for readers, over all files (metrics).
   size_t old_generations() const;
   // Whether some live session holds generation `gen` of `id` (tests).
-  bool TEST_held(uint64_t id, uint64_t gen) const {
-    std::lock_guard lock(mu_);
+  bool TEST_held(uint64_t id, uint64_t gen) const EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     return holds_.contains(proto::CkptHold{.id = id, .gen = gen});
   }
 
@@ -334,123 +334,130 @@ class CkptTable {
 
   // Makes `r` durable (counters filled in here), applies it, snapshots when
   // due, and wakes the listener when it queued origin operations.
-  Status SaveLocked(CkptRecord r);
-  void Apply(const CkptRecord& r);
+  Status SaveLocked(CkptRecord r) REQUIRES(mu_);
+  void Apply(const CkptRecord& r) REQUIRES(mu_);
   // After a replay: kCorruption unless the namespace is one operations could
   // have built (ckpt_table_apply.cc); moves counters past the ids in use.
-  Status CheckLoadedLocked();
-  void ApplyPut(const CkptNode& n);
-  void ApplyDel(uint64_t id);
-  void IndexLocked(const CkptNode& n, bool add);  // the drain and marker indexes
-  CkptSnapshot SnapshotLocked() const;
+  Status CheckLoadedLocked() REQUIRES(mu_);
+  void ApplyPut(const CkptNode& n) REQUIRES(mu_);
+  void ApplyDel(uint64_t id) REQUIRES(mu_);
+  void IndexLocked(const CkptNode& n, bool add) REQUIRES(mu_);  // the drain and marker indexes
+  CkptSnapshot SnapshotLocked() const REQUIRES(mu_);
 
   // Path resolution. kNotFound / kNotDirectory / kInvalidArgument.
-  Result<const CkptNode*> ResolveLocked(const std::string& path) const;
-  Result<const CkptNode*> ResolveParentLocked(const std::string& path) const;
-  std::string PathLocked(uint64_t id) const;
-  const CkptNode* FindLocked(uint64_t id) const;
-  bool HasChildrenLocked(uint64_t id) const;
-  bool InSubtreeLocked(uint64_t id, uint64_t ancestor) const;
-  uint64_t JobOfLocked(uint64_t id) const;  // the top-level ancestor (itself if top-level); 0 for the root
+  Result<const CkptNode*> ResolveLocked(const std::string& path) const REQUIRES(mu_);
+  Result<const CkptNode*> ResolveParentLocked(const std::string& path) const REQUIRES(mu_);
+  std::string PathLocked(uint64_t id) const REQUIRES(mu_);
+  const CkptNode* FindLocked(uint64_t id) const REQUIRES(mu_);
+  bool HasChildrenLocked(uint64_t id) const REQUIRES(mu_);
+  bool InSubtreeLocked(uint64_t id, uint64_t ancestor) const REQUIRES(mu_);
+  uint64_t JobOfLocked(uint64_t id) const REQUIRES(mu_);  // the top-level ancestor (itself if top-level); 0 for the root
   // Calls fn for every file in the subtree of `id` (itself if a file).
-  void ForEachFileLocked(uint64_t id, const std::function<void(const CkptNode&)>& fn) const;
-  proto::CkptEntry ToEntryLocked(const CkptNode& n) const;
+  void ForEachFileLocked(uint64_t id, const std::function<void(const CkptNode&)>& fn) const REQUIRES(mu_);
+  proto::CkptEntry ToEntryLocked(const CkptNode& n) const REQUIRES(mu_);
   int64_t NowMs() const;
 
   // Helpers that add to a record being built. Each sees the state before
   // the record (Apply has not run), so `r->put` may already hold a newer copy
   // of an entry: PutLocked merges by id.
-  CkptNode* PutLocked(CkptRecord* r, const CkptNode& n);
+  CkptNode* PutLocked(CkptRecord* r, const CkptNode& n) REQUIRES(mu_);
   void QueueOriginOpLocked(CkptRecord* r, uint8_t kind, std::string from, std::string path, uint64_t id = 0,
-                           uint64_t gen = 0);
-  void MarkAncestorsOnOriginLocked(CkptRecord* r, uint64_t parent);
-  void DropUploadLocked(CkptRecord* r, CkptNode* n);
+                           uint64_t gen = 0) REQUIRES(mu_);
+  void MarkAncestorsOnOriginLocked(CkptRecord* r, uint64_t parent) REQUIRES(mu_);
+  void DropUploadLocked(CkptRecord* r, CkptNode* n) REQUIRES(mu_);
   // Queues the publish of `n`'s uploaded generation into `r`.
-  void QueuePublishLocked(CkptRecord* r, CkptNode n);
+  void QueuePublishLocked(CkptRecord* r, CkptNode n) REQUIRES(mu_);
   bool IsMarker(const std::string& name) const;
-  bool MarkerReadyLocked(const CkptNode& marker) const;
+  bool MarkerReadyLocked(const CkptNode& marker) const REQUIRES(mu_);
   // Journals that `node` holds `chunks` (copies Rereplicate gave it): they
   // count from now on.
-  Status ConfirmLocked(const std::string& node, const std::set<ChunkOf>& chunks);
+  Status ConfirmLocked(const std::string& node, const std::set<ChunkOf>& chunks) REQUIRES(mu_);
   // Queues publishes of held markers that are now ready.
-  Status PublishReadyMarkersLocked();
+  Status PublishReadyMarkersLocked() REQUIRES(mu_);
   // Releases copies past the job's newest keep_last checkpoints (P only).
-  Status ApplyRetentionLocked(uint64_t job);
-  proto::CkptJobStatus JobStatusLocked(const CkptNode& job) const;
+  Status ApplyRetentionLocked(uint64_t job) REQUIRES(mu_);
+  proto::CkptJobStatus JobStatusLocked(const CkptNode& job) const REQUIRES(mu_);
   // The level shown for `n` (see "Shown level"), and its entry with it.
-  proto::CkptLevel ShownLevelLocked(const CkptNode& n) const;
-  proto::CkptEntry ShownLocked(const CkptNode& n) const;
-  uint64_t DrainBudgetLocked(double dataset_fill_bytes_per_s) const;
-  bool AnyOverdueLocked() const;
-  std::optional<std::string> DrainerLocked(const CkptNode& n, const std::set<std::string>& up) const;
+  proto::CkptLevel ShownLevelLocked(const CkptNode& n) const REQUIRES(mu_);
+  proto::CkptEntry ShownLocked(const CkptNode& n) const REQUIRES(mu_);
+  uint64_t DrainBudgetLocked(double dataset_fill_bytes_per_s) const REQUIRES(mu_);
+  bool AnyOverdueLocked() const REQUIRES(mu_);
+  std::optional<std::string> DrainerLocked(const CkptNode& n, const std::set<std::string>& up) const REQUIRES(mu_);
 
   // The generation-level pieces of "Old generations" (ckpt_gens.cc).
   // Keeps `old` (the generation `n` had before a commit or removal) in `c`
   // when it still has copies; `c` is the entry as it will be.
-  void KeepOldGenLocked(CkptNode* c, const CkptNode& old) const;
+  void KeepOldGenLocked(CkptNode* c, const CkptNode& old) const REQUIRES(mu_);
   // Turns `gone` (a committed file removed or replaced) into an orphan in
   // `r`, or deletes it when nothing of it is left to read.
-  void RemoveFileLocked(CkptRecord* r, CkptNode gone);
+  void RemoveFileLocked(CkptRecord* r, CkptNode gone) REQUIRES(mu_);
   // Queues into `r` the drops of what `retired` used that no generation
   // still in `n` (after the change) uses.
-  void QueueDropsLocked(CkptRecord* r, const CkptNode& n, const CkptOldGen& retired);
+  void QueueDropsLocked(CkptRecord* r, const CkptNode& n, const CkptOldGen& retired) REQUIRES(mu_);
   // Checks a commit's reuse of copies against `n`'s current generation.
-  Status CheckReuseLocked(const CkptNode& n, const proto::CkptCommit& req) const;
+  Status CheckReuseLocked(const CkptNode& n, const proto::CkptCommit& req) const REQUIRES(mu_);
   // Whether replica file (node, gen, index, checksum) of `id` is used by its
   // current generation or an old one still kept.
-  bool RefLiveLocked(uint64_t id, const std::string& node, uint64_t gen, uint32_t index, uint64_t checksum) const;
+  bool RefLiveLocked(uint64_t id, const std::string& node, uint64_t gen, uint32_t index, uint64_t checksum) const REQUIRES(mu_);
   // Moves ctime (and, for a directory, mtime) of the entry `id` to `now` in
   // `r`; the root's times are kept in memory only.
-  void TouchLocked(CkptRecord* r, uint64_t id, int64_t now_ns, bool mtime);
+  void TouchLocked(CkptRecord* r, uint64_t id, int64_t now_ns, bool mtime) REQUIRES(mu_);
   int64_t NowNs() const;
-  uint32_t NlinkLocked(const CkptNode& n) const;
+  uint32_t NlinkLocked(const CkptNode& n) const REQUIRES(mu_);
 
   Options options_;
-  CkptStore store_;
-  mutable std::mutex mu_;
-  // The namespace, guarded by mu_. nodes_ holds every entry but the root (id 0).
-  std::map<uint64_t, CkptNode> nodes_;
-  std::map<uint64_t, std::map<std::string, uint64_t>> children_;  // dir id -> name -> id
-  std::map<uint64_t, OriginOp> ops_;  // by seq: the origin queue
-  std::map<uint64_t, CkptDrop> drops_;  // by seq: copies nodes must delete
-  std::map<std::string, std::set<uint64_t>> drops_by_node_;  // derived from drops_
-  uint64_t next_id_ = 1, next_commit_seq_ = 1, next_op_seq_ = 1, next_drop_seq_ = 1;
+  mutable Mutex mu_;
+  CkptStore store_ GUARDED_BY(mu_);
+  // The namespace. nodes_ holds every entry but the root (id 0).
+  std::map<uint64_t, CkptNode> nodes_ GUARDED_BY(mu_);
+  std::map<uint64_t, std::map<std::string, uint64_t>> children_ GUARDED_BY(mu_);  // dir id -> name -> id
+  std::map<uint64_t, OriginOp> ops_ GUARDED_BY(mu_);      // by seq: the origin queue
+  std::map<uint64_t, CkptDrop> drops_ GUARDED_BY(mu_);    // by seq: copies nodes must delete
+  std::map<std::string, std::set<uint64_t>> drops_by_node_ GUARDED_BY(mu_);  // derived from drops_
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  uint64_t next_commit_seq_ GUARDED_BY(mu_) = 1;
+  uint64_t next_op_seq_ GUARDED_BY(mu_) = 1;
+  uint64_t next_drop_seq_ GUARDED_BY(mu_) = 1;
   // The root's times (not durable: a restart starts them at the open).
-  int64_t root_mtime_ns_ = 0, root_ctime_ns_ = 0;
-  // Derived indexes (rebuilt by Apply on replay), guarded by mu_:
-  std::set<std::pair<uint64_t, uint64_t>> undrained_;  // (commit_seq, id): committed, neither uploaded nor published
-  std::set<uint64_t> held_markers_;                    // ids with an upload waiting for publish
-  std::set<uint64_t> with_old_gens_;                   // ids whose old_gens is not empty
-  std::map<uint64_t, uint32_t> subdirs_;               // dir id -> directories in it (nlink)
-  // Not durable, on purpose, guarded by mu_: leases are re-issued after a
-  // restart anyway, and a flush is a hint the CLI repeats with --wait.
-  std::map<uint64_t, Lease> leases_;  // by id
-  std::set<uint64_t> urgent_;         // ids flushed and not yet drained
-  std::set<std::string> rebuild_due_;  // nodes given new copies: their next Work lists them (and at Load,
-                                       // every node with unconfirmed copies)
-  // For the shown level (see above), guarded by mu_. unconfirmed_ is derived
-  // from the entries (rebuilt by Apply); the rest is not durable.
-  std::optional<std::set<std::string>> up_;                  // unknown until SetUpNodes
-  std::map<std::string, std::set<ChunkOf>> unconfirmed_;     // by node: copies Rereplicate gave it
+  int64_t root_mtime_ns_ GUARDED_BY(mu_) = 0;
+  int64_t root_ctime_ns_ GUARDED_BY(mu_) = 0;
+  // Derived indexes (rebuilt by Apply on replay):
+  // (commit_seq, id): committed, neither uploaded nor published
+  std::set<std::pair<uint64_t, uint64_t>> undrained_ GUARDED_BY(mu_);
+  std::set<uint64_t> held_markers_ GUARDED_BY(mu_);     // ids with an upload waiting for publish
+  std::set<uint64_t> with_old_gens_ GUARDED_BY(mu_);    // ids whose old_gens is not empty
+  std::map<uint64_t, uint32_t> subdirs_ GUARDED_BY(mu_);  // dir id -> directories in it (nlink)
+  // Not durable, on purpose: leases are re-issued after a restart anyway, and
+  // a flush is a hint the CLI repeats with --wait.
+  std::map<uint64_t, Lease> leases_ GUARDED_BY(mu_);  // by id
+  std::set<uint64_t> urgent_ GUARDED_BY(mu_);         // ids flushed and not yet drained
+  // Nodes given new copies: their next Work lists them (and at Load, every
+  // node with unconfirmed copies).
+  std::set<std::string> rebuild_due_ GUARDED_BY(mu_);
+  // For the shown level (see above). unconfirmed_ is derived from the entries
+  // (rebuilt by Apply); the rest is not durable.
+  std::optional<std::set<std::string>> up_ GUARDED_BY(mu_);               // unknown until SetUpNodes
+  std::map<std::string, std::set<ChunkOf>> unconfirmed_ GUARDED_BY(mu_);  // by node: copies Rereplicate gave it
   // By node: the rebuild_seq of the last list sent to it, and which of its
   // unconfirmed copies were on it.
-  std::map<std::string, std::pair<uint64_t, std::set<ChunkOf>>> listed_;
+  std::map<std::string, std::pair<uint64_t, std::set<ChunkOf>>> listed_ GUARDED_BY(mu_);
   // By node: where its next rebuild page starts (id, chunk), while its list
   // is longer than Options::rebuild_page.
-  std::map<std::string, std::pair<uint64_t, uint32_t>> rebuild_cursor_;
-  uint64_t next_rebuild_seq_ = 1;  // starts at the wall clock's microseconds (see the constructor)
+  std::map<std::string, std::pair<uint64_t, uint32_t>> rebuild_cursor_ GUARDED_BY(mu_);
+  // Starts at the wall clock's microseconds (see the constructor).
+  uint64_t next_rebuild_seq_ GUARDED_BY(mu_) = 1;
   std::atomic<uint64_t> rereplicated_chunks_{0};
-  std::function<void()> listener_;    // guarded by mu_
-  DrainHealth health_;                // guarded by mu_; not durable (see drain_health.h)
-  // Sessions (not durable: mounts report again within retire_grace), guarded
-  // by mu_.
-  std::set<proto::CkptHold> holds_;
-  std::set<uint64_t> writing_;
+  std::function<void()> listener_ GUARDED_BY(mu_);
+  DrainHealth health_ GUARDED_BY(mu_);  // not durable (see drain_health.h)
+  // Sessions (not durable: mounts report again within retire_grace).
+  std::set<proto::CkptHold> holds_ GUARDED_BY(mu_);
+  std::set<uint64_t> writing_ GUARDED_BY(mu_);
   struct WritingCommit {
     uint64_t mount = 0;
     std::chrono::steady_clock::time_point expiry;
   };
-  std::map<uint64_t, WritingCommit> writing_commits_;  // CkptCommit.writing, by id
+  std::map<uint64_t, WritingCommit> writing_commits_ GUARDED_BY(mu_);  // CkptCommit.writing, by id
+  // Set by the constructor, read-only after.
   std::chrono::steady_clock::time_point opened_at_;
   int64_t opened_unix_ms_ = 0;  // the same moment, on the wall clock (commits before it were a previous run's)
   bool wall_injected_ = false;  // Options::now_unix_ms was given (tests): NowNs follows it

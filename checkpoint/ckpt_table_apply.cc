@@ -35,10 +35,10 @@ Result<std::unique_ptr<CkptTable>> CkptTable::Open(Options options) {
 }
 
 Status CkptTable::Load() {
+  MutexLock lock(&mu_);
   std::string cut;
   HOARD_ASSIGN_OR_RETURN(CkptStore::Loaded loaded, store_.Open(&cut));
   if (!cut.empty()) options_.logger->warn("checkpoint journal: {}", cut);
-  std::lock_guard lock(mu_);
   CkptRecord base{.next_id = loaded.snapshot.next_id,
                   .next_commit_seq = loaded.snapshot.next_commit_seq,
                   .next_op_seq = loaded.snapshot.next_op_seq,

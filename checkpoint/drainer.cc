@@ -22,20 +22,20 @@ void Drainer::Start() {
 
 void Drainer::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   gate_.SetLimits({});  // an upload waiting for its byte budget goes on, sees stopping_ and ends
   if (thread_.joinable()) thread_.join();
 }
 
 void Drainer::RequestRebuild() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     rebuild_requested_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Drainer::Loop() {
@@ -52,14 +52,29 @@ void Drainer::Loop() {
       backoff = options_.backoff_min;
       if (drained > 0) wait = std::chrono::milliseconds(0);  // more work may be waiting
     }
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, wait, [this] { return stopping() || rebuild_requested_.load(); });
+    MutexLock lock(&mu_);
+    const auto deadline = options_.clock->Now() + wait;
+    ++waits_;
+    next_round_ = deadline;
+    while (!stopping() && !rebuild_requested_.load()) {
+      if (!options_.clock->WaitUntil(&cv_, &mu_, deadline)) break;
+    }
   }
+}
+
+uint64_t Drainer::TEST_waits() const {
+  MutexLock lock(&mu_);
+  return waits_;
+}
+
+std::chrono::steady_clock::time_point Drainer::TEST_next_round() const {
+  MutexLock lock(&mu_);
+  return next_round_;
 }
 
 Status Drainer::RunOnce(int* drained) {
   if (drained != nullptr) *drained = 0;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = options_.clock->Now();
   if (rebuild_requested_.exchange(false)) {
     asked_rebuild_ = false;  // the list we held in full lost a replica
     rebuilt_seq_ = 0;
@@ -70,7 +85,10 @@ Status Drainer::RunOnce(int* drained) {
                       .dropped = dropped_seq_};
   // Eviction spares files changed since (about) now: the reply cannot know them.
   const auto asked_at = std::chrono::system_clock::now();
-  Result<proto::CkptWorkReply> work = coordinator_->Call(req, options_.rpc_timeout);
+  Result<proto::CkptWorkReply> work = [&] {
+    MutexLock lock(&coordinator_mu_);  // uncontended: no upload stream runs now
+    return coordinator_->Call(req, options_.rpc_timeout);
+  }();
   if (!work.ok()) return work.status().Annotate("CkptWork");
   if (req.rebuild) {
     asked_rebuild_ = true;
@@ -115,7 +133,7 @@ Status Drainer::RunOnce(int* drained) {
 Status Drainer::Drain(const std::vector<proto::CkptDrainTask>& tasks, int* drained) {
   std::atomic<size_t> next{0};
   std::atomic<int> done{0};
-  std::mutex mu;
+  Mutex mu;
   Status first_error;  // guarded by mu
   std::atomic<bool> failed{false};
   auto stream = [&](size_t slot) {
@@ -133,7 +151,7 @@ Status Drainer::Drain(const std::vector<proto::CkptDrainTask>& tasks, int* drain
         options_.logger->warn("checkpoint {} (id {} gen {}) not drained: {}", e.path, e.id, e.gen, up.ToString());
       }
       Result<proto::CkptDrainedReply> rep = [&] {
-        std::lock_guard lock(coordinator_mu_);
+        MutexLock lock(&coordinator_mu_);
         return coordinator_->Call(
             proto::CkptDrained{.node = options_.node,
                                .id = e.id,
@@ -148,7 +166,7 @@ Status Drainer::Drain(const std::vector<proto::CkptDrainTask>& tasks, int* drain
       // down or full): the round ends and the next one backs off.
       Status s = !rep.ok() ? rep.status().Annotate("CkptDrained") : up;
       if (!s.ok()) {
-        std::lock_guard lock(mu);
+        MutexLock lock(&mu);
         if (!failed.exchange(true)) first_error = s;
         return;
       }
@@ -216,7 +234,7 @@ Status Drainer::WriteAll(const proto::CkptEntry& e, CkptWriter* writer, bool* at
 }
 
 void Drainer::NoteUpload(const proto::CkptEntry& e, bool ok) {
-  std::lock_guard lock(uploads_mu_);
+  MutexLock lock(&uploads_mu_);
   auto [it, added] = uploads_.try_emplace(e.id, e.gen, 0);
   if (it->second.first != e.gen) it->second = {e.gen, 0};
   // The oldest ids go first (they are the least likely to be drained again).

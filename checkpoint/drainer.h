@@ -45,11 +45,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +58,7 @@
 #include "origin/ckpt_origin.h"
 #include "store/replica_store.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "origin/origin_gate.h"
 #include "proto/rpc_client.h"
 
@@ -90,7 +89,9 @@ class Drainer {
     std::chrono::milliseconds rebuild_interval{std::chrono::minutes(5)};
     std::shared_ptr<spdlog::logger> logger;  // required
     zmq::context_t* context = nullptr;       // required
-    Clock* clock = Clock::Real();            // spaces the repeated-upload warnings
+    // Waits between rounds, the rebuild-list interval, the spacing of the
+    // repeated-upload warnings.
+    Clock* clock = Clock::Real();
   };
 
   struct Counters {
@@ -123,6 +124,11 @@ class Drainer {
   // next round, started now, asks for the whole rebuild list again.
   void RequestRebuild();
 
+  // Test hooks: how many waits between rounds the thread has begun, and when
+  // (on Options::clock) the last one ends unless woken.
+  uint64_t TEST_waits() const EXCLUDES(mu_);
+  std::chrono::steady_clock::time_point TEST_next_round() const EXCLUDES(mu_);
+
  private:
   void Loop();
   // Drains `tasks`, upload_streams at a time; reports each to the
@@ -134,7 +140,7 @@ class Drainer {
   Status WriteAll(const proto::CkptEntry& e, CkptWriter* writer, bool* at_origin);
   // Counts the uploads of each generation reported ok; logs a repeat (see
   // the top). Called by the upload streams.
-  void NoteUpload(const proto::CkptEntry& e, bool ok);
+  void NoteUpload(const proto::CkptEntry& e, bool ok) EXCLUDES(uploads_mu_);
   // Chunk i of `e`, verified: local store first, then its holders.
   Result<std::string> FetchChunk(const proto::CkptEntry& e, uint32_t i);
   // From the first of `holders` (not this node) that has it.
@@ -148,8 +154,8 @@ class Drainer {
   ReplicaStore* store_;
   Counters counters_;
   OriginGate gate_;  // pacing only (no connection limit)
-  std::mutex coordinator_mu_;  // the upload streams report through one client
-  std::unique_ptr<proto::RpcClient> coordinator_;  // guarded by coordinator_mu_ during Drain
+  Mutex coordinator_mu_;  // the upload streams report through one client
+  std::unique_ptr<proto::RpcClient> coordinator_ GUARDED_BY(coordinator_mu_);
   // One per upload stream, each used by one stream at a time.
   std::vector<std::unique_ptr<CkptOrigin>> origins_;
   std::chrono::steady_clock::time_point last_rebuild_ask_;  // RunOnce's thread only
@@ -158,16 +164,20 @@ class Drainer {
   uint64_t dropped_seq_ = 0;  // the last drop list carried out (RunOnce's thread only)
   std::atomic<bool> rebuild_requested_{false};
 
-  std::mutex uploads_mu_;  // guards the two below
+  Mutex uploads_mu_;
   // By id: (generation, uploads of it reported ok); the newest kUploadsKept ids.
-  std::map<uint64_t, std::pair<uint64_t, uint32_t>> uploads_;
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> uploads_ GUARDED_BY(uploads_mu_);
   static constexpr size_t kUploadsKept = 4096;
-  std::chrono::steady_clock::time_point repeat_logged_{};  // the last repeat logged
+  std::chrono::steady_clock::time_point repeat_logged_ GUARDED_BY(uploads_mu_){};  // the last repeat logged
 
   std::thread thread_;
   std::atomic<bool> stopping_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;  // wakes Loop's wait on Stop
+  // Held to change stopping_ or rebuild_requested_, so that Loop's wait
+  // cannot miss the change.
+  mutable Mutex mu_;
+  CondVar cv_;  // wakes Loop's wait on Stop
+  uint64_t waits_ GUARDED_BY(mu_) = 0;
+  std::chrono::steady_clock::time_point next_round_ GUARDED_BY(mu_);
 };
 
 }  // namespace hoard

@@ -19,6 +19,7 @@
 #include "testing/mem_ckpt_origin.h"
 #include "common/file_util.h"
 #include "common/hash.h"
+#include "common/mutex.h"
 #include "common/testing.h"
 
 namespace hoard {
@@ -37,14 +38,14 @@ class FakeCoordinator {
       : server_({.endpoint = "tcp://127.0.0.1:0", .name = "fake coordinator", .logger = log, .context = &ctx}) {
     server_.Handle<proto::CkptWork>(
         [this](const proto::CkptWork& r, const proto::Envelope&, std::string*) -> Result<proto::CkptWorkReply> {
-          std::lock_guard lock(mu_);
+          MutexLock lock(&mu_);
           asks_.push_back(r);
           if (!fail_with_.ok()) return fail_with_;
           return work_;
         });
     server_.Handle<proto::CkptDrained>(
         [this](const proto::CkptDrained& r, const proto::Envelope&, std::string*) -> Result<proto::CkptDrainedReply> {
-          std::lock_guard lock(mu_);
+          MutexLock lock(&mu_);
           drained_.push_back(r);
           if (r.ok && !hand_out_again_) {
             std::erase_if(work_.drain, [&](const proto::CkptDrainTask& t) { return t.entry.id == r.id; });
@@ -55,36 +56,36 @@ class FakeCoordinator {
   }
   const std::string& endpoint() const { return server_.bound_endpoint(); }
   void Set(proto::CkptWorkReply w) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     work_ = std::move(w);
   }
   void Fail(Status s) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     fail_with_ = std::move(s);
   }
   // Hands out a task drained ok again: a coordinator that never finds the
   // uploads on its origin (a drain loop).
   void HandOutAgain() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     hand_out_again_ = true;
   }
   std::vector<proto::CkptDrained> drained() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return drained_;
   }
   std::vector<proto::CkptWork> asks() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return asks_;
   }
 
  private:
   proto::RpcServer server_;
-  std::mutex mu_;
-  proto::CkptWorkReply work_;
-  Status fail_with_;
-  bool hand_out_again_ = false;
-  std::vector<proto::CkptDrained> drained_;
-  std::vector<proto::CkptWork> asks_;
+  Mutex mu_;
+  proto::CkptWorkReply work_ GUARDED_BY(mu_);
+  Status fail_with_ GUARDED_BY(mu_);
+  bool hand_out_again_ GUARDED_BY(mu_) = false;
+  std::vector<proto::CkptDrained> drained_ GUARDED_BY(mu_);
+  std::vector<proto::CkptWork> asks_ GUARDED_BY(mu_);
 };
 
 class DrainerTest : public ::testing::Test {
@@ -472,8 +473,13 @@ TEST_F(DrainerTest, ThreadDrainsInTheBackgroundAndStops) {
   coord_.Set({.drain = {{.entry = e, .tmp_path = Tmp(e)}}, .keep_files = {41}});
   drainer_->Start();
   EXPECT_TRUE(testing::Eventually([&] { return drainer_->counters().drained_files.load() >= 1; }));
-  // It keeps asking for work (every poll_interval).
-  EXPECT_TRUE(testing::Eventually([&] { return coord_.asks().size() >= 3; }));
+  // It keeps asking for work, every poll_interval.
+  for (uint64_t waits = 2; waits <= 3; ++waits) {
+    ASSERT_TRUE(testing::Eventually([&] { return drainer_->TEST_waits() >= waits; }));
+    EXPECT_EQ(drainer_->TEST_next_round(), clock_.Now() + 500ms);
+    clock_.Advance(500ms);
+  }
+  EXPECT_TRUE(testing::Eventually([&] { return coord_.asks().size() >= 4; }));
   drainer_->Stop();
   EXPECT_TRUE(Uploaded(Tmp(e)) == bytes) << "the upload differs from the committed bytes";
   EXPECT_EQ(drainer_->counters().drained_files.load(), 1u);
@@ -484,13 +490,19 @@ TEST_F(DrainerTest, BacksOffWhileTheCoordinatorFails) {
   // Polls every 10 ms when all is well; after failures, 200 ms then 400 ms.
   drainer_ = MakeDrainer(coord_.endpoint(), 10ms, 200ms, 400ms);
   drainer_->Start();
-  std::this_thread::sleep_for(1100ms);
-  const size_t failing = coord_.asks().size();
-  EXPECT_GE(failing, 2u);
-  EXPECT_LE(failing, 5u);
-  // Answers again: back to polling (after the current backoff).
-  coord_.Fail(Status::Ok());
-  EXPECT_TRUE(testing::Eventually([&] { return coord_.asks().size() >= failing + 20; }, 3000ms));
+  // Each failed round waits longer, up to backoff_max.
+  uint64_t waits = 0;
+  for (auto backoff : {200ms, 400ms, 400ms}) {
+    ASSERT_TRUE(testing::Eventually([&] { return drainer_->TEST_waits() > waits; }));
+    waits = drainer_->TEST_waits();
+    EXPECT_EQ(coord_.asks().size(), waits) << "one round per wait";
+    EXPECT_EQ(drainer_->TEST_next_round(), clock_.Now() + backoff);
+    // Answers again from the fourth round on: back to polling.
+    if (waits == 3) coord_.Fail(Status::Ok());
+    clock_.Advance(backoff);
+  }
+  ASSERT_TRUE(testing::Eventually([&] { return drainer_->TEST_waits() > waits; }));
+  EXPECT_EQ(drainer_->TEST_next_round(), clock_.Now() + 10ms);
   drainer_->Stop();
 }
 

@@ -31,24 +31,28 @@ Publisher::Publisher(Options options) : options_(std::move(options)) {
 Publisher::~Publisher() { Stop(); }
 
 void Publisher::Notify() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   pending_ = true;
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Publisher::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   if (thread_.joinable()) thread_.join();
   options_.table->SetOriginOpListener(nullptr);
 }
 
 bool Publisher::SleepUnlessStopped(std::chrono::milliseconds d) {
-  std::unique_lock lock(mu_);
-  return !cv_.wait_for(lock, d, [this] { return stopping_; });
+  MutexLock lock(&mu_);
+  const auto deadline = options_.clock->Now() + d;
+  while (!stopping_) {
+    if (!options_.clock->WaitUntil(&cv_, &mu_, deadline)) return !stopping_;
+  }
+  return false;
 }
 
 bool Publisher::WaitIdle(std::chrono::milliseconds limit) {
@@ -128,15 +132,18 @@ void Publisher::Run() {
   int io_errors = 0;
   while (true) {
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return;
       pending_ = false;
     }
     std::optional<OriginOp> op = options_.table->NextOriginOp();
     if (!op) {
-      std::unique_lock lock(mu_);
+      MutexLock lock(&mu_);
       // The timeout is a backstop only; Notify wakes us when work is queued.
-      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_ || pending_; });
+      const auto deadline = options_.clock->Now() + std::chrono::seconds(1);
+      while (!stopping_ && !pending_) {
+        if (!options_.clock->WaitUntil(&cv_, &mu_, deadline)) break;
+      }
       continue;
     }
     const Attempt a = ApplyOnce(*op, &io_errors);

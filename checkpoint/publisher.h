@@ -38,15 +38,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "origin/ckpt_origin.h"
 #include "checkpoint/ckpt_table.h"
+#include "common/clock.h"
+#include "common/mutex.h"
 
 namespace hoard {
 
@@ -61,6 +61,7 @@ class Publisher {
     // With the backoff doubling from 100 ms to 10 s: about 2 minutes for an
     // NFS server to get over an EIO or ESTALE (a restart, a failover).
     int io_error_attempts = 18;
+    Clock* clock = Clock::Real();  // the backoff between attempts
   };
 
   // Starts the thread and registers itself as the table's listener.
@@ -81,13 +82,13 @@ class Publisher {
   void Run();
   Attempt ApplyOnce(const OriginOp& op, int* io_errors);
   // Sleeps `d` unless stopped; false when stopped.
-  bool SleepUnlessStopped(std::chrono::milliseconds d);
+  bool SleepUnlessStopped(std::chrono::milliseconds d) EXCLUDES(mu_);
 
   Options options_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
-  bool pending_ = false;   // guarded by mu_: Notify since the thread last looked
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool pending_ GUARDED_BY(mu_) = false;  // Notify since the thread last looked
   std::thread thread_;
 };
 

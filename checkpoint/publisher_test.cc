@@ -173,8 +173,10 @@ TEST_F(PublisherTest, MarkerReachesTheOriginAfterTheData) {
                               .writer = "n1", .level = 1})
                   .ok());
   WriteAndDrain("job/step/.metadata", "META");
-  // The data is not uploaded yet: the marker must not be there.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The data is not uploaded yet: the marker must not be there (the table
+  // holds it back, so once the publisher has done all it was given, the
+  // marker is still absent).
+  ASSERT_TRUE(publisher_->WaitIdle(std::chrono::seconds(10)));
   EXPECT_EQ(OnOrigin("job/step/.metadata"), "<absent>");
   auto w = origin_.Create(CkptTable::StagingPath(data->id, 1, "n1"));
   ASSERT_TRUE((*w)->WriteAt(0, "D", 1).ok());

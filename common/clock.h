@@ -43,10 +43,11 @@ class Clock {
   static Clock* Real();
 };
 
-// A clock that moves only when told to; for tests. Its waits return once
-// Advance has moved time past their deadline (they look every millisecond of
-// real time, so Advance needs no list of waiters to wake) or, for WaitUntil,
-// when the condition variable is notified.
+// A clock that moves only when told to; for tests. SleepFor returns once
+// Advance has moved time past its deadline (it looks every millisecond of real
+// time, so Advance needs no list of sleepers to wake). WaitUntil waits one such
+// millisecond (or less, when notified) and returns: its caller re-checks its
+// condition and waits again, until Advance passes the deadline.
 class FakeClock : public Clock {
  public:
   std::chrono::steady_clock::time_point Now() const override {
@@ -57,8 +58,8 @@ class FakeClock : public Clock {
   bool WaitUntil(CondVar* cv, Mutex* mu, std::chrono::steady_clock::time_point deadline) const override
       REQUIRES(mu);
   void Advance(std::chrono::nanoseconds d) { now_ns_ += d.count(); }
-  // Threads inside SleepFor or WaitUntil now: a test waits for the thread it
-  // drives to be waiting before it advances time past that thread's deadline.
+  // Threads inside SleepFor (or one poll of WaitUntil) now: a test waits for
+  // the thread it drives to sleep before it advances time past its deadline.
   int waiters() const { return waiters_.load(); }
 
  private:

@@ -48,11 +48,8 @@ TEST(FakeClockTest, WaitUntilEndsOnNotifyOrOnTheFakeDeadline) {
   notifier.join();
 
   const auto deadline = clock.Now() + seconds(10);
-  std::thread advancer([&] {
-    // Once the waiter below waits (it took its deadline above).
-    ASSERT_TRUE(testing::Eventually([&] { return clock.waiters() == 1; }));
-    clock.Advance(seconds(10));
-  });
+  // The deadline is taken: whenever the step lands, the waits below end.
+  std::thread advancer([&] { clock.Advance(seconds(10)); });
   {
     MutexLock l(&mu);
     bool notified = true;

@@ -55,7 +55,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(Options options) {
   HOARD_RETURN_IF_ERROR(c->Load());
   HOARD_RETURN_IF_ERROR(c->OpenCheckpoints());
   {
-    std::lock_guard lock(c->mu_);
+    MutexLock lock(&c->mu_);
     c->ShareUpNodesLocked();
   }
   return c;
@@ -63,7 +63,7 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(Options options) {
 
 Status Coordinator::Load() {
   HOARD_ASSIGN_OR_RETURN(CoordinatorState state, store_.Open());
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   epoch_ = state.epoch;
   placement_epoch_ = state.placement_epoch;
   const auto now = options_.clock->Now();
@@ -135,7 +135,7 @@ void Coordinator::ShareUpNodesLocked() {
 }
 
 uint64_t Coordinator::epoch() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return epoch_;
 }
 
@@ -147,7 +147,7 @@ Result<proto::RegisterNodeReply> Coordinator::RegisterNode(const proto::Register
     return Status::InvalidArgument("node endpoint must be tcp://host:port (a host peers can dial and a port), got '" +
                                    req.endpoint + "'");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = nodes_.try_emplace(req.name);
   NodeState& n = it->second;
   const proto::NodeInfo before = n.info;
@@ -184,7 +184,7 @@ Result<proto::RegisterNodeReply> Coordinator::RegisterNode(const proto::Register
 
 Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req) {
   if (!IsValidName(req.name)) return Status::InvalidArgument("invalid node name '" + req.name + "' in a heartbeat");
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(req.name);
   if (it == nodes_.end()) return proto::HeartbeatReply{epoch_, /*registered=*/false};
   NodeState& n = it->second;
@@ -238,7 +238,7 @@ Status Coordinator::CheckReportLocked(const proto::DatasetReport& r) const {
 }
 
 Result<proto::NodeDrainReply> Coordinator::SetDraining(const std::string& name, bool drain) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Status::NotFound("no node named '" + name + "'");
   proto::NodeInfo& info = it->second.info;
@@ -255,7 +255,7 @@ Result<proto::NodeDrainReply> Coordinator::SetDraining(const std::string& name, 
 }
 
 Result<proto::NodeRemoveReply> Coordinator::RemoveNode(const std::string& name, bool force) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Status::NotFound("no node named '" + name + "'");
   const bool owns = proto::PlacementWeight(it->second.info) > 0;
@@ -278,7 +278,7 @@ void Coordinator::CheckLiveness() {
 }
 
 bool Coordinator::CheckMembers() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const auto now = options_.clock->Now();
   const auto since_last = now - last_liveness_check_;
   last_liveness_check_ = now;
@@ -353,7 +353,7 @@ std::vector<proto::SettledDataset> Coordinator::SettledLocked() const {
 }
 
 proto::ClusterMap Coordinator::GetClusterMap() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   proto::ClusterMap map;
   map.epoch = epoch_;
   map.placement_epoch = placement_epoch_;
@@ -366,7 +366,7 @@ proto::ClusterMap Coordinator::GetClusterMap() const {
 }
 
 Result<proto::ManifestPart> Coordinator::GetManifest(const proto::GetManifest& req, std::string* payload) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = datasets_.find(req.name);
   if (it == datasets_.end()) return Status::NotFound("dataset " + req.name + " does not exist");
   if (it->second.meta.version != req.version) {
@@ -383,7 +383,7 @@ Result<proto::ManifestPart> Coordinator::GetManifest(const proto::GetManifest& r
 // ---- datasets --------------------------------------------------------------
 
 Coordinator::WalkReservation::~WalkReservation() {
-  std::lock_guard lock(c->mu_);
+  MutexLock lock(&c->mu_);
   c->adding_.erase(name);
 }
 
@@ -455,7 +455,7 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
   }
   if (req.replicas < 1 || req.replicas > 16) return Status::InvalidArgument("replicas must be between 1 and 16");
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (datasets_.count(req.name) || adding_.count(req.name)) {
       return Status::AlreadyExists("dataset " + req.name + " already exists");
     }
@@ -477,7 +477,7 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
   SetManifestFields(manifest, &meta);
   HOARD_RETURN_IF_ERROR(store_.SaveManifest(meta, manifest.bytes()));
 
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   datasets_.emplace(meta.name, DatasetState{meta, std::move(manifest)});
   Status s = CommitLocked(false);
   if (!s.ok()) {
@@ -497,7 +497,7 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
 Result<proto::DatasetRefreshReply> Coordinator::RefreshDataset(const std::string& name) {
   DatasetState current;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = datasets_.find(name);
     if (it == datasets_.end()) return Status::NotFound("dataset " + name + " does not exist");
     if (adding_.count(name)) {
@@ -531,7 +531,7 @@ Result<proto::DatasetRefreshReply> Coordinator::RefreshDataset(const std::string
     reply.walk_ms = MillisSince(start);
     options_.logger->info("{}: the origin is unchanged since version {}; nothing recorded", what,
                           current.meta.version);
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = datasets_.find(name);
     reply.meta = it != datasets_.end() ? it->second.meta : current.meta;
     return reply;
@@ -539,7 +539,7 @@ Result<proto::DatasetRefreshReply> Coordinator::RefreshDataset(const std::string
   SetManifestFields(manifest, &next);
   HOARD_RETURN_IF_ERROR(store_.SaveManifest(next, manifest.bytes()));
 
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = datasets_.find(name);
   if (it == datasets_.end() || it->second.meta.uid != current.meta.uid) {
     // Removed (and maybe added again) during the walk. Nobody else names
@@ -573,14 +573,14 @@ Result<proto::DatasetRefreshReply> Coordinator::RefreshDataset(const std::string
 }
 
 proto::DatasetListReply Coordinator::ListDatasets() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   proto::DatasetListReply r;
   for (const auto& [name, d] : datasets_) r.datasets.push_back(d.meta);
   return r;
 }
 
 Status Coordinator::RemoveDataset(const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = datasets_.find(name);
   if (it == datasets_.end()) return Status::NotFound("dataset " + name + " does not exist");
   DatasetState removed = std::move(it->second);
@@ -604,7 +604,7 @@ void Coordinator::Shutdown() {
 }
 
 Result<proto::WarmReply> Coordinator::Warm(const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = datasets_.find(name);
   if (it == datasets_.end()) return Status::NotFound("dataset " + name + " does not exist");
   if (!it->second.meta.warm) {
@@ -715,7 +715,7 @@ Result<proto::ClusterStatusReply> Coordinator::GetStatus(const std::string& data
   proto::ClusterStatusReply r;
   std::vector<StatusInput> inputs;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     r.epoch = epoch_;
     r.origin_limits = options_.origin_limits;
     for (const auto& [name, n] : nodes_) r.nodes.push_back(n.info);

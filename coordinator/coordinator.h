@@ -43,7 +43,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -56,6 +55,7 @@
 #include "checkpoint/publisher.h"
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "coordinator/fill_rate.h"
 #include "coordinator/state_store.h"
@@ -238,43 +238,43 @@ class Coordinator {
   // (every node got a fresh timeout, so nobody is lost either).
   bool CheckMembers();
   // Reserves `name` for a walk (kUnavailable when max_concurrent_adds walks
-  // are running). REQUIRES: mu_ held and `name` not in adding_.
-  Status ReserveWalkLocked(const std::string& name);
+  // are running). `name` must not be in adding_.
+  Status ReserveWalkLocked(const std::string& name) REQUIRES(mu_);
   // Walks meta.source into a manifest of meta's uid, version and chunk size.
   // `what` prefixes errors and log lines ("dataset add NAME").
   Result<Manifest> WalkSource(const std::string& what, const proto::DatasetMeta& meta, int64_t created_unix);
-  // Persists the current state and bumps the epoch. REQUIRES: mu_ held.
-  Status CommitLocked(bool placement_changed);
+  // Persists the current state and bumps the epoch.
+  Status CommitLocked(bool placement_changed) REQUIRES(mu_);
   // The names of the nodes up now.
-  std::set<std::string> UpNodesLocked() const;
+  std::set<std::string> UpNodesLocked() const REQUIRES(mu_);
   // Tells the checkpoint table which nodes are up (after Load and each commit).
-  void ShareUpNodesLocked();
-  CoordinatorState SnapshotLocked() const;
-  StatusInput StatusInputLocked(const DatasetState& d) const;
+  void ShareUpNodesLocked() REQUIRES(mu_);
+  CoordinatorState SnapshotLocked() const REQUIRES(mu_);
+  StatusInput StatusInputLocked(const DatasetState& d) const REQUIRES(mu_);
   proto::DatasetStatus ComputeStatus(const StatusInput& in) const;
   // The datasets settled right now; UpdateSettledLocked keeps those settled
   // for a whole down timeout in settled_.
-  std::vector<proto::SettledDataset> SettledLocked() const;
-  void UpdateSettledLocked(std::chrono::steady_clock::time_point now);
+  std::vector<proto::SettledDataset> SettledLocked() const REQUIRES(mu_);
+  void UpdateSettledLocked(std::chrono::steady_clock::time_point now) REQUIRES(mu_);
   // OK if `r` is well formed for the dataset version it names.
-  Status CheckReportLocked(const proto::DatasetReport& r) const;
+  Status CheckReportLocked(const proto::DatasetReport& r) const REQUIRES(mu_);
 
   Options options_;
   StateStore store_;
-  mutable std::mutex mu_;
-  uint64_t epoch_ = 0;            // guarded by mu_
-  uint64_t placement_epoch_ = 0;  // guarded by mu_
-  std::map<std::string, NodeState> nodes_;        // guarded by mu_; by name
-  mutable std::map<std::string, DatasetState> datasets_;  // guarded by mu_; by name
-  std::set<std::string> adding_;                  // guarded by mu_; names being added or refreshed
+  mutable Mutex mu_;
+  uint64_t epoch_ GUARDED_BY(mu_) = 0;
+  uint64_t placement_epoch_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, NodeState> nodes_ GUARDED_BY(mu_);  // by name
+  mutable std::map<std::string, DatasetState> datasets_ GUARDED_BY(mu_);  // by name
+  std::set<std::string> adding_ GUARDED_BY(mu_);  // names being added or refreshed
   struct SettledSince {
     proto::SettledDataset dataset;
     std::chrono::steady_clock::time_point since;
   };
-  std::map<uint64_t, SettledSince> settled_since_;  // guarded by mu_; by uid
-  std::map<uint64_t, FillRate> fill_rates_;          // guarded by mu_; by dataset uid
-  std::vector<proto::SettledDataset> settled_;     // guarded by mu_; settled for a down timeout
-  std::chrono::steady_clock::time_point last_liveness_check_;  // guarded by mu_
+  std::map<uint64_t, SettledSince> settled_since_ GUARDED_BY(mu_);  // by uid
+  std::map<uint64_t, FillRate> fill_rates_ GUARDED_BY(mu_);          // by dataset uid
+  std::vector<proto::SettledDataset> settled_ GUARDED_BY(mu_);      // settled for a down timeout
+  std::chrono::steady_clock::time_point last_liveness_check_ GUARDED_BY(mu_);
   std::atomic<bool> shutting_down_{false};
   // Checkpoints; the publisher is declared last so it stops first.
   std::unique_ptr<CkptTable> ckpt_table_;

@@ -51,7 +51,7 @@ Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool
   std::set<std::string> up;
   double fill = 0;  // bytes/s landing in dataset caches: the datasets' share of the origin
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     up = UpNodesLocked();
     const auto now = options_.clock->Now();
     for (const auto& [uid, rate] : fill_rates_) fill += rate.Rate(now);
@@ -74,7 +74,7 @@ Result<proto::CkptStatusReply> Coordinator::CkptStatus(const proto::CkptStatus& 
 void Coordinator::CheckCkptCopies() {
   std::set<std::string> up, lost, leaving;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     const auto now = options_.clock->Now();
     for (const auto& [name, n] : nodes_) {
       if (n.info.up && n.info.draining) leaving.insert(name);

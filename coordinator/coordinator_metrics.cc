@@ -12,10 +12,10 @@ namespace {
 // other within milliseconds, and each would otherwise compute it again.
 class StatusCache {
  public:
-  explicit StatusCache(const Coordinator* c) : coordinator_(c) {}
+  StatusCache(const Coordinator* c, const Clock* clock) : coordinator_(c), clock_(clock) {}
   proto::ClusterStatusReply Get() {
-    std::lock_guard lock(mu_);
-    const auto now = std::chrono::steady_clock::now();
+    MutexLock lock(&mu_);
+    const auto now = clock_->Now();
     if (now - at_ > std::chrono::milliseconds(100)) {
       Result<proto::ClusterStatusReply> r = coordinator_->GetStatus("");
       last_ = r.ok() ? std::move(*r) : proto::ClusterStatusReply{};
@@ -26,9 +26,10 @@ class StatusCache {
 
  private:
   const Coordinator* coordinator_;
-  std::mutex mu_;
-  std::chrono::steady_clock::time_point at_;  // guarded by mu_
-  proto::ClusterStatusReply last_;            // guarded by mu_
+  const Clock* clock_;
+  Mutex mu_;
+  std::chrono::steady_clock::time_point at_ GUARDED_BY(mu_);
+  proto::ClusterStatusReply last_ GUARDED_BY(mu_);
 };
 
 using Samples = std::vector<metrics::Sample>;
@@ -36,7 +37,7 @@ using Samples = std::vector<metrics::Sample>;
 }  // namespace
 
 void Coordinator::RegisterMetrics(metrics::Registry* registry) const {
-  auto cache = std::make_shared<StatusCache>(this);
+  auto cache = std::make_shared<StatusCache>(this, options_.clock);
   using metrics::Type;
   registry->AddCollector("hoard_nodes", "Members by state: up (serving), down (silent past --down-after-ms), "
                          "draining (up, owning nothing)", Type::kGauge, [cache] {

@@ -35,13 +35,14 @@ class CoordinatorTest : public ::testing::Test {
     Reopen();
   }
 
-  void Reopen() {
+  // `served`: the origin "mem://data" opens (default: origin_).
+  void Reopen(std::shared_ptr<Origin> served = nullptr) {
     coord_.reset();
     auto c = Coordinator::Open({.data_dir = dir_,
                                 .down_after = 5s,
                                 .logger = spdlog::null_logger_mt("coord-" + std::to_string(++n_)),
                                 .clock = &clock_,
-                                .open_origin = ForwardingOrigin::Opener("mem://data", origin_)});
+                                .open_origin = ForwardingOrigin::Opener("mem://data", served ? served : origin_)});
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     coord_ = std::move(*c);
   }
@@ -531,6 +532,20 @@ TEST_F(CoordinatorTest, StaleReportsDoNotCount) {
 
 // ---- dataset refresh ---------------------------------------------------------
 
+// An origin whose walks tell the test they started and then wait for it, so
+// a test acts while a walk is in progress without guessing when with a sleep.
+class PausedWalkOrigin : public ForwardingOrigin {
+ public:
+  using ForwardingOrigin::ForwardingOrigin;
+  Status Walk(const std::function<Status(const OriginEntry&)>& visit) override {
+    walking.Open();
+    resume.Wait();
+    return ForwardingOrigin::Walk(visit);
+  }
+  testing::Gate walking;
+  testing::Gate resume;
+};
+
 class RefreshTest : public CoordinatorTest {
  protected:
   // The manifest the coordinator serves for `name` at `version`.
@@ -701,19 +716,20 @@ TEST_F(RefreshTest, FailuresKeepTheCurrentVersion) {
 TEST_F(RefreshTest, ARefreshRacingARemoveOrAnotherRefreshFailsClearly) {
   Add("imagenet");
   ASSERT_TRUE(origin_->AddFile("train/a.jpg", std::string(5001, 'A')).ok());
-  origin_->SetDelay(300ms);
+  auto paused = std::make_shared<PausedWalkOrigin>(origin_);
+  Reopen(paused);
   std::thread slow([&] {
     auto r = coord_->RefreshDataset("imagenet");
     EXPECT_EQ(r.status().code(), Code::kNotFound) << r.status().ToString();
     EXPECT_NE(r.status().message().find("removed while it was being refreshed"), std::string::npos);
   });
-  std::this_thread::sleep_for(100ms);
+  paused->walking.Wait();  // the refresh holds the name now
   auto twice = coord_->RefreshDataset("imagenet");
   EXPECT_EQ(twice.status().code(), Code::kUnavailable) << twice.status().ToString();
   EXPECT_EQ(coord_->AddDataset({.name = "imagenet", .source = "mem://data"}).status().code(), Code::kAlreadyExists);
   ASSERT_TRUE(coord_->RemoveDataset("imagenet").ok());
+  paused->resume.Open();
   slow.join();
-  origin_->SetDelay(0ms);
   EXPECT_TRUE(coord_->ListDatasets().datasets.empty());
   EXPECT_TRUE(ManifestFiles().empty()) << ManifestFiles()[0];
 }

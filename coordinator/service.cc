@@ -111,11 +111,16 @@ void CoordinatorService::RegisterCheckpointHandlers() {
 Status CoordinatorService::Start() {
   HOARD_RETURN_IF_ERROR(server_.Start());
   liveness_ = std::thread([this] {
-    std::unique_lock lock(mu_);
-    while (!cv_.wait_for(lock, options_.liveness_interval, [this] { return stopping_; })) {
-      lock.unlock();
+    MutexLock lock(&mu_);
+    while (true) {
+      const auto deadline = options_.clock->Now() + options_.liveness_interval;
+      while (!stopping_) {
+        if (!options_.clock->WaitUntil(&cv_, &mu_, deadline)) break;
+      }
+      if (stopping_) return;
+      lock.Unlock();
       coordinator_->CheckLiveness();
-      lock.lock();
+      lock.Lock();
     }
   });
   return Status::Ok();
@@ -123,12 +128,12 @@ Status CoordinatorService::Start() {
 
 void CoordinatorService::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
   coordinator_->Shutdown();
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (liveness_.joinable()) liveness_.join();
   server_.Stop();
 }

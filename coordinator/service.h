@@ -9,11 +9,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "coordinator/coordinator.h"
 #include "proto/rpc_server.h"
 
@@ -29,6 +29,7 @@ class CoordinatorService {
     std::chrono::milliseconds liveness_interval{500};
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;
+    Clock* clock = Clock::Real();  // paces the liveness checks
   };
 
   CoordinatorService(Coordinator* coordinator, Options options);
@@ -46,9 +47,9 @@ class CoordinatorService {
   Options options_;
   proto::RpcServer server_;
   std::thread liveness_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace hoard

@@ -34,10 +34,10 @@ Status NodeAgent::Init() {
                                                    .logger = log,
                                                    .on_corrupt = [this](const ChunkKey& key, uint64_t uid) {
                                                      {
-                                                       std::lock_guard lock(mu_);
+                                                       MutexLock lock(&mu_);
                                                        refetch_.emplace_back(key, uid);
                                                      }
-                                                     janitor_cv_.notify_all();
+                                                     janitor_cv_.NotifyAll();
                                                    }}));
   OriginOptions origin = options_.origin;
   origin.max_connections = std::max(1, options_.origin_connections);
@@ -56,15 +56,16 @@ Status NodeAgent::Init() {
   warmer_ = std::make_unique<Warmer>(filler_.get(), store_.get(),
                                      Warmer::Options{.threads = options_.fetch_threads,
                                                      .retry_after = options_.warm_retry_after,
-                                                     .logger = log});
+                                                     .logger = log,
+                                                     .clock = options_.clock});
   // A warm-up that ran out of work is reported at once, not at the next
   // heartbeat, so `hoard warm --wait` ends as soon as the data is there.
   warmer_->SetOnIdle([this] {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       tick_now_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   });
   watcher_ = std::make_unique<ClusterWatcher>(ClusterWatcher::Options{
       .coordinator = options_.coordinator,
@@ -108,7 +109,8 @@ Status NodeAgent::Init() {
                        .poll_interval = options_.ckpt_poll_interval,
                        .rpc_timeout = options_.coordinator_timeout,
                        .logger = log,
-                       .context = options_.context},
+                       .context = options_.context,
+                       .clock = options_.clock},
       replicas_.get());
   server_->Handle<proto::Ping>([this](const proto::Ping&, const proto::Envelope&, std::string*) {
     return Result<proto::Pong>(proto::Pong{.role = "node", .name = options_.name, .epoch = watcher_->Current()->epoch()});
@@ -171,12 +173,12 @@ Status NodeAgent::Init() {
 
 void NodeAgent::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
-  cv_.notify_all();
-  janitor_cv_.notify_all();
+  cv_.NotifyAll();
+  janitor_cv_.NotifyAll();
   if (control_.joinable()) control_.join();
   if (janitor_.joinable()) janitor_.join();
   if (scrubber_) scrubber_->Stop();
@@ -186,13 +188,16 @@ void NodeAgent::Stop() {
 }
 
 void NodeAgent::ControlLoop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
-    lock.unlock();
+    lock.Unlock();
     Status s = Tick();
     if (!s.ok()) options_.logger->debug("control round: {}", s.ToString());
-    lock.lock();
-    cv_.wait_for(lock, options_.heartbeat_interval, [this] { return stopping_ || tick_now_; });
+    lock.Lock();
+    const auto deadline = options_.clock->Now() + options_.heartbeat_interval;
+    while (!stopping_ && !tick_now_) {
+      if (!options_.clock->WaitUntil(&cv_, &mu_, deadline)) break;
+    }
     tick_now_ = false;
   }
 }
@@ -239,7 +244,7 @@ Status NodeAgent::Tick() {
   // when the coordinator asks (it restarted), and every 30 s regardless.
   const uint64_t view_epoch = watcher_->Current()->epoch();
   const uint64_t failures = warmer_->failure_generation();
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = options_.clock->Now();
   if (u.chunks != last_report_chunks_ || view_epoch != last_report_epoch_ ||
       failures != last_report_failures_ || now - last_full_report_ > std::chrono::seconds(30)) {
     hb.datasets = BuildReports();
@@ -268,18 +273,19 @@ Status NodeAgent::Tick() {
   Status synced = r->epoch != watcher_->Current()->epoch() ? watcher_->Sync(r->epoch) : Status::Ok();
   if (!r->settled.empty()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       to_drop_ = r->settled;
     }
-    janitor_cv_.notify_all();
+    janitor_cv_.NotifyAll();
   }
   return synced;
 }
 
 void NodeAgent::JanitorLoop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    janitor_cv_.wait(lock, [this] {
+    janitor_cv_.Wait(&mu_, [this] {
+      mu_.AssertHeld();
       return stopping_ || gc_view_ != nullptr || !to_drop_.empty() || !refetch_.empty();
     });
     if (stopping_) return;
@@ -289,11 +295,11 @@ void NodeAgent::JanitorLoop() {
     to_drop_.clear();
     std::vector<std::pair<ChunkKey, uint64_t>> refetch = std::move(refetch_);
     refetch_.clear();
-    lock.unlock();
+    lock.Unlock();
     if (view != nullptr) CollectGarbage(*view);
     if (!settled.empty()) DropUnownedCopies(settled);
     if (!refetch.empty()) Refetch(refetch);
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -302,7 +308,7 @@ void NodeAgent::Refetch(const std::vector<std::pair<ChunkKey, uint64_t>>& chunks
     std::shared_ptr<const DatasetView> dataset;
     std::shared_ptr<const std::vector<ChunkRef>> owned;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       auto it = owned_.find(uid);
       if (it == owned_.end()) continue;  // a copy of a dataset we no longer own any of
       dataset = it->second.dataset;
@@ -349,7 +355,7 @@ void NodeAgent::DropUnownedCopies(const std::vector<proto::SettledDataset>& sett
     std::shared_ptr<const std::vector<ChunkRef>> chunks;
     std::shared_ptr<const DatasetView> dataset;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       auto it = owned_.find(d.uid);
       // Only on the placement the coordinator judged: under any other, what
       // we own (and what the owners hold) may differ.
@@ -377,7 +383,7 @@ void NodeAgent::DropUnownedCopies(const std::vector<proto::SettledDataset>& sett
       // chunk again. Either the removal comes first, and OnViewChange then
       // hands the warmer a fresh scan that refills it, or it sees the new
       // placement and stops.
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       if (placement_epoch_ != d.placement_epoch) break;
       if (Status s = store_->Remove(key); s.ok()) {
         ++dropped;
@@ -404,7 +410,7 @@ void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
   }
   std::vector<Warmer::Target> targets;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     std::map<uint64_t, Owned> owned;
     for (const auto& [name, ds] : view->datasets()) {
       if (view->self_index() < 0) continue;
@@ -432,10 +438,10 @@ void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
   // empty or saved one, nor one missing a dataset it could not load.
   if (view->epoch() != 0) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       gc_view_ = view;
     }
-    janitor_cv_.notify_all();
+    janitor_cv_.NotifyAll();
   }
 }
 
@@ -496,7 +502,7 @@ std::vector<proto::DatasetReport> NodeAgent::BuildReports() {
   std::map<uint64_t, Owned> owned;
   uint64_t placement_epoch;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     owned = owned_;
     placement_epoch = placement_epoch_;
   }

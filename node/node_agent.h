@@ -35,10 +35,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -49,6 +47,8 @@
 
 #include "checkpoint/drainer.h"
 #include "store/replica_store.h"
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "common/disk_stats.h"
 #include "common/metrics.h"
 #include "cluster/cluster_view.h"
@@ -102,6 +102,8 @@ class NodeAgent {
     // asked: `hoard scrub`), at most this many bytes a second.
     std::chrono::seconds scrub_interval{7 * 24 * 3600};
     uint64_t scrub_rate_bytes = 64u << 20;
+    // Heartbeats and reports, and the warm-up and drain the agent starts.
+    Clock* clock = Clock::Real();
   };
 
   static Result<std::unique_ptr<NodeAgent>> Start(Options options);
@@ -189,23 +191,23 @@ class NodeAgent {
   std::unique_ptr<proto::RpcClient> coordinator_;  // used by the control thread only
 
   std::thread control_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;                  // guarded by mu_
-  bool tick_now_ = false;                  // guarded by mu_; the warmer went idle: report now
-  std::map<uint64_t, Owned> owned_;        // guarded by mu_; by dataset uid
-  uint64_t placement_epoch_ = 0;           // guarded by mu_; of owned_
-  std::map<uint64_t, uint64_t> dropped_at_;  // guarded by mu_; uid -> placement epoch of the last drop
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool tick_now_ GUARDED_BY(mu_) = false;  // the warmer went idle: report now
+  std::map<uint64_t, Owned> owned_ GUARDED_BY(mu_);  // by dataset uid
+  uint64_t placement_epoch_ GUARDED_BY(mu_) = 0;     // of owned_
+  std::map<uint64_t, uint64_t> dropped_at_ GUARDED_BY(mu_);  // uid -> placement epoch of the last drop
   uint64_t capacity_ = 0;                  // set once by Init
   // The janitor thread deletes chunks: thousands of unlinks take seconds,
   // and a control thread busy with them would miss heartbeats and have the
   // node marked down. It collects against the latest view handed to it, and
   // drops the unowned copies of the datasets the coordinator called settled.
   std::thread janitor_;
-  std::condition_variable janitor_cv_;
-  std::shared_ptr<const ClusterView> gc_view_;     // guarded by mu_
-  std::vector<proto::SettledDataset> to_drop_;     // guarded by mu_
-  std::vector<std::pair<ChunkKey, uint64_t>> refetch_;  // guarded by mu_: corrupt chunks, by dataset uid
+  CondVar janitor_cv_;
+  std::shared_ptr<const ClusterView> gc_view_ GUARDED_BY(mu_);
+  std::vector<proto::SettledDataset> to_drop_ GUARDED_BY(mu_);
+  std::vector<std::pair<ChunkKey, uint64_t>> refetch_ GUARDED_BY(mu_);  // corrupt chunks, by dataset uid
   // Janitor thread only: by dataset uid, the version whose stale chunks
   // CollectGarbage has removed.
   std::map<uint64_t, uint32_t> collected_;

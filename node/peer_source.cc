@@ -11,7 +11,7 @@ PeerSource::PeerSource(proto::ClientPool* peers, std::string self, std::chrono::
     : self_(std::move(self)), timeout_(timeout), logger_(std::move(logger)), peers_(peers) {}
 
 void PeerSource::OnView(const std::shared_ptr<const ClusterView>& view) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (current_ != nullptr && current_->map().placement_epoch != view->map().placement_epoch) {
     previous_ = current_;
     misses_.clear();  // chunks move now: ask everyone again
@@ -20,13 +20,13 @@ void PeerSource::OnView(const std::shared_ptr<const ClusterView>& view) {
 }
 
 bool PeerSource::Barren(const std::string& peer, uint64_t uid) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = misses_.find({peer, uid});
   return it != misses_.end() && std::chrono::steady_clock::now() < it->second.skip_until;
 }
 
 void PeerSource::Answered(const std::string& peer, uint64_t uid, bool hit) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Misses& m = misses_[{peer, uid}];
   if (hit) {
     m = Misses{};
@@ -39,7 +39,7 @@ void PeerSource::Answered(const std::string& peer, uint64_t uid, bool hit) {
 Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const ChunkRef& chunk) {
   std::shared_ptr<const ClusterView> current, previous;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     current = current_;
     previous = previous_;
   }
@@ -81,7 +81,7 @@ Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const C
     }
     if (node == nullptr || !node->up || Barren(name, dataset.meta.uid)) continue;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       auto it = suspect_until_.find(node->endpoint);
       if (it != suspect_until_.end() && std::chrono::steady_clock::now() < it->second) continue;
     }
@@ -99,7 +99,7 @@ Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const C
     }
     if (!r.ok()) {
       if (!lease->last_call_answered()) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         suspect_until_[node->endpoint] = std::chrono::steady_clock::now() + kSuspectFor;
       }
       if (r.status().code() == Code::kNotFound) {

@@ -28,13 +28,13 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "prefetch/chunk_source.h"
 #include "proto/rpc_client.h"
 
@@ -71,11 +71,11 @@ class PeerSource : public ChunkSource {
   std::shared_ptr<spdlog::logger> logger_;
   proto::ClientPool* peers_;
   metrics::Histogram latency_{metrics::Histogram::LatencyBuckets()};
-  std::mutex mu_;
-  std::shared_ptr<const ClusterView> current_;   // guarded by mu_
-  std::shared_ptr<const ClusterView> previous_;  // guarded by mu_; an older placement
-  std::map<std::string, std::chrono::steady_clock::time_point> suspect_until_;  // guarded by mu_
-  std::map<std::pair<std::string, uint64_t>, Misses> misses_;  // guarded by mu_; by (peer, dataset uid)
+  Mutex mu_;
+  std::shared_ptr<const ClusterView> current_ GUARDED_BY(mu_);
+  std::shared_ptr<const ClusterView> previous_ GUARDED_BY(mu_);  // an older placement
+  std::map<std::string, std::chrono::steady_clock::time_point> suspect_until_ GUARDED_BY(mu_);
+  std::map<std::pair<std::string, uint64_t>, Misses> misses_ GUARDED_BY(mu_);  // by (peer, dataset uid)
 };
 
 }  // namespace hoard

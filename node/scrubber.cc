@@ -69,35 +69,37 @@ void Scrubber::Start() {
 
 void Scrubber::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 uint64_t Scrubber::RequestPass() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (progress_.running || resume_) return progress_.pass;
   requested_ = true;
-  cv_.notify_all();
+  cv_.NotifyAll();
   return progress_.pass + 1;
 }
 
 bool Scrubber::WaitPass(uint64_t pass, std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] {
+  MutexLock lock(&mu_);
+  return cv_.WaitFor(&mu_, timeout, [&] {
+    mu_.AssertHeld();
     return stopping_ || progress_.pass > pass || (progress_.pass == pass && !progress_.running);
   }) && !stopping_;
 }
 
 Scrubber::Progress Scrubber::progress() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return progress_;
 }
 
 // State file: "key value" lines, written whole (tmp + rename).
 void Scrubber::LoadState() {
+  MutexLock lock(&mu_);  // uncontended: no thread runs yet
   Result<std::string> text = ReadFile(options_.state_path);
   if (!text.ok()) {
     if (text.status().code() != Code::kNotFound) {
@@ -213,20 +215,21 @@ void Scrubber::Loop() {
   while (true) {
     std::string resume_after;
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(&mu_);
       // The next pass is due `interval` after the last one started (a pass
       // that never ran is due at once, so a new node is checked early).
       auto due = [&] {
+        mu_.AssertHeld();
         if (requested_ || resume_) return true;
         if (options_.interval.count() == 0) return false;
         return progress_.pass == 0 || NowUnix() >= progress_.pass_started_unix + options_.interval.count();
       };
       while (!stopping_ && !due()) {
         if (options_.interval.count() == 0) {
-          cv_.wait(lock);
+          cv_.Wait(&mu_);
         } else {
           const int64_t left = progress_.pass_started_unix + options_.interval.count() - NowUnix();
-          cv_.wait_for(lock, std::chrono::seconds(std::clamp<int64_t>(left, 1, 3600)));
+          cv_.WaitFor(&mu_, std::chrono::seconds(std::clamp<int64_t>(left, 1, 3600)));
         }
       }
       if (stopping_) return;
@@ -246,7 +249,7 @@ void Scrubber::Loop() {
     }
     std::vector<Item> items = List();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       progress_.pass_items = items.size();
       for (const Item& it : items) progress_.pass_bytes += it.bytes;
       options_.logger->info("scrubber: pass {} {} ({} files, {} bytes)", progress_.pass,
@@ -257,7 +260,7 @@ void Scrubber::Loop() {
     bool stopped = false;
     for (const Item& item : items) {
       if (!resume_after.empty() && item.name <= resume_after) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         ++progress_.pass_items_done;
         progress_.pass_bytes_done += item.bytes;
         continue;
@@ -265,15 +268,18 @@ void Scrubber::Loop() {
       // Demand reads first: wait while they are being served, a while.
       const auto yield_until = std::chrono::steady_clock::now() + options_.max_yield;
       while (options_.busy && options_.busy() && std::chrono::steady_clock::now() < yield_until) {
-        std::unique_lock lock(mu_);
-        if (cv_.wait_for(lock, std::chrono::milliseconds(20), [&] { return stopping_; })) break;
+        MutexLock lock(&mu_);
+        if (cv_.WaitFor(&mu_, std::chrono::milliseconds(20), [&] {
+          mu_.AssertHeld();
+          return stopping_;
+        })) break;
       }
       bool corrupt = false;
       if (Status s = ScrubItem(item, &corrupt); !s.ok()) {
         options_.logger->warn("scrubber: cannot check {}: {}", item.name, s.ToString());
       }
       const auto wait = Pace(&bucket, options_.rate_bytes_per_s, item.bytes, std::chrono::steady_clock::now());
-      std::unique_lock lock(mu_);
+      MutexLock lock(&mu_);
       ++progress_.pass_items_done;
       progress_.pass_bytes_done += item.bytes;
       ++progress_.items_scrubbed;
@@ -284,12 +290,15 @@ void Scrubber::Loop() {
         SaveStateLocked();
         last_save = std::chrono::steady_clock::now();
       }
-      if (cv_.wait_for(lock, wait, [&] { return stopping_; })) {
+      if (cv_.WaitFor(&mu_, wait, [&] {
+            mu_.AssertHeld();
+            return stopping_;
+          })) {
         stopped = true;
         break;
       }
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopped) {
       SaveStateLocked();  // still running: the next start resumes after the cursor
       return;
@@ -301,7 +310,7 @@ void Scrubber::Loop() {
     SaveStateLocked();
     options_.logger->info("scrubber: pass {} done: {} files, {} bytes, {} corrupt found so far", progress_.pass,
                           progress_.pass_items, progress_.pass_bytes, progress_.corrupt_found);
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 

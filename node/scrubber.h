@@ -31,11 +31,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +42,7 @@
 
 #include "store/replica_store.h"
 #include "common/result.h"
+#include "common/mutex.h"
 #include "store/chunk_store.h"
 #include "common/quarantine.h"
 
@@ -120,19 +119,19 @@ class Scrubber {
   // Checks one item; adds to *corrupt if it was.
   Status ScrubItem(const Item& item, bool* corrupt);
   Status ScrubTierFile(const std::string& path, bool* corrupt);
-  void LoadState();
-  void SaveStateLocked();
+  void LoadState() EXCLUDES(mu_);
+  void SaveStateLocked() REQUIRES(mu_);
 
   Options options_;
   QuarantineDir quarantine_;
   std::thread thread_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;   // guarded by mu_
-  bool requested_ = false;  // guarded by mu_
-  bool resume_ = false;     // guarded by mu_: a pass the last process left running
-  Progress progress_;       // guarded by mu_
-  std::string cursor_;      // guarded by mu_: the last item done in the running pass
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool requested_ GUARDED_BY(mu_) = false;
+  bool resume_ GUARDED_BY(mu_) = false;  // a pass the last process left running
+  Progress progress_ GUARDED_BY(mu_);
+  std::string cursor_ GUARDED_BY(mu_);   // the last item done in the running pass
 };
 
 }  // namespace hoard

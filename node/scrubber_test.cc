@@ -11,6 +11,7 @@
 #include <spdlog/sinks/null_sink.h>
 
 #include "common/file_util.h"
+#include "common/mutex.h"
 #include "common/hash.h"
 #include "common/testing.h"
 
@@ -45,7 +46,7 @@ class ScrubberTest : public ::testing::Test {
   void SetUp() override {
     store_ = *ChunkStore::Open({.dir = tmp_.Sub("store"), .logger = log_, .on_corrupt = [this](const ChunkKey& k,
                                                                                                uint64_t) {
-                                  std::lock_guard lock(mu_);
+                                  MutexLock lock(&mu_);
                                   told_.push_back(k);
                                 }});
     tier_ = *ChunkStore::Open({.dir = JoinPath(store_->dir(), "read-tier"), .logger = log_});
@@ -70,7 +71,7 @@ class ScrubberTest : public ::testing::Test {
   std::shared_ptr<spdlog::logger> log_ = spdlog::null_logger_mt("scrub-" + std::to_string(++n_));
   std::unique_ptr<ChunkStore> store_, tier_;
   std::unique_ptr<ReplicaStore> replicas_;
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<ChunkKey> told_;
   std::atomic<int> replicas_lost_{0};
   static inline int n_ = 0;
@@ -104,7 +105,7 @@ TEST_F(ScrubberTest, APassFindsRotInEveryKindOfChunkFile) {
   EXPECT_FALSE(store_->Contains(Key(1)));
   EXPECT_TRUE(store_->Contains(Key(2)));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     ASSERT_EQ(told_.size(), 1u);
     EXPECT_EQ(told_[0], Key(1));
   }

@@ -17,6 +17,7 @@
 #include <zmq_addon.hpp>
 
 #include "common/testing.h"
+#include "common/mutex.h"
 #include "testing/test_cluster.h"
 #include "proto/curve.h"
 #include "proto/rpc_client.h"
@@ -92,7 +93,7 @@ class TapProxy {
   }
   std::string endpoint() const { return "tcp://127.0.0.2:" + std::to_string(port_); }
   std::string captured() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return captured_;
   }
 
@@ -117,7 +118,7 @@ class TapProxy {
           continue;
         }
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(&mu_);
           captured_.append(buf, n);
         }
         for (ssize_t off = 0; off < n;) {
@@ -148,7 +149,7 @@ class TapProxy {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::vector<std::pair<int, int>> pairs_;  // the thread's (client, target)
-  std::mutex mu_;
+  Mutex mu_;
   std::string captured_;  // guarded by mu_
 };
 

@@ -18,7 +18,7 @@ Result<ChunkFiller::FillResult> ChunkFiller::Fill(const DatasetView& dataset, co
   const ChunkKey key = dataset.manifest.chunk_key(chunk.entry, chunk.index);
   const bool demand = priority == OriginGate::Priority::kDemand && gate_ != nullptr;
   if (demand) {
-    std::lock_guard lock(urgent_mu_);
+    MutexLock lock(&urgent_mu_);
     ++demand_callers_[key];
     // A warm-up reading this chunk from the origin now has a reader waiting.
     if (auto it = warm_reads_.find(key); it != warm_reads_.end() && !it->second->exchange(true)) gate_->Wake();
@@ -27,7 +27,7 @@ Result<ChunkFiller::FillResult> ChunkFiller::Fill(const DatasetView& dataset, co
   Result<FillResult> r =
       flights_.Do(key, [&] { return FetchAndStore(dataset, chunk, cache, priority); }, &leader);
   if (demand) {
-    std::lock_guard lock(urgent_mu_);
+    MutexLock lock(&urgent_mu_);
     if (auto it = demand_callers_.find(key); --it->second == 0) demand_callers_.erase(it);
   }
   // The leader may not have been asked to cache; do it for this caller.
@@ -66,7 +66,7 @@ Result<ChunkFiller::Bytes> ChunkFiller::ReadOrigin(const DatasetView& dataset, c
   const ChunkKey key = dataset.manifest.chunk_key(chunk.entry, chunk.index);
   std::shared_ptr<std::atomic<bool>> urgent;
   if (gate_ != nullptr && priority == OriginGate::Priority::kWarm) {
-    std::lock_guard lock(urgent_mu_);
+    MutexLock lock(&urgent_mu_);
     urgent = std::make_shared<std::atomic<bool>>(demand_callers_.contains(key));
     warm_reads_[key] = urgent;
   }
@@ -76,7 +76,7 @@ Result<ChunkFiller::Bytes> ChunkFiller::ReadOrigin(const DatasetView& dataset, c
     bool active;
     ~Unregister() {
       if (!active) return;
-      std::lock_guard lock(self->urgent_mu_);
+      MutexLock lock(&self->urgent_mu_);
       self->warm_reads_.erase(key);
     }
   } unregister{this, key, urgent != nullptr};

@@ -27,13 +27,13 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <string>
 
 #include <spdlog/spdlog.h>
 
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "common/single_flight.h"
 #include "cluster/cluster_view.h"
@@ -86,9 +86,10 @@ class ChunkFiller {
 
   // Demand callers per chunk, and the urgent flags of warm-up reads of the
   // origin in progress, to promote one that a reader joined.
-  std::mutex urgent_mu_;
-  std::unordered_map<ChunkKey, int, ChunkKeyHash> demand_callers_;  // guarded by urgent_mu_
-  std::unordered_map<ChunkKey, std::shared_ptr<std::atomic<bool>>, ChunkKeyHash> warm_reads_;  // guarded by urgent_mu_
+  Mutex urgent_mu_;
+  std::unordered_map<ChunkKey, int, ChunkKeyHash> demand_callers_ GUARDED_BY(urgent_mu_);
+  std::unordered_map<ChunkKey, std::shared_ptr<std::atomic<bool>>, ChunkKeyHash> warm_reads_
+      GUARDED_BY(urgent_mu_);
 };
 
 }  // namespace hoard

@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "common/mutex.h"
 #include "prefetch/prefetch_test_util.h"
 
 namespace hoard {
@@ -12,7 +13,48 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class ChunkFillerTest : public PrefetchTest {};
+// An origin whose files call `before_read` (with the path) before every
+// ReadAt, so a test acts at an exact point of a fill (between its open and
+// its read) instead of guessing the moment with a sleep.
+class HookedOrigin : public ForwardingOrigin {
+ public:
+  using Hook = std::function<void(const std::string& path)>;
+  HookedOrigin(std::shared_ptr<Origin> target, Hook before_read)
+      : ForwardingOrigin(std::move(target)), before_read_(std::move(before_read)) {}
+
+  Result<std::unique_ptr<OriginFile>> Open(std::string_view path) override {
+    HOARD_ASSIGN_OR_RETURN(std::unique_ptr<OriginFile> file, ForwardingOrigin::Open(path));
+    return std::unique_ptr<OriginFile>(new File(std::move(file), std::string(path), &before_read_));
+  }
+
+ private:
+  class File : public OriginFile {
+   public:
+    File(std::unique_ptr<OriginFile> file, std::string path, const Hook* hook)
+        : file_(std::move(file)), path_(std::move(path)), hook_(hook) {}
+    Result<size_t> ReadAt(uint64_t offset, size_t len, char* buf) override {
+      (*hook_)(path_);
+      return file_->ReadAt(offset, len, buf);
+    }
+    const OriginEntry& attributes() const override { return file_->attributes(); }
+    Result<OriginEntry> Restat() override { return file_->Restat(); }
+
+   private:
+    std::unique_ptr<OriginFile> file_;
+    std::string path_;
+    const Hook* hook_;
+  };
+  Hook before_read_;
+};
+
+class ChunkFillerTest : public PrefetchTest {
+ protected:
+  // A pool over the fixture's origin whose reads call `before_read` first.
+  std::unique_ptr<OriginPool> HookedPool(HookedOrigin::Hook before_read) {
+    auto origin = std::make_shared<HookedOrigin>(origin_, std::move(before_read));
+    return std::make_unique<OriginPool>(OriginOptions{}, ForwardingOrigin::Opener("mem://p", origin));
+  }
+};
 
 TEST_F(ChunkFillerTest, ReadsTheRightRangeAndCachesWhenAsked) {
   std::string big(3 * kChunk + 10, '\0');
@@ -39,12 +81,12 @@ TEST_F(ChunkFillerTest, ConcurrentCallersShareOneOriginRead) {
   origin_->SetDelay(50ms);
   std::vector<std::thread> t;
   std::set<const std::string*> buffers;
-  std::mutex mu;
+  Mutex mu;
   for (int i = 0; i < 10; ++i) {
     t.emplace_back([&] {
       auto r = filler.Fill(*view_, Ref("f", 0), false);
       ASSERT_TRUE(r.ok());
-      std::lock_guard lock(mu);
+      MutexLock lock(&mu);
       buffers.insert(r->bytes.get());
     });
   }
@@ -66,16 +108,14 @@ TEST_F(ChunkFillerTest, FileChangedAtTheOriginIsStale) {
 
 TEST_F(ChunkFillerTest, AFileRewrittenWhileItsChunkIsReadIsStaleNotMixed) {
   MakeDataset({{"f", std::string(kChunk, 'x')}});
-  ChunkFiller filler(nullptr, pool_.get(), log_);
-  origin_->SetDelay(100ms);  // the open ends at ~100 ms, the read at ~200 ms
-  std::thread writer([&] {
-    std::this_thread::sleep_for(150ms);
+  // The file is rewritten after the filler opened it, before it reads it.
+  auto pool = HookedPool([&](const std::string&) {
     MemAttributes later;
     later.mtime_ns += 1;
     ASSERT_TRUE(origin_->RewriteFile("f", std::string(kChunk, 'y'), later).ok());
   });
+  ChunkFiller filler(nullptr, pool.get(), log_);
   auto r = filler.Fill(*view_, Ref("f", 0), false);
-  writer.join();
   // The open saw the recorded size and mtime; the bytes read are the new
   // ones; the check after the read catches it.
   EXPECT_EQ(r.status().code(), Code::kStale) << r.status().ToString();
@@ -106,7 +146,13 @@ TEST_F(ChunkFillerTest, AReaderThatJoinsAQueuedWarmUpReadPromotesIt) {
   for (int i = 0; i < 12; ++i) files["w" + std::to_string(i)] = std::string(1000, char('a' + i));
   MakeDataset(files);
   OriginGate gate({.connections = 1});
-  ChunkFiller filler(nullptr, pool_.get(), log_, nullptr, &gate);
+  // The first fill to get the connection holds it until the others queued.
+  testing::Gate queued;
+  std::atomic<bool> first{true};
+  auto pool = HookedPool([&](const std::string&) {
+    if (first.exchange(false)) queued.Wait();
+  });
+  ChunkFiller filler(nullptr, pool.get(), log_, nullptr, &gate);
   origin_->SetDelay(40ms);  // each origin call: a fill is an open and a read
   // Twelve warm-up fills queue for the one connection.
   std::vector<std::thread> warm;
@@ -116,7 +162,8 @@ TEST_F(ChunkFillerTest, AReaderThatJoinsAQueuedWarmUpReadPromotesIt) {
       EXPECT_TRUE(r.ok());
     });
   }
-  std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(testing::Eventually([&] { return gate.warm_waits() == 11; }));
+  queued.Open();
   // A reader wants the chunk of w11, whose warm-up fill is somewhere in the
   // queue: it gets it after the fill in progress, not after the whole queue
   // (12 x 80 ms).

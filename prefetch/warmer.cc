@@ -29,10 +29,10 @@ void Warmer::Start() {
 
 void Warmer::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -40,13 +40,13 @@ void Warmer::Stop() {
 }
 
 void Warmer::SetOnIdle(std::function<void()> on_idle) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   on_idle_ = std::move(on_idle);
 }
 
 void Warmer::SetTargets(std::vector<Target> targets) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     // A backoff outlives a map change: the origin is no more available for it.
     std::map<uint64_t, Backoff> backoffs;
     std::map<uint64_t, uint32_t> versions;  // of the previous targets, by uid
@@ -79,11 +79,11 @@ void Warmer::SetTargets(std::vector<Target> targets) {
     failures_ = std::move(kept);
     failure_generation_.fetch_add(1);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 std::vector<proto::FileFailure> Warmer::Failures(uint64_t uid) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<proto::FileFailure> out;
   auto it = failures_.find(uid);
   if (it == failures_.end()) return out;
@@ -96,7 +96,7 @@ std::vector<proto::FileFailure> Warmer::Failures(uint64_t uid) const {
 }
 
 void Warmer::RecordFailure(const Job& job, const std::string& path, const std::string& error) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (!Targeted(targets_, *job.dataset)) return;
   auto& f = failures_[job.dataset->meta.uid];
   if (f.size() < kMaxFailures || f.count(job.chunk.ordinal)) {
@@ -106,17 +106,17 @@ void Warmer::RecordFailure(const Job& job, const std::string& path, const std::s
 }
 
 void Warmer::ClearFailure(const Job& job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (!Targeted(targets_, *job.dataset)) return;
   auto it = failures_.find(job.dataset->meta.uid);
   if (it != failures_.end() && it->second.erase(job.chunk.ordinal) > 0) failure_generation_.fetch_add(1);
 }
 
 std::chrono::milliseconds Warmer::BackOff(const Job& job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (job.generation != generation_ || job.target >= backoff_.size()) return options_.first_backoff;
   Backoff& b = backoff_[job.target];
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = options_.clock->Now();
   // Workers that fail together (they were all waiting on the same dead
   // server) extend one interval, not one each.
   if (b.until <= now) {
@@ -129,13 +129,13 @@ std::chrono::milliseconds Warmer::BackOff(const Job& job) {
 }
 
 void Warmer::EndBackoff(const Job& job) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (job.generation != generation_ || job.target >= backoff_.size()) return;
   Backoff& b = backoff_[job.target];
   if (b.interval.count() == 0) return;
   b.interval = std::chrono::milliseconds(0);
   b.until = {};
-  cv_.notify_all();  // workers parked on the backoff may go on
+  cv_.NotifyAll();  // workers parked on the backoff may go on
 }
 
 bool Warmer::NextJobLocked(Job* job, std::chrono::steady_clock::time_point now) {
@@ -165,19 +165,19 @@ void Warmer::WorkerLoop() {
   while (true) {
     Job job;
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(&mu_);
       while (true) {
         if (stopping_) return;
-        const auto now = std::chrono::steady_clock::now();
+        const auto now = options_.clock->Now();
         if (NextJobLocked(&job, now)) break;
         // Nothing to fetch now: the targets are done (tell the node once, so
         // it reports at once), or in backoff.
         if (in_flight_ == 0 && !idle_notified_ && on_idle_) {
           idle_notified_ = true;
           auto on_idle = on_idle_;
-          lock.unlock();
+          lock.Unlock();
           on_idle();
-          lock.lock();
+          lock.Lock();
           continue;
         }
         // Rescan after retry_after (failed chunks, a store that had no
@@ -188,8 +188,10 @@ void Warmer::WorkerLoop() {
         for (const Backoff& b : backoff_) {
           if (b.until > now) wake = std::min(wake, b.until);
         }
-        cv_.wait_until(lock, wake, [&] { return stopping_ || generation_ != gen; });
-        if (!stopping_ && generation_ == gen && std::chrono::steady_clock::now() >= next_rescan_) {
+        while (!stopping_ && generation_ == gen) {
+          if (!options_.clock->WaitUntil(&cv_, &mu_, wake)) break;
+        }
+        if (!stopping_ && generation_ == gen && options_.clock->Now() >= next_rescan_) {
           cursor_.assign(targets_.size(), 0);
           blocked_.assign(targets_.size(), false);
           capacity_logged_.clear();
@@ -201,7 +203,7 @@ void Warmer::WorkerLoop() {
     }
     RunJob(job);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       --in_flight_;
     }
   }
@@ -217,7 +219,7 @@ void Warmer::RunJob(const Job& job) {
     RecordFailure(job, path,
                   "NoSpace: the chunk store is at its capacity (" + std::to_string(before.used_bytes) + " of " +
                       std::to_string(before.capacity_bytes) + " bytes used)");
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (capacity_logged_.insert(job.dataset->meta.uid).second) {
       options_.logger->error("warm {}: the chunk store is full ({} of {} bytes); chunks that do not fit are "
                              "skipped and listed as failures",
@@ -247,7 +249,7 @@ void Warmer::RunJob(const Job& job) {
                                after.used_bytes + job.chunk.length + kChunkMetaSize > after.capacity_bytes;
     if (r->cache_status.code() == Code::kNoSpace && !over_capacity) {
       // The disk itself is full: stop this dataset until the retry.
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       if (job.generation == generation_ && job.target < blocked_.size() && !blocked_[job.target]) {
         blocked_[job.target] = true;
         options_.logger->error("warm {}: stopped: {}", name, r->cache_status.ToString());

@@ -32,15 +32,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "prefetch/chunk_filler.h"
 #include "origin/origin_gate.h"
 #include "proto/messages.h"
@@ -55,6 +55,8 @@ class Warmer {
     std::chrono::milliseconds first_backoff{1000};
     std::chrono::milliseconds max_backoff{30000};
     std::shared_ptr<spdlog::logger> logger;
+    // Time of backoffs and rescans, and the clock their waits end on.
+    Clock* clock = Clock::Real();
   };
   struct Target {
     std::shared_ptr<const DatasetView> dataset;
@@ -96,42 +98,42 @@ class Warmer {
 
   void WorkerLoop();
   void RunJob(const Job& job);
-  // Finds the next owned chunk not in the store. REQUIRES: mu_ held.
-  bool NextJobLocked(Job* job, std::chrono::steady_clock::time_point now);
-  void RecordFailure(const Job& job, const std::string& path, const std::string& error);
+  // Finds the next owned chunk not in the store.
+  bool NextJobLocked(Job* job, std::chrono::steady_clock::time_point now) REQUIRES(mu_);
+  void RecordFailure(const Job& job, const std::string& path, const std::string& error) EXCLUDES(mu_);
   // After a kUnavailable failure: pauses the job's target and queues the
   // chunk to be tried first.
-  std::chrono::milliseconds BackOff(const Job& job);
-  void EndBackoff(const Job& job);
-  void ClearFailure(const Job& job);
+  std::chrono::milliseconds BackOff(const Job& job) EXCLUDES(mu_);
+  void EndBackoff(const Job& job) EXCLUDES(mu_);
+  void ClearFailure(const Job& job) EXCLUDES(mu_);
 
   ChunkFiller* filler_;
   ChunkStore* store_;
   Options options_;
   std::vector<std::thread> threads_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;                 // guarded by mu_
-  uint64_t generation_ = 0;               // guarded by mu_; bumps on SetTargets
-  std::vector<Target> targets_;           // guarded by mu_
-  std::vector<size_t> cursor_;            // guarded by mu_; next position per target
-  std::vector<bool> blocked_;             // guarded by mu_; store full for this target
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  uint64_t generation_ GUARDED_BY(mu_) = 0;  // bumps on SetTargets
+  std::vector<Target> targets_ GUARDED_BY(mu_);
+  std::vector<size_t> cursor_ GUARDED_BY(mu_);  // next position per target
+  std::vector<bool> blocked_ GUARDED_BY(mu_);   // store full for this target
   struct Backoff {
     std::chrono::steady_clock::time_point until;
     std::chrono::milliseconds interval{0};
     std::vector<ChunkRef> retry;  // failed with kUnavailable; tried first
   };
-  std::vector<Backoff> backoff_;          // guarded by mu_; per target
-  std::function<void()> on_idle_;         // guarded by mu_
-  int in_flight_ = 0;                     // guarded by mu_; jobs taken, not finished
-  bool idle_notified_ = false;            // guarded by mu_
-  std::chrono::steady_clock::time_point next_rescan_;  // guarded by mu_
+  std::vector<Backoff> backoff_ GUARDED_BY(mu_);  // per target
+  std::function<void()> on_idle_ GUARDED_BY(mu_);
+  int in_flight_ GUARDED_BY(mu_) = 0;  // jobs taken, not finished
+  bool idle_notified_ GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point next_rescan_ GUARDED_BY(mu_);
   // Failures by dataset uid, then chunk ordinal (a file's chunks fail and
   // succeed separately); at most kMaxFailures per dataset.
   static constexpr size_t kMaxFailures = 1000;
-  std::map<uint64_t, std::map<uint64_t, proto::FileFailure>> failures_;  // guarded by mu_
-  std::set<uint64_t> capacity_logged_;  // guarded by mu_; datasets whose full cache was logged
+  std::map<uint64_t, std::map<uint64_t, proto::FileFailure>> failures_ GUARDED_BY(mu_);
+  std::set<uint64_t> capacity_logged_ GUARDED_BY(mu_);  // datasets whose full cache was logged
 
   std::atomic<uint64_t> failure_generation_{0};
   std::atomic<uint64_t> fetched_chunks_{0};
