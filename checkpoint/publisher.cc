@@ -33,6 +33,7 @@ Publisher::~Publisher() { Stop(); }
 void Publisher::Notify() {
   MutexLock lock(&mu_);
   pending_ = true;
+  idle_ = false;
   cv_.NotifyAll();
 }
 
@@ -56,10 +57,11 @@ bool Publisher::SleepUnlessStopped(std::chrono::milliseconds d) {
 }
 
 bool Publisher::WaitIdle(std::chrono::milliseconds limit) {
+  // Real time, whatever clock the publisher runs on: a bound for a test.
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (options_.table->NextOriginOp().has_value()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  MutexLock lock(&mu_);
+  while (!(idle_ && !pending_)) {
+    if (!idle_cv_.WaitUntil(&mu_, deadline)) return idle_ && !pending_;
   }
   return true;
 }
@@ -139,12 +141,21 @@ void Publisher::Run() {
     std::optional<OriginOp> op = options_.table->NextOriginOp();
     if (!op) {
       MutexLock lock(&mu_);
+      // Nothing queued as of a look taken after the last Notify.
+      if (!pending_) {
+        idle_ = true;
+        idle_cv_.NotifyAll();
+      }
       // The timeout is a backstop only; Notify wakes us when work is queued.
       const auto deadline = options_.clock->Now() + std::chrono::seconds(1);
       while (!stopping_ && !pending_) {
         if (!options_.clock->WaitUntil(&cv_, &mu_, deadline)) break;
       }
       continue;
+    }
+    {
+      MutexLock lock(&mu_);
+      idle_ = false;
     }
     const Attempt a = ApplyOnce(*op, &io_errors);
     if (a == Attempt::kRetry) {

@@ -74,7 +74,8 @@ class Publisher {
   void Notify();
   // Stops the thread after the operation in progress (its retries end).
   void Stop();
-  // Test helper: true once the table's queue is empty (within `limit`).
+  // Test helper: true once the thread has found the table's queue empty
+  // after the last Notify (within `limit`, real time).
   bool WaitIdle(std::chrono::milliseconds limit);
 
  private:
@@ -89,6 +90,9 @@ class Publisher {
   CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
   bool pending_ GUARDED_BY(mu_) = false;  // Notify since the thread last looked
+  // The thread's last look found no operation queued (and none came since).
+  bool idle_ GUARDED_BY(mu_) = false;
+  CondVar idle_cv_;  // idle_ became true
   std::thread thread_;
 };
 

@@ -125,7 +125,8 @@ Status NodeAgent::Init() {
                         .rate_bytes_per_s = options_.scrub_rate_bytes,
                         .busy = [this] { return DiskBusy(); },
                         .on_replica_lost = [this] { drainer_->RequestRebuild(); },
-                        .logger = log}));
+                        .logger = log,
+                        .clock = options_.clock}));
   if (Result<DiskStats> d = DiskStats::Open(store_->dir()); d.ok()) disk_stats_ = *d;
   server_->Handle<proto::NodeStatus>([this](const proto::NodeStatus&, const proto::Envelope&, std::string*) {
     ChunkStore::Usage u = store_->usage();

@@ -114,6 +114,9 @@ class NodeAgent {
   // The data channel's bound endpoint; "" without one.
   const std::string& data_endpoint() const { return server_->data_endpoint(); }
   ChunkStore* store() { return store_.get(); }
+  // Waits until the warm-up has nothing left to fetch for the datasets this
+  // node owns chunks of (Warmer::WaitIdle). For tests.
+  bool WaitWarmerIdle(std::chrono::milliseconds timeout) const { return warmer_->WaitIdle(timeout); }
   Scrubber* scrubber() { return scrubber_.get(); }
   ReplicaStore* replicas() { return replicas_.get(); }
   const Drainer::Counters& drain_counters() const { return drainer_->counters(); }

@@ -434,14 +434,10 @@ TEST_F(NodeAgentTest, ADatasetLargerThanTheCacheKeepsAStableSubsetWithoutThrashi
   };
   // Warm-up fills what fits, reports a clear failure for the rest, and stops.
   ASSERT_TRUE(Eventually([&] { return !Status().failures.empty(); }, 20s));
+  // Both warm-ups have done their one scan (no rescan for an hour).
+  ASSERT_TRUE(a->WaitWarmerIdle(20s));
+  ASSERT_TRUE(b->WaitWarmerIdle(20s));
   std::set<std::string> before = cached();
-  for (auto still = std::chrono::steady_clock::now(); std::chrono::steady_clock::now() - still < 2s;) {
-    std::this_thread::sleep_for(100ms);
-    if (std::set<std::string> now = cached(); now != before) {
-      before = std::move(now);
-      still = std::chrono::steady_clock::now();
-    }
-  }
   ASSERT_GT(before.size(), 4u);
 
   auto view = a->view();
@@ -539,9 +535,10 @@ TEST_F(NodeAgentTest, RestartedAgentResumesWithoutRefetching) {
   ASSERT_TRUE(coord().Warm("ds").ok());
   ASSERT_TRUE(Eventually([&] { return Status().complete; }));
   const uint64_t read = origin().TotalBytesRead();
-  StartAgent("node1");  // restarts it
+  NodeAgent* again = StartAgent("node1");  // restarts it
   ASSERT_TRUE(Eventually([&] { return Status().complete; }));
-  std::this_thread::sleep_for(300ms);
+  // Its warm-up has scanned every owned chunk and found nothing to fetch.
+  ASSERT_TRUE(again->WaitWarmerIdle(20s));
   EXPECT_EQ(origin().TotalBytesRead(), read) << "a restart must not refetch cached chunks";
   (void)meta;
 }

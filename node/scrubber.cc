@@ -30,7 +30,6 @@ void LowerIoPriority() {
   (void)::syscall(SYS_ioprio_set, kWhoProcess, 0, kClassIdle << 13);
 }
 
-int64_t NowUnix() { return static_cast<int64_t>(std::time(nullptr)); }
 
 }  // namespace
 
@@ -222,14 +221,14 @@ void Scrubber::Loop() {
         mu_.AssertHeld();
         if (requested_ || resume_) return true;
         if (options_.interval.count() == 0) return false;
-        return progress_.pass == 0 || NowUnix() >= progress_.pass_started_unix + options_.interval.count();
+        return progress_.pass == 0 || options_.clock->WallSeconds() >= progress_.pass_started_unix + options_.interval.count();
       };
       while (!stopping_ && !due()) {
         if (options_.interval.count() == 0) {
           cv_.Wait(&mu_);
         } else {
-          const int64_t left = progress_.pass_started_unix + options_.interval.count() - NowUnix();
-          cv_.WaitFor(&mu_, std::chrono::seconds(std::clamp<int64_t>(left, 1, 3600)));
+          const int64_t left = progress_.pass_started_unix + options_.interval.count() - options_.clock->WallSeconds();
+          options_.clock->WaitFor(&cv_, &mu_, std::chrono::seconds(std::clamp<int64_t>(left, 1, 3600)));
         }
       }
       if (stopping_) return;
@@ -238,7 +237,7 @@ void Scrubber::Loop() {
       requested_ = false;
       if (!resuming) {
         ++progress_.pass;
-        progress_.pass_started_unix = NowUnix();
+        progress_.pass_started_unix = options_.clock->WallSeconds();
         cursor_.clear();
       }
       resume_after = cursor_;
@@ -256,7 +255,7 @@ void Scrubber::Loop() {
                             resume_after.empty() ? "started" : "resumed after " + resume_after, items.size(),
                             progress_.pass_bytes);
     }
-    auto last_save = std::chrono::steady_clock::now();
+    auto last_save = options_.clock->Now();
     bool stopped = false;
     for (const Item& item : items) {
       if (!resume_after.empty() && item.name <= resume_after) {
@@ -266,19 +265,18 @@ void Scrubber::Loop() {
         continue;
       }
       // Demand reads first: wait while they are being served, a while.
-      const auto yield_until = std::chrono::steady_clock::now() + options_.max_yield;
-      while (options_.busy && options_.busy() && std::chrono::steady_clock::now() < yield_until) {
+      const auto yield_until = options_.clock->Now() + options_.max_yield;
+      while (options_.busy && options_.busy() && options_.clock->Now() < yield_until) {
         MutexLock lock(&mu_);
-        if (cv_.WaitFor(&mu_, std::chrono::milliseconds(20), [&] {
-          mu_.AssertHeld();
-          return stopping_;
-        })) break;
+        if (stopping_) break;
+        options_.clock->WaitFor(&cv_, &mu_, std::chrono::milliseconds(20));
+        if (stopping_) break;
       }
       bool corrupt = false;
       if (Status s = ScrubItem(item, &corrupt); !s.ok()) {
         options_.logger->warn("scrubber: cannot check {}: {}", item.name, s.ToString());
       }
-      const auto wait = Pace(&bucket, options_.rate_bytes_per_s, item.bytes, std::chrono::steady_clock::now());
+      const auto wait = Pace(&bucket, options_.rate_bytes_per_s, item.bytes, options_.clock->Now());
       MutexLock lock(&mu_);
       ++progress_.pass_items_done;
       progress_.pass_bytes_done += item.bytes;
@@ -286,14 +284,14 @@ void Scrubber::Loop() {
       progress_.bytes_scrubbed += item.bytes;
       if (corrupt) ++progress_.corrupt_found;
       cursor_ = item.name;
-      if (corrupt || std::chrono::steady_clock::now() - last_save >= kSaveEvery) {
+      if (corrupt || options_.clock->Now() - last_save >= kSaveEvery) {
         SaveStateLocked();
-        last_save = std::chrono::steady_clock::now();
+        last_save = options_.clock->Now();
       }
-      if (cv_.WaitFor(&mu_, wait, [&] {
-            mu_.AssertHeld();
-            return stopping_;
-          })) {
+      const auto paced_until = options_.clock->Now() + wait;
+      while (!stopping_ && options_.clock->WaitUntil(&cv_, &mu_, paced_until)) {
+      }
+      if (stopping_) {
         stopped = true;
         break;
       }
@@ -304,7 +302,7 @@ void Scrubber::Loop() {
       return;
     }
     progress_.running = false;
-    progress_.last_pass_end_unix = NowUnix();
+    progress_.last_pass_end_unix = options_.clock->WallSeconds();
     ++progress_.passes_done;
     cursor_.clear();
     SaveStateLocked();

@@ -42,6 +42,7 @@
 
 #include "store/replica_store.h"
 #include "common/result.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "store/chunk_store.h"
 #include "common/quarantine.h"
@@ -63,6 +64,8 @@ class Scrubber {
     // A replica was quarantined: the drainer should rebuild.
     std::function<void()> on_replica_lost;
     std::shared_ptr<spdlog::logger> logger;  // required
+    // Pacing, yielding to demand reads and the schedule (its wall time).
+    Clock* clock = Clock::Real();
   };
 
   // What `hoard scrub` and the metrics show.

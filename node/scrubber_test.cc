@@ -1,5 +1,7 @@
 #include "node/scrubber.h"
 
+#include "common/clock.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -53,7 +55,7 @@ class ScrubberTest : public ::testing::Test {
     replicas_ = *ReplicaStore::Open({.dir = JoinPath(store_->dir(), "ckpt"), .logger = log_});
   }
 
-  std::unique_ptr<Scrubber> Make(std::chrono::seconds interval = 0s) {
+  std::unique_ptr<Scrubber> Make(std::chrono::seconds interval = 0s, Clock* clock = Clock::Real()) {
     Result<std::unique_ptr<Scrubber>> s =
         Scrubber::Create({.store = store_.get(),
                           .replicas = replicas_.get(),
@@ -62,7 +64,8 @@ class ScrubberTest : public ::testing::Test {
                           .interval = interval,
                           .rate_bytes_per_s = 0,
                           .on_replica_lost = [this] { ++replicas_lost_; },
-                          .logger = log_});
+                          .logger = log_,
+                          .clock = clock});
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return std::move(*s);
   }
@@ -163,6 +166,21 @@ TEST_F(ScrubberTest, TheFirstPassStartsByItself) {
   s->Start();
   ASSERT_TRUE(s->WaitPass(1, 30s));
   EXPECT_EQ(s->progress().items_scrubbed, 1u);
+}
+
+// The next pass is due `interval` after the last one started, by the
+// injected clock: an hour is a step of the test.
+TEST_F(ScrubberTest, TheNextPassStartsWhenTheIntervalHasPassed) {
+  ASSERT_TRUE(store_->Put(Key(1), 9, std::string(1000, 'x')).ok());
+  FakeClock clock;
+  std::unique_ptr<Scrubber> s = Make(3600s, &clock);
+  s->Start();
+  ASSERT_TRUE(s->WaitPass(1, 30s));
+  EXPECT_EQ(s->progress().pass_started_unix, clock.WallSeconds());
+  clock.Advance(3600s);
+  ASSERT_TRUE(s->WaitPass(2, 30s));
+  EXPECT_EQ(s->progress().items_scrubbed, 2u);
+  EXPECT_EQ(s->progress().passes_done, 2u);
 }
 
 TEST(ScrubberPaceTest, TheBucketHoldsTheRate) {

@@ -44,6 +44,15 @@ void Warmer::SetOnIdle(std::function<void()> on_idle) {
   on_idle_ = std::move(on_idle);
 }
 
+bool Warmer::WaitIdle(std::chrono::milliseconds timeout) const {
+  MutexLock lock(&mu_);
+  const auto deadline = options_.clock->Now() + timeout;
+  while (!(idle_notified_ && in_flight_ == 0 && !targets_.empty()) && !stopping_) {
+    if (!options_.clock->WaitUntil(&idle_cv_, &mu_, deadline)) break;
+  }
+  return idle_notified_ && in_flight_ == 0 && !targets_.empty();
+}
+
 void Warmer::SetTargets(std::vector<Target> targets) {
   {
     MutexLock lock(&mu_);
@@ -172,13 +181,16 @@ void Warmer::WorkerLoop() {
         if (NextJobLocked(&job, now)) break;
         // Nothing to fetch now: the targets are done (tell the node once, so
         // it reports at once), or in backoff.
-        if (in_flight_ == 0 && !idle_notified_ && on_idle_) {
+        if (in_flight_ == 0 && !idle_notified_) {
           idle_notified_ = true;
-          auto on_idle = on_idle_;
-          lock.Unlock();
-          on_idle();
-          lock.Lock();
-          continue;
+          idle_cv_.NotifyAll();
+          if (on_idle_) {
+            auto on_idle = on_idle_;
+            lock.Unlock();
+            on_idle();
+            lock.Lock();
+            continue;
+          }
         }
         // Rescan after retry_after (failed chunks, a store that had no
         // room), at the end of a backoff, or sooner when the targets change.

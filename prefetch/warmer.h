@@ -85,6 +85,13 @@ class Warmer {
   // heartbeat.
   void SetOnIdle(std::function<void()> on_idle);
 
+  // Waits up to `timeout` until a pass over the current (non-empty) targets
+  // found nothing left to fetch now and nothing is in flight; false if that
+  // did not happen in time. Until the next SetTargets or rescan (after
+  // retry_after, or a backoff's end) the store then holds what the warm-up
+  // can get. Tests use it instead of watching the store stay still.
+  bool WaitIdle(std::chrono::milliseconds timeout) const EXCLUDES(mu_);
+
   uint64_t fetched_chunks() const { return fetched_chunks_.load(); }
   uint64_t fetched_bytes() const { return fetched_bytes_.load(); }
 
@@ -114,6 +121,7 @@ class Warmer {
 
   mutable Mutex mu_;
   CondVar cv_;
+  mutable CondVar idle_cv_;  // idle_notified_ became true
   bool stopping_ GUARDED_BY(mu_) = false;
   uint64_t generation_ GUARDED_BY(mu_) = 0;  // bumps on SetTargets
   std::vector<Target> targets_ GUARDED_BY(mu_);

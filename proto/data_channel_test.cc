@@ -281,39 +281,56 @@ TEST_F(DataChannelTest, ChunksGoSealedOverTheDataChannelAndTheRestOverCurve) {
   EXPECT_EQ(server_->rejected(), 0u);
 }
 
+// After a restart, a call that races the client's noticing the old
+// connection close fails like any call to a server going away (Unavailable:
+// "connection ... lost"), and callers retry such a call. So the test does
+// not wait for the client to notice (nothing outside libzmq's I/O thread can
+// see that); it retries an Unavailable call, as the daemons do, and asserts
+// that one retry is enough and no wrong byte or stuck call comes back.
 TEST_F(DataChannelTest, AServerThatForgotTheSessionIsAskedForANewOne) {
   StartServer();
   const std::string control = server_->bound_endpoint(), data = server_->data_endpoint();
   RpcClient c(client_ctx_, control);
   ASSERT_TRUE(c.Call(GetChunk{.length = 100}, 5s).ok());
+  // Calls GetChunk{length} until it is not Unavailable (at most twice);
+  // returns how many calls failed so.
+  zmq::message_t payload;
+  Result<ChunkData> r = Status::Internal("not called");
+  auto call = [&](uint64_t length) {
+    int lost = 0;
+    for (;;) {
+      r = c.Call(GetChunk{.length = length}, 5s, &payload);
+      if (r.ok() || r.status().code() != Code::kUnavailable || lost == 1) return lost;
+      ++lost;
+    }
+  };
   server_.reset();  // a restart: the same ports, no sessions
   StartServer(control, data);
   ASSERT_EQ(server_->data_sessions(), 0u);
-  std::this_thread::sleep_for(300ms);  // the client has seen the old connections close
-  zmq::message_t payload;
-  Result<ChunkData> r = c.Call(GetChunk{.length = 1000}, 5s, &payload);
+  int lost = call(1000);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(payload.to_string(), chunk_.substr(0, 1000));
-  EXPECT_EQ(server_->data_sessions(), 1u);
-  EXPECT_EQ(calls_.load(), 2);
+  EXPECT_GE(server_->data_sessions(), 1u);
+  EXPECT_LE(server_->data_sessions(), 1u + lost);
+  EXPECT_GE(calls_.load(), 2);
+  EXPECT_LE(calls_.load(), 2 + lost);
 
   // A restart on the same CURVE port but another data port (--data-port 0):
   // the old data port is dead, the CURVE one answers, so a new session.
   server_.reset();
   StartServer(control, "tcp://127.0.0.1:0");
   ASSERT_NE(server_->data_endpoint(), data);
-  // As long as a real restart takes: the client's sockets have seen their
-  // connections close (a call racing the close fails like any call to a
-  // server that is going away).
-  std::this_thread::sleep_for(300ms);
+  const int before = calls_.load();
   const auto started = std::chrono::steady_clock::now();
-  r = c.Call(GetChunk{.length = 2000}, 5s, &payload);
+  lost = call(2000);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
   EXPECT_EQ(payload.to_string(), chunk_.substr(0, 2000));
   EXPECT_TRUE(c.on_data_channel());
-  EXPECT_EQ(server_->data_sessions(), 1u);
-  EXPECT_EQ(calls_.load(), 3);
+  EXPECT_GE(server_->data_sessions(), 1u);
+  EXPECT_LE(server_->data_sessions(), 1u + lost);
+  EXPECT_GE(calls_.load(), before + 1);
+  EXPECT_LE(calls_.load(), before + 1 + lost);
 }
 
 // "Busy" (a full request queue) is an answer to retry, not a server without
