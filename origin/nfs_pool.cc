@@ -81,11 +81,17 @@ void MountDone(int status, nfs_context* /*nfs*/, void* data, void* private_data)
   if (status != 0 && data != nullptr) w->error = static_cast<const char*>(data);
 }
 
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Connecting
+
 // Connects to the target's server and mounts `export_path`. The whole
 // exchange (portmapper, MOUNT, NFS FSINFO) runs under one deadline of
 // timeout_ms: libnfs bounds RPCs but not TCP connects.
-Result<std::unique_ptr<NfsConnection>> Connect(const NfsConnectionPool::Target& target, const std::string& export_path,
-                                               NfsFailure* failure) {
+Result<std::unique_ptr<NfsConnection>> NfsConnectionPool::Connect(const Target& target,
+                                                                  const std::string& export_path,
+                                                                  NfsFailure* failure) {
   *failure = NfsFailure::kConnection;
   MountWait wait;  // outlives `conn`: destroying a context may run its callback
   nfs_context* ctx = nfs_init_context();
@@ -148,8 +154,6 @@ Result<std::unique_ptr<NfsConnection>> Connect(const NfsConnectionPool::Target& 
   }
   return conn;
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // NfsConnection

@@ -159,15 +159,18 @@ class NfsConnectionPool {
   // to that connection: close them in `op`.
   Status RunCall(std::string_view what, std::string_view path, const std::function<int(nfs_context*)>& op);
 
-  // What every connection connects to (public only for nfs_pool.cc's
-  // Connect).
+ private:
+  // What every connection of the pool connects to.
   struct Target {
     std::string source;  // for messages
     NfsUrl url;
     int timeout_ms = 10'000;
   };
 
- private:
+  // Connects to the target's server and mounts `export_path`, all under one
+  // deadline of timeout_ms; `failure` says how it failed.
+  static Result<std::unique_ptr<NfsConnection>> Connect(const Target& target, const std::string& export_path,
+                                                        NfsFailure* failure);
   NfsConnectionPool(Target target, std::string export_path, std::string root, uint64_t read_max, int max);
 
   // Puts an already mounted connection (from export discovery) in the pool.
