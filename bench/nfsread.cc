@@ -45,7 +45,7 @@
 
 #include "bench/pass_json.h"
 #include "common/hash.h"
-#include "origin/nfs_origin.h"
+#include "origin/nfs_url.h"
 
 namespace {
 

@@ -31,11 +31,20 @@
 // coordinator only adds what the table must not reach for itself: which
 // nodes are up (CkptWork), and the flags mounts learn from the cluster map.
 //
+// Parts: the coordinator is the façade over three units that keep no lock of
+// their own: Membership (coordinator/membership.h: nodes, weights, up/down,
+// last heard), Catalogue (coordinator/catalogue.h: datasets, versions,
+// manifests, walk reservations) and Progress (coordinator/progress.h: the
+// nodes' reports, fill rates, settled datasets, warm-up status). The
+// coordinator validates requests, journals every change (StateStore) and
+// undoes it in the parts when that fails.
+//
 // Thread-safety: all public methods may be called concurrently (RpcServer
-// workers). One mutex guards the state (the checkpoint table has its own; mu_
-// is never held while calling it); the slow part of AddDataset and
-// RefreshDataset (walking the origin) runs outside it, with the name reserved
-// so two adds or refreshes of the same name cannot race.
+// workers). One mutex guards the epochs and all three parts (the checkpoint
+// table has its own; mu_ is never held while calling it); the slow part of
+// AddDataset and RefreshDataset (walking the origin) runs outside it, with
+// the name reserved so two adds or refreshes of the same name cannot race,
+// and so does combining reports into status (Progress::Compute).
 #pragma once
 
 #include <atomic>
@@ -49,7 +58,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "origin/ckpt_origin.h"
 #include "checkpoint/ckpt_sessions.h"
 #include "checkpoint/ckpt_table.h"
 #include "checkpoint/publisher.h"
@@ -57,8 +65,11 @@
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/result.h"
-#include "coordinator/fill_rate.h"
+#include "coordinator/catalogue.h"
+#include "coordinator/membership.h"
+#include "coordinator/progress.h"
 #include "coordinator/state_store.h"
+#include "origin/ckpt_origin.h"
 #include "origin/origin.h"
 #include "proto/messages.h"
 #include "striping/manifest.h"
@@ -208,19 +219,7 @@ class Coordinator {
   StateStore& TEST_store() { return store_; }
 
  private:
-  struct NodeState {
-    proto::NodeInfo info;
-    std::chrono::steady_clock::time_point last_heard;
-    std::map<uint64_t, proto::DatasetReport> reports;  // by dataset uid
-    bool reported = false;  // a heartbeat with reports arrived since we started
-  };
-  struct DatasetState {
-    proto::DatasetMeta meta;
-    Manifest manifest;
-  };
-  struct StatusInput;
-
-  // Holds a name in adding_ while its source is walked.
+  // Holds a name reserved in the catalogue while its source is walked.
   struct WalkReservation {
     Coordinator* c;
     std::string name;
@@ -237,43 +236,26 @@ class Coordinator {
   // CheckLiveness's membership half; false when the check itself ran late
   // (every node got a fresh timeout, so nobody is lost either).
   bool CheckMembers();
-  // Reserves `name` for a walk (kUnavailable when max_concurrent_adds walks
-  // are running). `name` must not be in adding_.
-  Status ReserveWalkLocked(const std::string& name) REQUIRES(mu_);
   // Walks meta.source into a manifest of meta's uid, version and chunk size.
   // `what` prefixes errors and log lines ("dataset add NAME").
   Result<Manifest> WalkSource(const std::string& what, const proto::DatasetMeta& meta, int64_t created_unix);
   // Persists the current state and bumps the epoch.
   Status CommitLocked(bool placement_changed) REQUIRES(mu_);
-  // The names of the nodes up now.
-  std::set<std::string> UpNodesLocked() const REQUIRES(mu_);
   // Tells the checkpoint table which nodes are up (after Load and each commit).
   void ShareUpNodesLocked() REQUIRES(mu_);
   CoordinatorState SnapshotLocked() const REQUIRES(mu_);
-  StatusInput StatusInputLocked(const DatasetState& d) const REQUIRES(mu_);
-  proto::DatasetStatus ComputeStatus(const StatusInput& in) const;
-  // The datasets settled right now; UpdateSettledLocked keeps those settled
-  // for a whole down timeout in settled_.
-  std::vector<proto::SettledDataset> SettledLocked() const REQUIRES(mu_);
-  void UpdateSettledLocked(std::chrono::steady_clock::time_point now) REQUIRES(mu_);
-  // OK if `r` is well formed for the dataset version it names.
-  Status CheckReportLocked(const proto::DatasetReport& r) const REQUIRES(mu_);
 
   Options options_;
   StateStore store_;
+  // One mutex for the epochs and the three parts: most requests touch two
+  // of them (a heartbeat: membership and progress, its reports checked
+  // against the catalogue), and a commit saves them and the epochs as one.
   mutable Mutex mu_;
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
   uint64_t placement_epoch_ GUARDED_BY(mu_) = 0;
-  std::map<std::string, NodeState> nodes_ GUARDED_BY(mu_);  // by name
-  mutable std::map<std::string, DatasetState> datasets_ GUARDED_BY(mu_);  // by name
-  std::set<std::string> adding_ GUARDED_BY(mu_);  // names being added or refreshed
-  struct SettledSince {
-    proto::SettledDataset dataset;
-    std::chrono::steady_clock::time_point since;
-  };
-  std::map<uint64_t, SettledSince> settled_since_ GUARDED_BY(mu_);  // by uid
-  std::map<uint64_t, FillRate> fill_rates_ GUARDED_BY(mu_);          // by dataset uid
-  std::vector<proto::SettledDataset> settled_ GUARDED_BY(mu_);      // settled for a down timeout
+  Membership members_ GUARDED_BY(mu_);
+  Catalogue catalogue_ GUARDED_BY(mu_);
+  Progress progress_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point last_liveness_check_ GUARDED_BY(mu_);
   std::atomic<bool> shutting_down_{false};
   // Checkpoints; the publisher is declared last so it stops first.

@@ -52,9 +52,8 @@ Result<proto::CkptWorkReply> Coordinator::CkptWork(const std::string& node, bool
   double fill = 0;  // bytes/s landing in dataset caches: the datasets' share of the origin
   {
     MutexLock lock(&mu_);
-    up = UpNodesLocked();
-    const auto now = options_.clock->Now();
-    for (const auto& [uid, rate] : fill_rates_) fill += rate.Rate(now);
+    up = members_.UpNames();
+    fill = progress_.TotalFillRate(options_.clock->Now());
   }
   return ckpt_table_->Work(node, up, rebuild, fill, rebuilt, dropped);
 }
@@ -75,12 +74,7 @@ void Coordinator::CheckCkptCopies() {
   std::set<std::string> up, lost, leaving;
   {
     MutexLock lock(&mu_);
-    const auto now = options_.clock->Now();
-    for (const auto& [name, n] : nodes_) {
-      if (n.info.up && n.info.draining) leaving.insert(name);
-      if (n.info.up) up.insert(name);
-      else if (now - n.last_heard > options_.ckpt.lost_after) lost.insert(name);
-    }
+    members_.CkptClasses(options_.clock->Now(), options_.ckpt.lost_after, &up, &lost, &leaving);
   }
   ckpt_sessions_->Expire();
   if (Result<size_t> r = ckpt_table_->CollectGarbage(); !r.ok()) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "origin/nfs_origin.h"
+#include "origin/nfs_pool.h"
 
 namespace hoard {
 namespace {
@@ -16,15 +17,15 @@ constexpr uint64_t kDefaultWriteMax = 64 * 1024;
 
 class NfsCkptWriter : public CkptWriter {
  public:
-  NfsCkptWriter(std::shared_ptr<NfsOrigin> nfs, std::string path)
-      : nfs_(std::move(nfs)), path_(std::move(path)), full_(nfs_->NfsPath(path_)) {}
+  NfsCkptWriter(std::shared_ptr<NfsConnectionPool> pool, std::string path)
+      : pool_(std::move(pool)), path_(std::move(path)), full_(pool_->Full(path_)) {}
 
   Status WriteAt(uint64_t offset, const char* data, size_t len) override {
-    if (closed_) return Status::Internal(nfs_->source() + ": write '" + path_ + "' after Close");
+    if (closed_) return Status::Internal(pool_->source() + ": write '" + path_ + "' after Close");
     // `done` survives a retry on a fresh connection: pwrite is idempotent,
     // so the retry simply goes on from there.
     size_t done = 0;
-    return nfs_->RunCall("write", path_, [&](nfs_context* ctx) {
+    return pool_->RunCall("write", path_, [&](nfs_context* ctx) {
       nfsfh* fh = nullptr;
       // O_SYNC: FILE_SYNC writes, on stable storage when answered (see the
       // header for why not UNSTABLE + COMMIT alone).
@@ -50,10 +51,10 @@ class NfsCkptWriter : public CkptWriter {
   }
 
   Status Close() override {
-    if (closed_) return Status::Internal(nfs_->source() + ": close '" + path_ + "' twice");
+    if (closed_) return Status::Internal(pool_->source() + ": close '" + path_ + "' twice");
     // Redundant after FILE_SYNC writes, but cheap, and what a server that
     // downgraded a write to UNSTABLE needs. Retrying after a failure is fine.
-    HOARD_RETURN_IF_ERROR(nfs_->RunCall("fsync", path_, [&](nfs_context* ctx) {
+    HOARD_RETURN_IF_ERROR(pool_->RunCall("fsync", path_, [&](nfs_context* ctx) {
       nfsfh* fh = nullptr;
       int rc = nfs_open(ctx, full_.c_str(), O_WRONLY | O_NOFOLLOW, &fh);
       if (rc < 0) return rc;
@@ -66,7 +67,7 @@ class NfsCkptWriter : public CkptWriter {
   }
 
  private:
-  const std::shared_ptr<NfsOrigin> nfs_;
+  const std::shared_ptr<NfsConnectionPool> pool_;
   const std::string path_;
   const std::string full_;
   bool closed_ = false;
@@ -74,21 +75,22 @@ class NfsCkptWriter : public CkptWriter {
 
 class NfsCkptOrigin : public CkptOrigin {
  public:
-  explicit NfsCkptOrigin(std::shared_ptr<NfsOrigin> nfs) : nfs_(std::move(nfs)) {}
+  NfsCkptOrigin(std::shared_ptr<NfsConnectionPool> pool, std::unique_ptr<NfsOrigin> reader)
+      : pool_(std::move(pool)), reader_(std::move(reader)) {}
 
-  const std::string& source() const override { return nfs_->source(); }
+  const std::string& source() const override { return pool_->source(); }
 
   Result<std::unique_ptr<CkptWriter>> Create(std::string_view path) override {
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source(), path, /*root_ok=*/false));
-    const std::string full = nfs_->NfsPath(path);
-    HOARD_RETURN_IF_ERROR(nfs_->RunCall("create", path, [&](nfs_context* ctx) {
+    const std::string full = pool_->Full(path);
+    HOARD_RETURN_IF_ERROR(pool_->RunCall("create", path, [&](nfs_context* ctx) {
       nfsfh* fh = nullptr;
       int rc = nfs_open2(ctx, full.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644, &fh);
       if (rc < 0) return rc;
       nfs_close(ctx, fh);
       return 0;
     }));
-    return std::unique_ptr<CkptWriter>(new NfsCkptWriter(nfs_, std::string(path)));
+    return std::unique_ptr<CkptWriter>(new NfsCkptWriter(pool_, std::string(path)));
   }
 
   Status MakeDirs(std::string_view path) override {
@@ -97,11 +99,11 @@ class NfsCkptOrigin : public CkptOrigin {
       end = path.find('/', end + 1);
       if (end == std::string_view::npos) end = path.size();
       const std::string_view prefix = path.substr(0, end);
-      const std::string full = nfs_->NfsPath(prefix);
-      Status s = nfs_->RunCall("mkdir", prefix, [&](nfs_context* ctx) { return nfs_mkdir(ctx, full.c_str()); });
+      const std::string full = pool_->Full(prefix);
+      Status s = pool_->RunCall("mkdir", prefix, [&](nfs_context* ctx) { return nfs_mkdir(ctx, full.c_str()); });
       if (s.code() == Code::kAlreadyExists) {
         // Fine if it is a directory (ours from a retried call, or older).
-        HOARD_ASSIGN_OR_RETURN(OriginEntry e, nfs_->Stat(prefix));
+        HOARD_ASSIGN_OR_RETURN(OriginEntry e, reader_->Stat(prefix));
         if (e.type != EntryType::kDir) {
           return Status::NotDirectory(source() + ": mkdir '" + std::string(path) + "': '" + std::string(prefix) +
                                       "' is not a directory");
@@ -116,15 +118,15 @@ class NfsCkptOrigin : public CkptOrigin {
   Status Rename(std::string_view from, std::string_view to) override {
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source(), from, /*root_ok=*/false));
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source(), to, /*root_ok=*/false));
-    const std::string full_from = nfs_->NfsPath(from);
-    const std::string full_to = nfs_->NfsPath(to);
+    const std::string full_from = pool_->Full(from);
+    const std::string full_to = pool_->Full(to);
     int calls = 0;
-    Status s = nfs_->RunCall("rename to '" + std::string(to) + "' of", from, [&](nfs_context* ctx) {
+    Status s = pool_->RunCall("rename to '" + std::string(to) + "' of", from, [&](nfs_context* ctx) {
       ++calls;
       return nfs_rename(ctx, full_from.c_str(), full_to.c_str());
     });
-    if (s.code() == Code::kNotFound && calls > 1 && nfs_->Stat(from).status().code() == Code::kNotFound &&
-        nfs_->Stat(to).ok()) {
+    if (s.code() == Code::kNotFound && calls > 1 && reader_->Stat(from).status().code() == Code::kNotFound &&
+        reader_->Stat(to).ok()) {
       return Status::Ok();  // the first attempt got through; its answer did not
     }
     return s;
@@ -137,10 +139,10 @@ class NfsCkptOrigin : public CkptOrigin {
   // A retried call that finds the link there made it itself the first time.
   Status Symlink(std::string_view target, std::string_view path) override {
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source(), path, /*root_ok=*/false));
-    const std::string full = nfs_->NfsPath(path);
+    const std::string full = pool_->Full(path);
     const std::string to(target);
     int calls = 0;
-    Status s = nfs_->RunCall("symlink", path, [&](nfs_context* ctx) {
+    Status s = pool_->RunCall("symlink", path, [&](nfs_context* ctx) {
       ++calls;
       return nfs_symlink(ctx, to.c_str(), full.c_str());
     });
@@ -150,19 +152,19 @@ class NfsCkptOrigin : public CkptOrigin {
 
   Result<OriginEntry> Stat(std::string_view path) override {
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source(), path, /*root_ok=*/true));
-    return nfs_->Stat(path);
+    return reader_->Stat(path);
   }
 
   Result<std::unique_ptr<OriginFile>> Open(std::string_view path) override {
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source(), path, /*root_ok=*/false));
-    return nfs_->Open(path);
+    return reader_->Open(path);
   }
 
   Result<uint64_t> FreeBytes() override {
-    const std::string root = nfs_->NfsPath("");
+    const std::string root = pool_->Full("");
     nfs_statvfs_64 st{};
     HOARD_RETURN_IF_ERROR(
-        nfs_->RunCall("statvfs", "", [&](nfs_context* ctx) { return nfs_statvfs64(ctx, root.c_str(), &st); }));
+        pool_->RunCall("statvfs", "", [&](nfs_context* ctx) { return nfs_statvfs64(ctx, root.c_str(), &st); }));
     return st.f_bavail * st.f_frsize;
   }
 
@@ -171,9 +173,9 @@ class NfsCkptOrigin : public CkptOrigin {
   // itself the first time (its answer was lost with the connection).
   Status Remove(std::string_view what, std::string_view path, int (*remove)(nfs_context*, const char*)) {
     HOARD_RETURN_IF_ERROR(CheckCkptPath(source(), path, /*root_ok=*/false));
-    const std::string full = nfs_->NfsPath(path);
+    const std::string full = pool_->Full(path);
     int calls = 0;
-    Status s = nfs_->RunCall(what, path, [&](nfs_context* ctx) {
+    Status s = pool_->RunCall(what, path, [&](nfs_context* ctx) {
       ++calls;
       return remove(ctx, full.c_str());
     });
@@ -182,14 +184,18 @@ class NfsCkptOrigin : public CkptOrigin {
   }
 
   // Writers share it, and stay usable if the origin goes first.
-  const std::shared_ptr<NfsOrigin> nfs_;
+  const std::shared_ptr<NfsConnectionPool> pool_;
+  // Stat and Open, on the same pool.
+  const std::unique_ptr<NfsOrigin> reader_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<CkptOrigin>> OpenNfsCkptOrigin(const std::string& source, const OriginOptions& options) {
-  HOARD_ASSIGN_OR_RETURN(std::unique_ptr<NfsOrigin> nfs, NfsOrigin::Create(source, options));
-  return std::unique_ptr<CkptOrigin>(new NfsCkptOrigin(std::move(nfs)));
+  HOARD_ASSIGN_OR_RETURN(std::shared_ptr<NfsConnectionPool> pool, NfsConnectionPool::Open(source, options));
+  // Also checks that the root exists and is a directory.
+  HOARD_ASSIGN_OR_RETURN(std::unique_ptr<NfsOrigin> reader, NfsOrigin::Create(pool));
+  return std::unique_ptr<CkptOrigin>(new NfsCkptOrigin(std::move(pool), std::move(reader)));
 }
 
 }  // namespace hoard

@@ -1,12 +1,13 @@
 // File: origin/nfs_ckpt_origin.h
 //
 // An NFSv3 export as the checkpoint origin, written with
-// libnfs's synchronous API. The URL, the export discovery, the connection
-// pool (OriginOptions::max_connections), the per-RPC timeout
-// (OriginOptions::timeout_ms -> kUnavailable, never a hang) and the retry of
-// a call once after a broken connection are those of the read origin: this
-// origin owns an NfsOrigin and runs every write through NfsOrigin::RunCall,
-// and serves Stat and Open with it. See origin/nfs_origin.h.
+// libnfs's synchronous API. The URL (origin/nfs_url.h), the export
+// discovery, the connection pool (OriginOptions::max_connections), the
+// per-RPC timeout (OriginOptions::timeout_ms -> kUnavailable, never a hang)
+// and the retry of a call once after a broken connection are those of the
+// read origin: this origin runs every write through
+// NfsConnectionPool::RunCall (origin/nfs_pool.h), and serves Stat and Open
+// with an NfsOrigin (origin/nfs_origin.h) on the same pool.
 //
 // Writers hold no connection between calls (for the same reason read files
 // do not: a caller holding writers could starve everyone else of the pool).
@@ -54,8 +55,8 @@
 
 namespace hoard {
 
-// Connects and mounts as NfsOrigin::Create (origin/nfs_origin.h); the root
-// must exist. OpenCkptOrigin calls it for an nfs:// source.
+// Connects and mounts as NfsConnectionPool::Open (origin/nfs_pool.h); the
+// root must exist and be a directory, as for NfsOrigin::Create. OpenCkptOrigin calls it for an nfs:// source.
 Result<std::unique_ptr<CkptOrigin>> OpenNfsCkptOrigin(const std::string& source, const OriginOptions& options);
 
 }  // namespace hoard

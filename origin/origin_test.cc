@@ -1,5 +1,6 @@
-// Tests of what every origin shares: names, paths, source dispatch and the
-// NFS URL syntax. Each implementation has its own *_origin_test.cc.
+// Tests of what every origin shares: names, paths and source dispatch. Each
+// implementation has its own *_origin_test.cc; the NFS URL syntax is in
+// nfs_url_test.cc.
 #include "origin/origin.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +10,6 @@
 #include <string>
 
 #include "common/file_util.h"
-#include "origin/nfs_origin.h"
 #include "origin/origin_path.h"
 
 namespace hoard {
@@ -95,45 +95,6 @@ TEST(OpenOriginTest, MalformedNfsUrlIsInvalidArgument) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << bad << ": " << r.status().ToString();
   }
-}
-
-TEST(NfsUrlTest, ParsesHostPortPathAndMountPort) {
-  auto u = NfsUrl::Parse("nfs://10.0.0.5:20490/srv//data/imagenet/?mountport=20491");
-  ASSERT_TRUE(u.ok()) << u.status().ToString();
-  EXPECT_EQ(u->host, "10.0.0.5");
-  EXPECT_EQ(u->port, 20490);
-  EXPECT_EQ(u->mount_port, 20491);
-  EXPECT_EQ(u->path, "/srv/data/imagenet");
-
-  u = NfsUrl::Parse("nfs://storage.example/export");
-  ASSERT_TRUE(u.ok());
-  EXPECT_EQ(u->host, "storage.example");
-  EXPECT_EQ(u->port, 0);
-  EXPECT_EQ(u->mount_port, 0);
-  EXPECT_EQ(u->path, "/export");
-
-  u = NfsUrl::Parse("nfs://[fd00::1]:2049/");
-  ASSERT_TRUE(u.ok());
-  EXPECT_EQ(u->host, "fd00::1");
-  EXPECT_EQ(u->port, 2049);
-  EXPECT_EQ(u->path, "/");
-
-  u = NfsUrl::Parse("nfs://h/with space/naïve");
-  ASSERT_TRUE(u.ok());
-  EXPECT_EQ(u->path, "/with space/naïve");
-}
-
-TEST(NfsUrlTest, ExportCandidatesAreThePathAndItsParentsLongestFirst) {
-  auto u = NfsUrl::Parse("nfs://h:1/srv/data/imagenet");
-  ASSERT_TRUE(u.ok());
-  EXPECT_EQ(u->ExportCandidates(), (std::vector<std::string>{"/srv/data/imagenet", "/srv/data", "/srv", "/"}));
-  EXPECT_EQ(u->BelowExport("/srv/data/imagenet"), "");
-  EXPECT_EQ(u->BelowExport("/srv"), "data/imagenet");
-  EXPECT_EQ(u->BelowExport("/"), "srv/data/imagenet");
-  u = NfsUrl::Parse("nfs://h/");
-  ASSERT_TRUE(u.ok());
-  EXPECT_EQ(u->ExportCandidates(), (std::vector<std::string>{"/"}));
-  EXPECT_EQ(u->BelowExport("/"), "");
 }
 
 }  // namespace
