@@ -49,7 +49,21 @@
 // under a file or a missing directory, an unsafe name, an origin operation on
 // an unsafe path (CheckLoadedLocked; found by fuzz/ckpt_store_fuzz.cc).
 //
-// Drain (ckpt_drain.cc): a committed generation not yet at P is handed to one
+// Parts: CkptTable is a façade (its methods are the coordinator's calls)
+// over four parts, each in its own header, none thread-safe (all guarded by
+// mu_): CkptNamespace (ckpt_namespace.h: the entries, paths, the tree's
+// rules), CkptDrainQueue (ckpt_drain_queue.h: the undrained files, leases,
+// flushes, files being written, the bandwidth budget), CkptOriginQueue
+// (ckpt_origin_queue.h: the origin FIFO, commit markers) and CkptHolders
+// (ckpt_holders.h: copies to delete, old generations, retention,
+// re-replication and rebuild lists, the shown level). A change is built by
+// the parts' helpers into one CkptRecord from the state before it, made
+// durable and applied by SaveLocked, whose Apply hands it to every part:
+// the one mutator of durable state, also the replay. What is not durable
+// (leases, flushes, sessions, up nodes, rebuild lists sent) the façade sets
+// on the parts directly.
+//
+// Drain (ckpt_drain_queue.h): a committed generation not yet at P is handed to one
 // node by Work(): its writer if the writer is up, else the first up node that
 // holds one of its chunks (it fetches the rest from the holders). Urgent
 // (flushed) files first, then oldest commit first; at most
@@ -89,7 +103,7 @@
 // reaches P, or for `reopen_hold` if none comes: nodes must not evict the
 // chunks sent ahead for that commit.
 //
-// Lost holders (ckpt_copies.cc): a node down for longer than the
+// Lost holders (ckpt_holders.h): a node down for longer than the
 // coordinator's loss timeout is lost. Every chunk of a committed, undrained
 // generation that is left with fewer than replicas_wanted copies on nodes not
 // lost gets new holders among the up nodes (rendezvous order, never a node
@@ -139,6 +153,10 @@
 #include <spdlog/spdlog.h>
 
 #include "origin/ckpt_origin.h"
+#include "checkpoint/ckpt_drain_queue.h"
+#include "checkpoint/ckpt_holders.h"
+#include "checkpoint/ckpt_namespace.h"
+#include "checkpoint/ckpt_origin_queue.h"
 #include "checkpoint/ckpt_store.h"
 #include "checkpoint/drain_health.h"
 #include "common/clock.h"
@@ -292,7 +310,7 @@ class CkptTable {
   // Whether some live session holds generation `gen` of `id` (tests).
   bool TEST_held(uint64_t id, uint64_t gen) const EXCLUDES(mu_) {
     MutexLock lock(&mu_);
-    return holds_.contains(proto::CkptHold{.id = id, .gen = gen});
+    return holders_.held(id, gen);
   }
 
   // ---- the publisher ----
@@ -322,53 +340,28 @@ class CkptTable {
   CkptStore& TEST_store() { return store_; }
 
  private:
-  using ChunkOf = std::tuple<uint64_t, uint64_t, uint32_t>;  // (id, gen, index)
-  struct Lease {
-    uint64_t gen = 0;
-    std::string node;
-    std::chrono::steady_clock::time_point expiry;
-  };
+  using ChunkOf = CkptHolders::ChunkOf;
 
   explicit CkptTable(Options options);
   Status Load();
 
-  // Makes `r` durable (counters filled in here), applies it, snapshots when
-  // due, and wakes the listener when it queued origin operations.
+  // The one mutator: makes `r` durable (counters filled in here), applies
+  // it, snapshots when due, and wakes the listener when it queued origin
+  // operations. A failed append changes nothing.
   Status SaveLocked(CkptRecord r) REQUIRES(mu_);
+  // Applies a durable record to every part (live and on replay).
   void Apply(const CkptRecord& r) REQUIRES(mu_);
-  // After a replay: kCorruption unless the namespace is one operations could
-  // have built (ckpt_table_apply.cc); moves counters past the ids in use.
-  Status CheckLoadedLocked() REQUIRES(mu_);
   void ApplyPut(const CkptNode& n) REQUIRES(mu_);
   void ApplyDel(uint64_t id) REQUIRES(mu_);
-  void IndexLocked(const CkptNode& n, bool add) REQUIRES(mu_);  // the drain and marker indexes
+  void IndexLocked(const CkptNode& n, bool add) REQUIRES(mu_);  // the parts' derived indexes
   CkptSnapshot SnapshotLocked() const REQUIRES(mu_);
 
-  // Path resolution. kNotFound / kNotDirectory / kInvalidArgument.
-  Result<const CkptNode*> ResolveLocked(const std::string& path) const REQUIRES(mu_);
-  Result<const CkptNode*> ResolveParentLocked(const std::string& path) const REQUIRES(mu_);
-  std::string PathLocked(uint64_t id) const REQUIRES(mu_);
-  const CkptNode* FindLocked(uint64_t id) const REQUIRES(mu_);
-  bool HasChildrenLocked(uint64_t id) const REQUIRES(mu_);
-  bool InSubtreeLocked(uint64_t id, uint64_t ancestor) const REQUIRES(mu_);
-  uint64_t JobOfLocked(uint64_t id) const REQUIRES(mu_);  // the top-level ancestor (itself if top-level); 0 for the root
-  // Calls fn for every file in the subtree of `id` (itself if a file).
-  void ForEachFileLocked(uint64_t id, const std::function<void(const CkptNode&)>& fn) const REQUIRES(mu_);
-  proto::CkptEntry ToEntryLocked(const CkptNode& n) const REQUIRES(mu_);
   int64_t NowMs() const;
-
-  // Helpers that add to a record being built. Each sees the state before
-  // the record (Apply has not run), so `r->put` may already hold a newer copy
-  // of an entry: PutLocked merges by id.
-  CkptNode* PutLocked(CkptRecord* r, const CkptNode& n) REQUIRES(mu_);
-  void QueueOriginOpLocked(CkptRecord* r, uint8_t kind, std::string from, std::string path, uint64_t id = 0,
-                           uint64_t gen = 0) REQUIRES(mu_);
-  void MarkAncestorsOnOriginLocked(CkptRecord* r, uint64_t parent) REQUIRES(mu_);
-  void DropUploadLocked(CkptRecord* r, CkptNode* n) REQUIRES(mu_);
-  // Queues the publish of `n`'s uploaded generation into `r`.
-  void QueuePublishLocked(CkptRecord* r, CkptNode n) REQUIRES(mu_);
-  bool IsMarker(const std::string& name) const;
-  bool MarkerReadyLocked(const CkptNode& marker) const REQUIRES(mu_);
+  int64_t NowNs() const;
+  proto::CkptEntry ShownLocked(const CkptNode& n) const REQUIRES(mu_);  // with the shown level
+  // Turns `gone` (a committed file removed or replaced) into an orphan in
+  // `r`, or deletes it when nothing of it is left to read.
+  void RemoveFileLocked(CkptRecord* r, CkptNode gone) REQUIRES(mu_);
   // Journals that `node` holds `chunks` (copies Rereplicate gave it): they
   // count from now on.
   Status ConfirmLocked(const std::string& node, const std::set<ChunkOf>& chunks) REQUIRES(mu_);
@@ -377,90 +370,22 @@ class CkptTable {
   // Releases copies past the job's newest keep_last checkpoints (P only).
   Status ApplyRetentionLocked(uint64_t job) REQUIRES(mu_);
   proto::CkptJobStatus JobStatusLocked(const CkptNode& job) const REQUIRES(mu_);
-  // The level shown for `n` (see "Shown level"), and its entry with it.
-  proto::CkptLevel ShownLevelLocked(const CkptNode& n) const REQUIRES(mu_);
-  proto::CkptEntry ShownLocked(const CkptNode& n) const REQUIRES(mu_);
-  uint64_t DrainBudgetLocked(double dataset_fill_bytes_per_s) const REQUIRES(mu_);
-  bool AnyOverdueLocked() const REQUIRES(mu_);
-  std::optional<std::string> DrainerLocked(const CkptNode& n, const std::set<std::string>& up) const REQUIRES(mu_);
-
-  // The generation-level pieces of "Old generations" (ckpt_gens.cc).
-  // Keeps `old` (the generation `n` had before a commit or removal) in `c`
-  // when it still has copies; `c` is the entry as it will be.
-  void KeepOldGenLocked(CkptNode* c, const CkptNode& old) const REQUIRES(mu_);
-  // Turns `gone` (a committed file removed or replaced) into an orphan in
-  // `r`, or deletes it when nothing of it is left to read.
-  void RemoveFileLocked(CkptRecord* r, CkptNode gone) REQUIRES(mu_);
-  // Queues into `r` the drops of what `retired` used that no generation
-  // still in `n` (after the change) uses.
-  void QueueDropsLocked(CkptRecord* r, const CkptNode& n, const CkptOldGen& retired) REQUIRES(mu_);
-  // Checks a commit's reuse of copies against `n`'s current generation.
-  Status CheckReuseLocked(const CkptNode& n, const proto::CkptCommit& req) const REQUIRES(mu_);
-  // Whether replica file (node, gen, index, checksum) of `id` is used by its
-  // current generation or an old one still kept.
-  bool RefLiveLocked(uint64_t id, const std::string& node, uint64_t gen, uint32_t index, uint64_t checksum) const REQUIRES(mu_);
-  // Moves ctime (and, for a directory, mtime) of the entry `id` to `now` in
-  // `r`; the root's times are kept in memory only.
-  void TouchLocked(CkptRecord* r, uint64_t id, int64_t now_ns, bool mtime) REQUIRES(mu_);
-  int64_t NowNs() const;
-  uint32_t NlinkLocked(const CkptNode& n) const REQUIRES(mu_);
 
   Options options_;
-  mutable Mutex mu_;
-  CkptStore store_ GUARDED_BY(mu_);
-  // The namespace. nodes_ holds every entry but the root (id 0).
-  std::map<uint64_t, CkptNode> nodes_ GUARDED_BY(mu_);
-  std::map<uint64_t, std::map<std::string, uint64_t>> children_ GUARDED_BY(mu_);  // dir id -> name -> id
-  std::map<uint64_t, OriginOp> ops_ GUARDED_BY(mu_);      // by seq: the origin queue
-  std::map<uint64_t, CkptDrop> drops_ GUARDED_BY(mu_);    // by seq: copies nodes must delete
-  std::map<std::string, std::set<uint64_t>> drops_by_node_ GUARDED_BY(mu_);  // derived from drops_
-  uint64_t next_id_ GUARDED_BY(mu_) = 1;
-  uint64_t next_commit_seq_ GUARDED_BY(mu_) = 1;
-  uint64_t next_op_seq_ GUARDED_BY(mu_) = 1;
-  uint64_t next_drop_seq_ GUARDED_BY(mu_) = 1;
-  // The root's times (not durable: a restart starts them at the open).
-  int64_t root_mtime_ns_ GUARDED_BY(mu_) = 0;
-  int64_t root_ctime_ns_ GUARDED_BY(mu_) = 0;
-  // Derived indexes (rebuilt by Apply on replay):
-  // (commit_seq, id): committed, neither uploaded nor published
-  std::set<std::pair<uint64_t, uint64_t>> undrained_ GUARDED_BY(mu_);
-  std::set<uint64_t> held_markers_ GUARDED_BY(mu_);     // ids with an upload waiting for publish
-  std::set<uint64_t> with_old_gens_ GUARDED_BY(mu_);    // ids whose old_gens is not empty
-  std::map<uint64_t, uint32_t> subdirs_ GUARDED_BY(mu_);  // dir id -> directories in it (nlink)
-  // Not durable, on purpose: leases are re-issued after a restart anyway, and
-  // a flush is a hint the CLI repeats with --wait.
-  std::map<uint64_t, Lease> leases_ GUARDED_BY(mu_);  // by id
-  std::set<uint64_t> urgent_ GUARDED_BY(mu_);         // ids flushed and not yet drained
-  // Nodes given new copies: their next Work lists them (and at Load, every
-  // node with unconfirmed copies).
-  std::set<std::string> rebuild_due_ GUARDED_BY(mu_);
-  // For the shown level (see above). unconfirmed_ is derived from the entries
-  // (rebuilt by Apply); the rest is not durable.
-  std::optional<std::set<std::string>> up_ GUARDED_BY(mu_);               // unknown until SetUpNodes
-  std::map<std::string, std::set<ChunkOf>> unconfirmed_ GUARDED_BY(mu_);  // by node: copies Rereplicate gave it
-  // By node: the rebuild_seq of the last list sent to it, and which of its
-  // unconfirmed copies were on it.
-  std::map<std::string, std::pair<uint64_t, std::set<ChunkOf>>> listed_ GUARDED_BY(mu_);
-  // By node: where its next rebuild page starts (id, chunk), while its list
-  // is longer than Options::rebuild_page.
-  std::map<std::string, std::pair<uint64_t, uint32_t>> rebuild_cursor_ GUARDED_BY(mu_);
-  // Starts at the wall clock's microseconds (see the constructor).
-  uint64_t next_rebuild_seq_ GUARDED_BY(mu_) = 1;
-  std::atomic<uint64_t> rereplicated_chunks_{0};
-  std::function<void()> listener_ GUARDED_BY(mu_);
-  DrainHealth health_ GUARDED_BY(mu_);  // not durable (see drain_health.h)
-  // Sessions (not durable: mounts report again within retire_grace).
-  std::set<proto::CkptHold> holds_ GUARDED_BY(mu_);
-  std::set<uint64_t> writing_ GUARDED_BY(mu_);
-  struct WritingCommit {
-    uint64_t mount = 0;
-    std::chrono::steady_clock::time_point expiry;
-  };
-  std::map<uint64_t, WritingCommit> writing_commits_ GUARDED_BY(mu_);  // CkptCommit.writing, by id
   // Set by the constructor, read-only after.
   std::chrono::steady_clock::time_point opened_at_;
-  int64_t opened_unix_ms_ = 0;  // the same moment, on the wall clock (commits before it were a previous run's)
   bool wall_injected_ = false;  // Options::now_unix_ms was given (tests): NowNs follows it
+  mutable Mutex mu_;
+  CkptStore store_ GUARDED_BY(mu_);
+  // The parts (each not thread-safe, guarded by mu_). Their durable state
+  // changes only in Apply.
+  CkptNamespace ns_ GUARDED_BY(mu_);         // the entries
+  CkptDrainQueue drain_ GUARDED_BY(mu_);     // what to drain next, by whom, how fast
+  CkptOriginQueue origin_ GUARDED_BY(mu_);   // the origin FIFO, commit markers
+  CkptHolders holders_ GUARDED_BY(mu_);      // copies: drops, old generations, rebuilds, shown level
+  DrainHealth health_ GUARDED_BY(mu_);       // not durable (see drain_health.h)
+  std::atomic<uint64_t> rereplicated_chunks_{0};
+  std::function<void()> listener_ GUARDED_BY(mu_);
 };
 
 }  // namespace hoard
