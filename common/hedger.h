@@ -93,6 +93,10 @@ class Hedger {
     PeerHealth::Options health;
     TaskPool::Options pool;
     const Clock* clock = Clock::Real();  // outlives the Hedger
+    // Suspicion state shared with another asker of the same peers (the
+    // mount's PeerChunkClient: cluster/peer_chunk_client.h), on the same
+    // clock; null = the Hedger keeps its own, from `health`. Outlives it.
+    PeerHealth* shared_health = nullptr;
     // Called (from a caller of Run, with no lock held) when a peer becomes
     // suspect for slowness; may be empty.
     std::function<void(const std::string& peer)> on_slow_suspect;
@@ -196,7 +200,8 @@ class Hedger {
 
   const Clock* clock_;
   LatencyWindow window_;
-  PeerHealth health_;  // its lock comes after Call::mu (a lock of another class: ACQUIRED_AFTER cannot name it)
+  PeerHealth own_health_;  // used unless Options::shared_health is given
+  PeerHealth& health_;  // its lock comes after Call::mu (a lock of another class: ACQUIRED_AFTER cannot name it)
   const std::function<void(const std::string&)> on_slow_suspect_;
   std::atomic<uint64_t> overdue_{0};
   std::atomic<uint64_t> hedges_{0};

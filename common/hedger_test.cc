@@ -362,5 +362,28 @@ TEST_F(HedgerTest, APeerSlowThreeTimesInARowIsSkippedUntilItsSuspicionEnds) {
   EXPECT_EQ(hedger.slow_suspicions(), 1u);
 }
 
+// A PeerHealth shared with another asker of the same peers (the mount's
+// PeerChunkClient) is the Hedger's: a peer the other found unreachable is
+// skipped, and what the Hedger learns the other sees.
+TEST_F(HedgerTest, ASharedPeerHealthIsTheOneSuspicionState) {
+  PeerHealth shared({.suspect_for = 5000ms, .slow_after = 3}, &clock_);
+  Hedger::Options o = FixedDelay(1h, &clock_);
+  o.shared_health = &shared;
+  hedger_ = std::make_unique<Hedger>(o);
+  shared.Finished("a", kEpoch, /*answered=*/false, /*timely=*/false, /*overdue=*/false);
+  Hedger::Outcome<Bytes> got =
+      Run({Answers("a", B("from a"), &calls0_), Answers("b", B("from b"), &calls1_)}, Verify, {});
+  EXPECT_EQ(got.winner, 1);
+  EXPECT_EQ(calls0_.load(), 0) << "a peer the shared state holds suspect was asked";
+  EXPECT_TRUE(hedger_->Suspect("a", kEpoch));
+  got = Run({Source{.peer = "c", .map_epoch = kEpoch,
+                    .fetch = []() -> Result<Bytes> { return Status::Unavailable("no answer"); }},
+             Answers("b", B("from b"), &calls1_)},
+            Verify, {});
+  EXPECT_EQ(got.winner, 1);
+  // (The request reports its end to PeerHealth after Run has its answer.)
+  EXPECT_TRUE(Eventually([&] { return shared.Check("c", kEpoch, 1s) == PeerHealth::Standing::kSuspect; }));
+}
+
 }  // namespace
 }  // namespace hoard

@@ -67,44 +67,47 @@
 // A failure of every source is returned as the last source's Status; the
 // FUSE layer turns it into EIO.
 //
+// The units (one concept each; ChunkReader is the façade that composes
+// them and holds the single flight of transfers they share):
+//   fuse/local_chunks.h   step 1: the store's and the read tier's chunk files;
+//   fuse/remote_chunks.h  steps 2 and 3, hedged, with cluster/peer_chunk_client.h
+//                         (busy retries, suspicion) for every peer request;
+//   fuse/chunk_cache.h    the LRU, the chunks read ahead, the read-ahead budget;
+//   fuse/readahead.h      sequential detection and the read-ahead workers;
+//   fuse/read_counters.h  what they count (Counters).
+//
 // Thread-safety: all methods may be called from any FUSE worker thread.
 // Requests to peers and the origin run on the Hedger's threads; the
-// destructor waits for those still in flight (at most `peer_timeout`).
+// destructor stops read-ahead, then waits for those still in flight (at
+// most `peer_timeout`).
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <chrono>
-#include <deque>
-#include <list>
+#include <functional>
 #include <memory>
 #include <string>
-#include <thread>
-#include <unordered_map>
-#include <unordered_set>
-#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include "common/clock.h"
-#include "common/file_util.h"
-#include "common/hedger.h"
-#include "common/metrics.h"
-#include "common/mutex.h"
-#include "common/single_flight.h"
-#include "common/thread_annotations.h"
 #include "cluster/cluster_view.h"
-#include "fuse/chunk_set.h"
+#include "common/clock.h"
+#include "common/hedger.h"
+#include "common/latency_window.h"
+#include "common/metrics.h"
+#include "common/result.h"
+#include "common/single_flight.h"
+#include "fuse/chunk_cache.h"
+#include "fuse/local_chunks.h"
 #include "fuse/local_fds.h"
 #include "fuse/namespace.h"
+#include "fuse/read_counters.h"
 #include "fuse/read_tier.h"
-#include "store/chunk_file.h"
+#include "fuse/readahead.h"
+#include "fuse/remote_chunks.h"
 #include "origin/origin_pool.h"
-#include "prefetch/chunk_filler.h"
-#include "proto/rpc_client.h"
-
-struct stat;
+#include "striping/chunk_key.h"
 
 namespace hoard::fuse {
 
@@ -129,8 +132,9 @@ class ChunkReader {
     LatencyWindow::Options hedge;
     size_t memory_cache_bytes = 256u << 20;
     std::shared_ptr<spdlog::logger> logger;
-    // Ages chunks read ahead (readahead_ttl) and times the retries of a busy
-    // peer (tests pass a FakeClock).
+    // Ages chunks read ahead (readahead_ttl), times the retries of a busy
+    // peer and how long a peer stays suspect, and dates the hedge delay's
+    // samples (tests pass a FakeClock).
     Clock* clock = Clock::Real();
     zmq::context_t* context = nullptr;
     OriginOptions origin;
@@ -159,24 +163,11 @@ class ChunkReader {
     // window in any order.
     uint64_t sequential_slack = 8u << 20;
   };
-  static constexpr int kAutoReadahead = -1;
+  static constexpr int kAutoReadahead = Readahead::kAuto;
   // Reads in a row that make a file sequential.
-  static constexpr uint32_t kSequentialReads = 2;
+  static constexpr uint32_t kSequentialReads = Readahead::kSequentialReads;
 
-  struct Counters {
-    std::atomic<uint64_t> local_bytes{0};
-    std::atomic<uint64_t> peer_bytes{0};
-    std::atomic<uint64_t> origin_bytes{0};
-    std::atomic<uint64_t> peer_failures{0};
-    std::atomic<uint64_t> corrupt_local_chunks{0};
-    std::atomic<uint64_t> rechecked_ranges{0};  // checked again: not wholly in the page cache
-    std::atomic<uint64_t> remote_fetches{0};    // chunks fetched from a peer or the origin
-    std::atomic<uint64_t> readahead_chunks{0};  // read-ahead transfers started
-    std::atomic<uint64_t> readahead_bytes{0};   // and their bytes, when they succeeded
-    std::atomic<uint64_t> readahead_used{0};    // chunks read ahead that a demand read then used
-    std::atomic<uint64_t> readahead_unused{0};  // dropped or expired before any read used them
-    std::atomic<uint64_t> readahead_failures{0};
-  };
+  using Counters = ReadCounters;
 
   using Bytes = std::shared_ptr<const std::string>;
 
@@ -192,11 +183,13 @@ class ChunkReader {
   // used again. The fd is borrowed from this thread's LocalFds and stays valid until `deferred` is
   // destroyed. A hit costs no lock or allocation, and one cachestat(2).
   int LocalFd(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset,
-              LocalFds::Deferred* deferred);
+              LocalFds::Deferred* deferred) {
+    return local_.LocalFd(ds, entry, index, offset, deferred);
+  }
 
   // Makes every thread drop its cached chunk fds at its next read, so chunk
   // files deleted from the store (evicted, dataset removed) are released.
-  void ForgetLocalFds() { generation_.fetch_add(1, std::memory_order_relaxed); }
+  void ForgetLocalFds() { local_.ForgetFds(); }
 
   // The whole chunk from peers or the origin (step 2 and 3 above).
   Result<Bytes> FetchRemote(const MountedDataset& ds, uint32_t entry, uint32_t index);
@@ -206,181 +199,50 @@ class ChunkReader {
   // after it (see above). Cheap: a single-chunk file returns at once, others
   // take one short lock. `ds` must outlive this reader (Namespace keeps every
   // MountedDataset until it is destroyed, after the reader).
-  void NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end);
+  void NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end) {
+    ahead_.NoteRead(ds, entry, offset, end);
+  }
 
   // The read-ahead depth in chunks for `chunk_size` (0 = none).
-  uint32_t ReadaheadChunks(uint64_t chunk_size) const;
+  uint32_t ReadaheadChunks(uint64_t chunk_size) const { return ahead_.Depth(chunk_size); }
 
   // The read tier, or null when there is none.
-  ReadTier* read_tier() { return tier_.get(); }
-  const ReadTier* read_tier() const { return tier_.get(); }
+  ReadTier* read_tier() { return local_.read_tier(); }
+  const ReadTier* read_tier() const { return local_.read_tier(); }
 
   Counters& counters() { return counters_; }
   const Counters& counters() const { return counters_; }
   // Seconds per GetChunk asked of an owner (with its busy retries).
-  const metrics::Histogram& peer_latency() const { return peer_latency_; }
+  const metrics::Histogram& peer_latency() const { return remote_.peer_latency(); }
   // Hedged requests: counts, and the delay a request asked now would get.
-  const Hedger& hedger() const { return hedger_; }
+  const Hedger& hedger() const { return remote_.hedger(); }
   // Read-ahead tasks queued or running. Tests: once it is 0 after a read
   // returned, read-ahead fetches nothing more until the next read (NoteRead
   // queues before the read is answered).
-  size_t TEST_readahead_pending() EXCLUDES(cache_mu_) {
-    MutexLock lock(&cache_mu_);
-    return ahead_pending_.size();
-  }
+  size_t TEST_readahead_pending() const { return cache_.ahead_pending(); }
   // Seconds per origin read call, when the mount reads the origin itself.
-  const metrics::Histogram& origin_read_latency() const { return origin_reader_.origin_read_latency(); }
+  const metrics::Histogram& origin_read_latency() const { return remote_.origin_read_latency(); }
 
  private:
-  // Opens and (first time) verifies a local chunk file; -1 if unusable.
-  int OpenLocal(const MountedDataset& ds, uint32_t entry, uint32_t index, const ChunkKey& key);
-  // Checks [offset, offset + len) of an open chunk file again (LocalFd: the
-  // whole chunk), through the page cache; false (the file marked bad if
-  // corrupt).
-  bool Recheck(const MountedDataset& ds, const ChunkKey& key, int fd, uint64_t offset, uint64_t len);
-  // Records a corrupt chunk file (by inode) so it is never served again,
-  // drops its cached pages and every thread's cached fds.
-  void MarkBad(const MountedDataset& ds, const ChunkKey& key, int fd, const struct stat& st, const Status& why);
-  static uint64_t BadFingerprint(uint64_t chunk_fp, uint64_t ino);
-  // DIR/chunks of the local store, opened on first use (the node agent may
-  // create the store after the mount starts); -1 while it does not exist.
-  int ChunksDir();
-  // `ahead`: for read-ahead, which asks the owners that hold the chunk
-  // first and never reads the origin itself (FetchAheadFromOwners).
-  Result<Bytes> FetchUncached(const MountedDataset& ds, uint32_t entry, uint32_t index, bool ahead);
-  Result<Bytes> FetchAheadFromOwners(const MountedDataset& ds, const std::shared_ptr<const ClusterView>& view,
-                                     const std::vector<uint32_t>& owners, uint32_t entry, uint32_t index,
-                                     uint64_t chunk_len);
-  // A GetChunk of node `node` of `view` as a source for the Hedger. `demand`:
-  // a reader waits for it (its failures are counted and logged; read-ahead's
-  // are expected, and silent). The request may outlive the caller's wait: it
-  // holds `view`, and `ds` outlives this reader.
-  Hedger::Source<Bytes> PeerRequest(const MountedDataset& ds, std::shared_ptr<const ClusterView> view,
-                                    uint32_t node, uint32_t entry, uint32_t index, uint64_t chunk_len, bool fill,
-                                    bool demand);
-  // Counts an answer the Hedger returned: from a peer, or (`origin`) the origin.
-  void CountFetched(uint64_t chunk_len, bool origin);
-  // Whether the local store (or the read tier) holds the chunk file (not
-  // checked further).
-  bool HeldLocally(const ChunkKey& key);
-  static bool HeldIn(int dir, const ChunkKey& key);
-  // Offers a chunk fetched over the network to the read tier, unless this
-  // node's agent holds it (it filled a chunk it owns while serving us).
-  void KeepCopy(const MountedDataset& ds, const ChunkKey& key, const Bytes& bytes);
-
-  // ---- read-ahead ----
-  struct AheadTask {
-    const MountedDataset* ds;
-    uint32_t entry;
-    uint32_t index;
-    uint64_t stream;  // StreamKey of the file
-    ChunkKey key;
-    uint64_t len;
-  };
-  // Where a file's reads have got to. `stream` 0 = a free slot.
-  struct Stream {
-    uint64_t stream = 0;
-    uint64_t end = 0;       // where the sequential reads so far ended
-    uint32_t streak = 0;    // requests in a row that were sequential
-    uint32_t ahead_to = 0;  // chunks below this one were queued (or skipped)
-  };
-  static uint64_t StreamKey(const MountedDataset& ds, uint32_t entry) { return (uint64_t(ds.slot) << 32 | entry) + 1; }
-  // Queues read-ahead of chunks [from, to) of the file; returns the first
-  // chunk it did not queue for lack of budget (`to` when all were).
-  uint32_t QueueAhead(const MountedDataset& ds, uint32_t entry, uint64_t stream, uint32_t from, uint32_t to);
-  // The file's reads are no longer sequential: drop its queued read-ahead
-  // and let the chunks it read ahead age like any other.
-  void DropAhead(uint64_t stream, const FileKey& file) EXCLUDES(queue_mu_, cache_mu_);
-  void AheadLoop() EXCLUDES(queue_mu_, cache_mu_);
-  void FetchAhead(const AheadTask& task) EXCLUDES(cache_mu_);
-  // Moves read-ahead chunks older than the TTL into the LRU's tail.
-  void ExpireAheadLocked(std::chrono::steady_clock::time_point now) REQUIRES(cache_mu_);
-  Result<Bytes> FetchFromPeer(const proto::NodeInfo& node, uint64_t placement_epoch, const MountedDataset& ds,
-                              uint32_t entry, uint32_t index, uint64_t chunk_len, bool fill);
-  // The cached chunk, or null; a chunk read ahead becomes an LRU entry.
-  Bytes LookupLocked(const ChunkKey& key) REQUIRES(cache_mu_);
-  // Caches a fetched chunk: at the LRU's head, or in the read-ahead list.
-  void Remember(const ChunkKey& key, Bytes bytes, bool ahead) EXCLUDES(cache_mu_);
-  void EvictLocked() REQUIRES(cache_mu_);
-
-  Options options_;
-  std::function<std::shared_ptr<const ClusterView>()> current_view_;
-  proto::ClientPool peers_;
-  OriginPool origins_;
-  ChunkFiller origin_reader_;  // no store: reads through without caching
-  Counters counters_;
-  metrics::Histogram peer_latency_{metrics::Histogram::LatencyBuckets()};
-
-  const uint64_t id_;  // this reader's key in every thread's LocalFds
-  std::atomic<uint64_t> generation_{1};  // LocalFds entries of older ones are dropped; bumped by MarkBad
-  // Checks of local chunk files in flight, by stripe of the chunk key
-  // (LocalFd: pages a check is reading in are not yet known good).
-  static constexpr size_t kCheckStripes = 64;
-  static size_t CheckStripe(const ChunkKey& key) { return size_t(ChunkSet::Fingerprint(key) % kCheckStripes); }
-  std::array<std::atomic<uint32_t>, kCheckStripes> checking_{};
-  std::atomic<int> chunks_dir_{-1};
-  ChunkSet verified_;
-  // Chunk files (chunk and inode) found corrupt: never opened again.
-  ChunkSet bad_;
-  // Chunks last found in the read tier (or stored there): their open tries
-  // the tier's directory first. On a node of N, (N-1)/N of a dataset is
-  // there, and a failed lookup in the agent's directory costs as much as
-  // a found one.
-  ChunkSet in_tier_;
-  std::unique_ptr<ReadTier> tier_;  // null = none; set in the constructor
-  SingleFlight<ChunkKey, Result<ChunkMeta>, ChunkKeyHash> verify_flights_;
-
   // A transfer's result, and whether a read-ahead ran it (it gives up where
   // a demand read goes on, so a demand read that joined one tries again).
   struct Fetched {
     Result<Bytes> bytes;
     bool ahead = false;
   };
+  // Readahead's worker: fetches the task's chunk through the single flight.
+  void FetchAhead(const AheadTask& task);
+
+  Options options_;
+  Counters counters_;
+  LocalChunks local_;
+  ChunkCache cache_;
+  // Transfers of remote chunks, demand and read-ahead alike: concurrent
+  // readers of a chunk share one.
   SingleFlight<ChunkKey, Fetched, ChunkKeyHash> flights_;
-  // In-memory cache of remote chunks: the LRU, and the chunks read ahead that
-  // no read has used yet (oldest first). One index covers both lists; an
-  // entry says which it is on.
-  struct Cached {
-    ChunkKey key;
-    Bytes bytes;
-    bool ahead = false;
-    std::chrono::steady_clock::time_point fetched;
-  };
-  using CacheList = std::list<Cached>;
-  Mutex cache_mu_;  // never held while taking another lock of this class
-  CacheList lru_ GUARDED_BY(cache_mu_);    // front = newest
-  CacheList ahead_ GUARDED_BY(cache_mu_);  // front = oldest
-  // Both lists' entries by key.
-  std::unordered_map<ChunkKey, CacheList::iterator, ChunkKeyHash> lru_index_ GUARDED_BY(cache_mu_);
-  size_t lru_bytes_ GUARDED_BY(cache_mu_) = 0;
-  size_t ahead_bytes_ GUARDED_BY(cache_mu_) = 0;  // bytes in ahead_
-  // Read-ahead queued or being fetched, and their bytes.
-  std::unordered_set<ChunkKey, ChunkKeyHash> ahead_pending_ GUARDED_BY(cache_mu_);
-  size_t ahead_pending_bytes_ GUARDED_BY(cache_mu_) = 0;
-
-  // Files being read: a small direct-mapped table (a collision only makes a
-  // file look new, as if it had just been opened).
-  static constexpr size_t kStreamSlots = 1024;
-  // Never held while taking another lock of this class.
-  Mutex streams_mu_;
-  std::vector<Stream> streams_ GUARDED_BY(streams_mu_);  // kStreamSlots entries
-
-  // Never held while taking another lock of this class.
-  Mutex queue_mu_;
-  CondVar queue_cv_;
-  std::deque<AheadTask> queue_ GUARDED_BY(queue_mu_);
-  bool stopping_ GUARDED_BY(queue_mu_) = false;
-  // Started in the constructor, joined in the destructor.
-  std::vector<std::thread> ahead_threads_;
-
-  // Asks owners and the origin, hedged, and keeps which peers to skip: one
-  // that could not be reached, or left requests overdue (PeerHealth), is
-  // skipped for `suspect_for` or until the map changes (it may say the node
-  // restarted, or is down), so one dead or stopped node costs one wait, not
-  // one per chunk. The coordinator marks it down soon after, and the map
-  // then says the same. Last: destroyed first, it waits for the requests
-  // still in flight, which use the members above.
-  Hedger hedger_;
+  RemoteChunks remote_;  // its Hedger waits for its requests in flight
+  // Last: destroyed first, its workers use the members above.
+  Readahead ahead_;
 };
 
 }  // namespace hoard::fuse

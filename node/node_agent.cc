@@ -50,7 +50,8 @@ Status NodeAgent::Init() {
   // connections at once on a busy node, 150 ms was too short and chunks
   // came from the origin instead of from a live peer.
   peers_ = std::make_unique<proto::ClientPool>(*options_.context, 4, std::chrono::milliseconds(1000));
-  peer_source_ = std::make_unique<PeerSource>(peers_.get(), options_.name, std::chrono::seconds(5), log);
+  peer_source_ = std::make_unique<PeerSource>(peers_.get(), options_.name, std::chrono::seconds(5), log,
+                                              options_.clock);
   HOARD_ASSIGN_OR_RETURN(replicas_, ReplicaStore::Open({.dir = JoinPath(store_->dir(), "ckpt"), .logger = log}));
   filler_ = std::make_unique<ChunkFiller>(store_.get(), origins_.get(), log, peer_source_.get(), gate_.get());
   warmer_ = std::make_unique<Warmer>(filler_.get(), store_.get(),

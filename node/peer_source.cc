@@ -1,14 +1,20 @@
 #include "node/peer_source.h"
 
 #include <algorithm>
-#include <thread>
 #include <vector>
 
 namespace hoard {
 
 PeerSource::PeerSource(proto::ClientPool* peers, std::string self, std::chrono::milliseconds timeout,
-                       std::shared_ptr<spdlog::logger> logger)
-    : self_(std::move(self)), timeout_(timeout), logger_(std::move(logger)), peers_(peers) {}
+                       std::shared_ptr<spdlog::logger> logger, const Clock* clock)
+    : self_(std::move(self)),
+      clock_(clock),
+      transport_(peers),
+      client_(PeerChunkClient::Options{.timeout = timeout,
+                                       .health = {.suspect_for = kSuspectFor},
+                                       .clock = clock,
+                                       .logger = std::move(logger)},
+              &transport_) {}
 
 void PeerSource::OnView(const std::shared_ptr<const ClusterView>& view) {
   MutexLock lock(&mu_);
@@ -22,7 +28,7 @@ void PeerSource::OnView(const std::shared_ptr<const ClusterView>& view) {
 bool PeerSource::Barren(const std::string& peer, uint64_t uid) {
   MutexLock lock(&mu_);
   auto it = misses_.find({peer, uid});
-  return it != misses_.end() && std::chrono::steady_clock::now() < it->second.skip_until;
+  return it != misses_.end() && clock_->Now() < it->second.skip_until;
 }
 
 void PeerSource::Answered(const std::string& peer, uint64_t uid, bool hit) {
@@ -32,7 +38,7 @@ void PeerSource::Answered(const std::string& peer, uint64_t uid, bool hit) {
     m = Misses{};
   } else if (++m.in_a_row >= kBarrenAfter) {
     m.in_a_row = 0;
-    m.skip_until = std::chrono::steady_clock::now() + kBarrenFor;
+    m.skip_until = clock_->Now() + kBarrenFor;
   }
 }
 
@@ -62,62 +68,25 @@ Result<ChunkSource::Bytes> PeerSource::Fetch(const DatasetView& dataset, const C
       if (name != self_ && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
   }
-  proto::GetChunk req{.dataset = dataset.meta.name,
-                      .uid = dataset.meta.uid,
-                      .version = dataset.meta.version,
-                      .entry = chunk.entry,
-                      .index = chunk.index,
-                      .key_lo = key.file.lo,
-                      .key_hi = key.file.hi,
-                      .offset = 0,
-                      .length = 0,
-                      .fill = false,
-                      .placement_epoch = current->map().placement_epoch};
+  // Where each is now, and whether it is up, per the current map.
+  std::vector<PeerChunkClient::Peer> peers;
   for (const std::string& name : names) {
-    // Where the node is now, and whether it is up, per the current map.
     const proto::NodeInfo* node = nullptr;
     for (const auto& n : current->map().nodes) {
       if (n.name == name) node = &n;
     }
     if (node == nullptr || !node->up || Barren(name, dataset.meta.uid)) continue;
-    {
-      MutexLock lock(&mu_);
-      auto it = suspect_until_.find(node->endpoint);
-      if (it != suspect_until_.end() && std::chrono::steady_clock::now() < it->second) continue;
-    }
-    zmq::message_t payload;
-    auto lease = peers_->Acquire(node->endpoint);
-    metrics::ScopedTimer timer(&latency_);  // the request with its retries; ends with this iteration
-    Result<proto::ChunkData> r = lease->Call(req, timeout_, &payload);
-    // A peer whose request queue is full answers busy at once. It holds the
-    // chunk all the same: waiting a moment for it costs far less than reading
-    // the origin instead (which, under load, is what refilled a dead node's
-    // replicas from NFS rather than from the surviving copy).
-    for (int retry = 0; retry < kBusyRetries && !r.ok() && lease->last_call_busy(); ++retry) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10 << retry));
-      r = lease->Call(req, timeout_, &payload);
-    }
-    if (!r.ok()) {
-      if (!lease->last_call_answered()) {
-        MutexLock lock(&mu_);
-        suspect_until_[node->endpoint] = std::chrono::steady_clock::now() + kSuspectFor;
-      }
-      if (r.status().code() == Code::kNotFound) {
-        Answered(name, dataset.meta.uid, /*hit=*/false);
-      } else {
-        logger_->debug("chunk {} from peer {}: {}", key.Name(), name, r.status().ToString());
-      }
-      continue;
-    }
-    if (payload.size() != chunk.length) {
-      logger_->warn("peer {} sent {} bytes of the {}-byte chunk {}; reading it elsewhere", name, payload.size(),
-                    chunk.length, key.Name());
-      continue;
-    }
-    Answered(name, dataset.meta.uid, /*hit=*/true);
-    return Bytes(std::make_shared<const std::string>(static_cast<const char*>(payload.data()), payload.size()));
+    peers.push_back({.name = name, .endpoint = node->endpoint, .map_epoch = current->epoch()});
   }
-  return Status::NotFound("no peer holds chunk " + key.Name());
+  const proto::GetChunk req = PeerChunkClient::Request(dataset.meta.name, dataset.meta, chunk.entry, key,
+                                                       /*fill=*/false, current->map().placement_epoch);
+  PeerChunkClient::Outcome got = client_.Fetch(peers, req, chunk.length);
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (got.failures[i].code() == Code::kNotFound) Answered(peers[i].name, dataset.meta.uid, /*hit=*/false);
+  }
+  if (!got.value.ok()) return Status::NotFound("no peer holds chunk " + key.Name());
+  Answered(peers[size_t(got.winner)].name, dataset.meta.uid, /*hit=*/true);
+  return std::move(got.value);
 }
 
 }  // namespace hoard

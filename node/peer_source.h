@@ -9,10 +9,12 @@
 // then its owners in the last map with a different placement this process saw
 // (the nodes it is moving away from). Never this node, never a node the current map says is
 // down. Each is asked with fill=false: a peer that does not hold the chunk
-// says so at once instead of reading the origin for us; a peer that answers
-// "busy" (its request queue is full) is asked again a few times. A peer that cannot be
-// reached is skipped for 5 s (a dead node costs one connect timeout, not one
-// per chunk, until the coordinator marks it down).
+// says so at once instead of reading the origin for us. The asking is
+// cluster/peer_chunk_client.h's, the mount's too: a peer that answers "busy"
+// (its request queue is full) is asked again a few times, and one that
+// cannot be reached is skipped for 5 s or until a newer map (a dead node
+// costs one connect timeout, not one per chunk, until the coordinator marks
+// it down).
 //
 // Barren peers: in a first warm-up nobody holds anything yet, and asking the
 // next-ranked member about every chunk would cost one wasted round trip per
@@ -21,6 +23,8 @@
 // asked about that dataset again for kBarrenFor, or until the placement
 // changes (when chunks really move). A peer that holds a dataset's chunks
 // (the old owner after a join) answers hits and is never skipped.
+//
+// Time (suspicions, barren peers, busy waits) is the injected Clock's.
 //
 // Thread-safety: OnView from the map watcher's thread, Fetch from any thread.
 #pragma once
@@ -33,6 +37,8 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "cluster/peer_chunk_client.h"
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "prefetch/chunk_source.h"
@@ -42,21 +48,20 @@ namespace hoard {
 
 class PeerSource : public ChunkSource {
  public:
-  // `peers` (the node agent's pool of peer clients) outlives the source.
+  // `peers` (the node agent's pool of peer clients) and `clock` outlive the
+  // source.
   PeerSource(proto::ClientPool* peers, std::string self, std::chrono::milliseconds timeout,
-             std::shared_ptr<spdlog::logger> logger);
+             std::shared_ptr<spdlog::logger> logger, const Clock* clock = Clock::Real());
 
   // Follows the cluster map; keeps the last one with another placement.
   void OnView(const std::shared_ptr<const ClusterView>& view);
 
   Result<Bytes> Fetch(const DatasetView& dataset, const ChunkRef& chunk) override;
   // Seconds per GetChunk asked of a peer (with its busy retries).
-  const metrics::Histogram& latency() const { return latency_; }
+  const metrics::Histogram& latency() const { return client_.latency(); }
 
  private:
   static constexpr std::chrono::seconds kSuspectFor{5};
-  // Retries of a peer that answered "busy" (10, 20, ... 160 ms apart).
-  static constexpr int kBusyRetries = 5;
   static constexpr int kBarrenAfter = 32;
   static constexpr std::chrono::seconds kBarrenFor{10};
   struct Misses {
@@ -67,14 +72,12 @@ class PeerSource : public ChunkSource {
   bool Barren(const std::string& peer, uint64_t uid);
   void Answered(const std::string& peer, uint64_t uid, bool hit);
   const std::string self_;
-  const std::chrono::milliseconds timeout_;
-  std::shared_ptr<spdlog::logger> logger_;
-  proto::ClientPool* peers_;
-  metrics::Histogram latency_{metrics::Histogram::LatencyBuckets()};
+  const Clock* clock_;
+  PooledChunkTransport transport_;
+  PeerChunkClient client_;
   Mutex mu_;
   std::shared_ptr<const ClusterView> current_ GUARDED_BY(mu_);
   std::shared_ptr<const ClusterView> previous_ GUARDED_BY(mu_);  // an older placement
-  std::map<std::string, std::chrono::steady_clock::time_point> suspect_until_ GUARDED_BY(mu_);
   std::map<std::pair<std::string, uint64_t>, Misses> misses_ GUARDED_BY(mu_);  // by (peer, dataset uid)
 };
 
