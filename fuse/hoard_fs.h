@@ -51,7 +51,7 @@
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "fuse/chunk_reader.h"
-#include "fuse/ckpt_fs.h"
+#include "checkpoint/ckpt_fs.h"
 #include "fuse/mount_stats.h"
 #include "fuse/namespace.h"
 #include "fuse/passthrough.h"

@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "fuse/errno.h"
+#include "common/errno.h"
 #include "fuse/hoard_fs.h"
 #include "fuse/inode.h"
 

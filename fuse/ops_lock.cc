@@ -6,7 +6,7 @@
 #include <cerrno>
 
 #include "fuse/hoard_fs.h"
-#include "fuse/proc_files.h"
+#include "common/proc_files.h"
 
 namespace hoard::fuse {
 namespace {

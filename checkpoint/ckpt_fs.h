@@ -1,4 +1,4 @@
-// File: fuse/ckpt_fs.h
+// File: checkpoint/ckpt_fs.h
 //
 // CkptFs is the writable half of the mount: MOUNT/checkpoints/JOB/... (issue
 // 6; the design is in checkpoint/README.md). HoardFs hands it every request on
@@ -28,7 +28,7 @@
 // Writes: a file opened for writing is backed by STORE/ckpt/files/<id> on this
 // node's disk (the node agent's store directory), written in place at local
 // disk speed and held with a shared flock while open (the node agent never
-// evicts a file so locked: store/replica_store.h). A commit (fuse/
+// evicts a file so locked: store/replica_store.h). A commit (checkpoint/
 // ckpt_commit.h) makes the bytes generation gen+1 at level R (replicated) or
 // L, and the call returns after that. What commits:
 //   - fsync(2)/fdatasync(2) on any descriptor of the file;
@@ -46,7 +46,7 @@
 // A commit made while the file stays open for writing tells the coordinator
 // so (CkptCommit.writing), and the file is not drained to the checkpoint
 // origin until this mount's session no longer lists it.
-// Chunks a sequential writer has finished are replicated meanwhile (fuse/
+// Chunks a sequential writer has finished are replicated meanwhile (checkpoint/
 // ckpt_write_behind.h), so the commit mostly waits for the last ones.
 // A handle open for writing skips the kernel's page cache of the mount
 // (direct_io, where the kernel allows it: Options::uncached_writes): the bytes
@@ -54,7 +54,7 @@
 // the memory a large save fills and saves the writer a copy of every byte
 // into fresh pages (`bench/RESULTS.md`, issue 6).
 //
-// Reads of a file not open for writing here go through CkptChunks (fuse/
+// Reads of a file not open for writing here go through CkptChunks (checkpoint/
 // ckpt_chunks.h): this node's copies, then the other holders, then the
 // checkpoint origin once the file is there (P). A handle reads the generation
 // it opened: after a rename over the file, an unlink, or another node's
@@ -85,7 +85,7 @@
 // remembers the last path it saw for each id (an id of an entry renamed by
 // another mount is found again at its next lookup).
 //
-// Errors: coordinator statuses go through ToErrno (fuse/errno.h); an
+// Errors: coordinator statuses go through ToErrno (common/errno.h); an
 // unreachable coordinator is EIO for metadata operations, while writes and
 // reads of open files go on (they need only the local disk), and commits
 // fail with EIO until it is back (the bytes stay on the local disk); lock
@@ -93,7 +93,7 @@
 //
 // Thread-safety: every method may be called from any FUSE worker thread. One
 // mutex guards the inode table and the open-file table; each open file has
-// its own mutex (fuse/ckpt_commit.h), so writes to different files never
+// its own mutex (checkpoint/ckpt_commit.h), so writes to different files never
 // contend, and a commit blocks only writers of that file.
 #pragma once
 
@@ -120,10 +120,10 @@
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "cluster/cluster_view.h"
-#include "fuse/ckpt_chunks.h"
-#include "fuse/ckpt_commit.h"
-#include "fuse/ckpt_write_behind.h"
-#include "fuse/lock_waiter.h"
+#include "checkpoint/ckpt_chunks.h"
+#include "checkpoint/ckpt_commit.h"
+#include "checkpoint/ckpt_write_behind.h"
+#include "checkpoint/lock_waiter.h"
 #include "proto/rpc_client.h"
 
 namespace hoard::fuse {
@@ -146,7 +146,7 @@ class CkptFs {
     // fsync and close return once the file is at this level (R, or L for speed).
     proto::CkptLevel sync_level = proto::CkptLevel::kR;
     // Threads replicating chunks while files are still being written
-    // (fuse/ckpt_write_behind.h); 0 = everything at the commit.
+    // (checkpoint/ckpt_write_behind.h); 0 = everything at the commit.
     int write_behind_threads = 2;
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;
