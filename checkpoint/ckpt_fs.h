@@ -1,8 +1,9 @@
 // File: checkpoint/ckpt_fs.h
 //
 // CkptFs is the writable half of the mount: MOUNT/checkpoints/JOB/... (issue
-// 6; the design is in checkpoint/README.md). HoardFs hands it every request on
-// a checkpoint inode.
+// 6; the design is in checkpoint/README.md). HoardFs (fuse/hoard_fs.h) routes
+// it every request on a checkpoint inode; the other half, the dataset tree
+// (fuse/dataset_fs.h), has the same operations.
 //
 // Metadata lives in the coordinator (checkpoint/ckpt_table.h): every lookup,
 // getattr and listing asks it (attributes are cached by the kernel for
@@ -81,7 +82,8 @@
 // the open file (RELEASE), all of them when the mount's session ends.
 //
 // Inodes: the root of the namespace is kCheckpointsIno; an entry's inode is
-// CkptIno(id), from its coordinator id, which survives renames. The mount
+// CkptIno(id), from its coordinator id, which survives renames
+// (checkpoint/ckpt_inode.h). The mount
 // remembers the last path it saw for each id (an id of an entry renamed by
 // another mount is found again at its next lookup).
 //
@@ -101,6 +103,7 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -122,17 +125,12 @@
 #include "cluster/cluster_view.h"
 #include "checkpoint/ckpt_chunks.h"
 #include "checkpoint/ckpt_commit.h"
+#include "checkpoint/ckpt_inode.h"
 #include "checkpoint/ckpt_write_behind.h"
 #include "checkpoint/lock_waiter.h"
 #include "proto/rpc_client.h"
 
 namespace hoard::fuse {
-
-inline constexpr uint64_t kCheckpointsIno = 3;
-// Checkpoint inodes live above every fixed inode and below dataset slot 1.
-inline constexpr uint64_t kCkptInoBase = uint64_t(1) << 32;
-inline bool IsCkptIno(uint64_t ino) { return ino == kCheckpointsIno || (ino >= kCkptInoBase && (ino >> 40) == 0); }
-inline uint64_t CkptIno(uint64_t id) { return kCkptInoBase + id; }
 
 class CkptFs {
  public:
@@ -193,6 +191,19 @@ class CkptFs {
   void GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock);
   void SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep);
   void Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);
+  // Listed fresh from the coordinator at each readdir: nothing to open.
+  void OpenDir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { fuse_reply_open(req, fi); }
+  // Refused: hard links (EPERM, checkpoint/README.md); fallocate and
+  // copy_file_range, which posix_fallocate and copy_file_range(2) then do
+  // with plain writes; setxattr (the only attributes, user.hoard.*, are
+  // read-only).
+  void Link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { fuse_reply_err(req, EPERM); }
+  void Fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { fuse_reply_err(req, EOPNOTSUPP); }
+  void CopyFileRange(fuse_req_t req, fuse_ino_t, off_t, fuse_file_info*, fuse_ino_t, off_t, fuse_file_info*, size_t,
+                     int) {
+    fuse_reply_err(req, ENOSYS);
+  }
+  void SetXattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { fuse_reply_err(req, ENOTSUP); }
 
   // Starts the session thread (see Sessions above). Idempotent.
   void Start();
