@@ -38,7 +38,7 @@
 //
 // errno and Code meet in one table, in both directions (CodeFromErrno,
 // ErrnoFromCode below): every errno a system call or libnfs gives becomes a
-// Status through Status::FromErrno, and the FUSE edge (fuse/errno.h) turns a
+// Status through Status::FromErrno, and the FUSE edge (common/errno.h) turns a
 // Status back into the errno the kernel gets. Code that means something more
 // specific by an errno in its context (an origin that treats a path through a
 // file as "no such path") re-codes the Status, not the errno, so that no
@@ -103,7 +103,7 @@ Code CodeFromWire(uint32_t value);
 Code CodeFromErrno(int err);
 
 // The errno the kernel gets for a code; only the FUSE edge uses it
-// (fuse::ToErrno). 0 for kOk. Each code that CodeFromErrno gives for some
+// (ToErrno, common/errno.h). 0 for kOk. Each code that CodeFromErrno gives for some
 // errno comes back as that errno (ENOENT, EINVAL, EEXIST, ENOSPC, ENOTEMPTY,
 // EISDIR, ENOTDIR, EIO), kPermissionDenied as EACCES; kUnavailable,
 // kCorruption, kStale and kInternal are EIO: the application cannot act on

@@ -1,13 +1,16 @@
-// HoardFs lifecycle, the map watcher, and the operations table.
+// HoardFs lifecycle, the map watcher, and the operations table (each op
+// routed once to the dataset or the checkpoint tree).
 #include "fuse/hoard_fs.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
 
+#include "common/errno.h"
 #include "common/file_util.h"
 #include "common/mountinfo.h"
 #include "fuse/inode.h"
@@ -96,7 +99,19 @@ HoardFs::HoardFs(Options options)
                                                      .clock = options_.clock},
                                      [this] { return watcher_.Current(); })),
       passthrough_(options_.logger),
-      start_time_(options_.clock->WallSeconds()) {}
+      start_time_(options_.clock->WallSeconds()),
+      datasets_(DatasetFs::Options{.dataset_timeout = options_.dataset_timeout,
+                                   .top_timeout = options_.top_timeout,
+                                   .start_time = start_time_,
+                                   .logger = options_.logger},
+                DatasetFs::Shared{.ns = &ns_,
+                                  .watcher = &watcher_,
+                                  .reader = &reader_,
+                                  .passthrough = &passthrough_,
+                                  .stats = &stats_,
+                                  .stat_checkpoints = [this](struct stat* st) { ckpt_->StatRoot(st); },
+                                  .lock_waiter = &ckpt_->lock_waiter(),
+                                  .mount_dev = [this]() -> const std::string& { return ckpt_->MountDev(); }}) {}
 
 HoardFs::~HoardFs() { Stop(); }
 
@@ -171,13 +186,6 @@ void HoardFs::WatchLoop() {
       next_poll = clock->Now() + options_.poll_interval;
     }
     lock.Lock();
-  }
-}
-
-void HoardFs::RefreshNow() {
-  // A lookup of a dataset just added waits for the sync that fetches it.
-  if (Status s = watcher_.RefreshForRequest(ClusterWatcher::SyncInProgress::kWait); !s.ok()) {
-    options_.logger->debug("refresh: {}", s.ToString());
   }
 }
 
@@ -287,7 +295,7 @@ void HoardFs::Init(fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   // File locks go to us (the coordinator keeps checkpoint files' for the
-  // whole cluster: fuse/ckpt_fs.h), not to the kernel's node-local table.
+  // whole cluster: checkpoint/ckpt_fs.h), not to the kernel's node-local table.
   if (conn->capable & FUSE_CAP_POSIX_LOCKS) conn->want |= FUSE_CAP_POSIX_LOCKS;
   if (conn->capable & FUSE_CAP_FLOCK_LOCKS) conn->want |= FUSE_CAP_FLOCK_LOCKS;
   // Lookups in different directories may run in parallel.
@@ -309,145 +317,151 @@ void HoardFs::Init(fuse_conn_info* conn) {
   initialized_.store(true);
 }
 
+void HoardFs::Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+                     unsigned flags) {
+  // Between the trees, as between two file systems: mv then copies and
+  // removes.
+  if (IsCkptIno(parent) != IsCkptIno(newparent)) {
+    fuse_reply_err(req, EXDEV);
+    return;
+  }
+  Route(parent, [&](auto& fs) { fs.Rename(req, parent, name, newparent, newname, flags); });
+}
+
+void HoardFs::StatFs(fuse_req_t req, fuse_ino_t) {
+  // The free space that matters is the cache disk's.
+  struct statvfs sv;
+  const std::string& where = options_.local_store.empty() ? options_.cache_dir : options_.local_store;
+  if (::statvfs(where.c_str(), &sv) != 0) {
+    fuse_reply_err(req, ToErrno(Status::FromErrno(errno, "statvfs")));
+    return;
+  }
+  sv.f_namemax = 255;
+  fuse_reply_statfs(req, &sv);
+}
+
+// Each op is routed once, by the inode it acts on (for one that creates or
+// removes a name: the directory), to the tree that serves it (Route); the
+// trees' own methods say what each does or refuses.
 const fuse_lowlevel_ops& HoardFs::Ops() {
   static const fuse_lowlevel_ops ops = [] {
     fuse_lowlevel_ops o{};
     o.init = [](void* userdata, fuse_conn_info* conn) { static_cast<HoardFs*>(userdata)->Init(conn); };
     o.lookup = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
-      Guarded(req, "lookup", [&] { Fs(req)->Lookup(req, parent, name); });
+      Fs(req)->stats_.lookups.fetch_add(1, std::memory_order_relaxed);
+      Guarded(req, "lookup", [&] { Fs(req)->Route(parent, [&](auto& fs) { fs.Lookup(req, parent, name); }); });
     };
     // Inodes carry no state, so there is nothing to forget.
     o.forget = [](fuse_req_t req, fuse_ino_t, uint64_t) { fuse_reply_none(req); };
     o.forget_multi = [](fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_none(req); };
     o.getattr = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-      Guarded(req, "getattr", [&] { Fs(req)->GetAttr(req, ino, fi); });
+      Fs(req)->stats_.getattrs.fetch_add(1, std::memory_order_relaxed);
+      Guarded(req, "getattr", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.GetAttr(req, ino, fi); }); });
     };
-    o.readlink = [](fuse_req_t req, fuse_ino_t ino) { Guarded(req, "readlink", [&] { Fs(req)->ReadLink(req, ino); }); };
+    o.readlink = [](fuse_req_t req, fuse_ino_t ino) {
+      Guarded(req, "readlink", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.ReadLink(req, ino); }); });
+    };
     o.statfs = [](fuse_req_t req, fuse_ino_t ino) { Guarded(req, "statfs", [&] { Fs(req)->StatFs(req, ino); }); };
     o.opendir = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-      Guarded(req, "opendir", [&] { Fs(req)->OpenDir(req, ino, fi); });
+      Guarded(req, "opendir", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.OpenDir(req, ino, fi); }); });
     };
-    o.readdir = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-      Guarded(req, "readdir", [&] { Fs(req)->ReadDir(req, ino, size, off, fi, false); });
+    o.readdir = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+      Fs(req)->stats_.readdirs.fetch_add(1, std::memory_order_relaxed);
+      Guarded(req, "readdir", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.ReadDir(req, ino, size, off, false); }); });
     };
-    o.readdirplus = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-      Guarded(req, "readdirplus", [&] { Fs(req)->ReadDir(req, ino, size, off, fi, true); });
+    o.readdirplus = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+      Fs(req)->stats_.readdirs.fetch_add(1, std::memory_order_relaxed);
+      Guarded(req, "readdirplus",
+              [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.ReadDir(req, ino, size, off, true); }); });
     };
-    o.releasedir = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-      Guarded(req, "releasedir", [&] { Fs(req)->ReleaseDir(req, ino, fi); });
+    // A directory handle holds nothing in either tree.
+    o.releasedir = [](fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+      Guarded(req, "releasedir", [&] { fuse_reply_err(req, 0); });
     };
     o.open = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-      Guarded(req, "open", [&] { Fs(req)->Open(req, ino, fi); });
+      Fs(req)->stats_.opens.fetch_add(1, std::memory_order_relaxed);
+      Guarded(req, "open", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.Open(req, ino, fi); }); });
     };
     o.read = [](fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-      Guarded(req, "read", [&] { Fs(req)->Read(req, ino, size, off, fi); });
+      Guarded(req, "read", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.Read(req, ino, size, off, fi); }); });
     };
     o.release = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-      Guarded(req, "release", [&] { Fs(req)->Release(req, ino, fi); });
-    };
-    // Changes: checkpoints only.
-    o.setattr = [](fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
-      Guarded(req, "setattr", [&] {
-        IsCkptIno(ino) ? Fs(req)->ckpt().SetAttr(req, ino, attr, to_set, fi) : Fs(req)->ReadOnly(req);
-      });
-    };
-    o.mkdir = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-      Guarded(req, "mkdir", [&] {
-        IsCkptIno(parent) ? Fs(req)->ckpt().MkDir(req, parent, name, mode) : Fs(req)->ReadOnly(req);
-      });
-    };
-    o.unlink = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
-      Guarded(req, "unlink", [&] {
-        IsCkptIno(parent) ? Fs(req)->ckpt().Remove(req, parent, name, false) : Fs(req)->ReadOnly(req);
-      });
-    };
-    o.rmdir = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
-      Guarded(req, "rmdir", [&] {
-        IsCkptIno(parent) ? Fs(req)->ckpt().Remove(req, parent, name, true) : Fs(req)->ReadOnly(req);
-      });
-    };
-    o.rename = [](fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
-                  unsigned flags) {
-      Guarded(req, "rename", [&] {
-        if (IsCkptIno(parent) && IsCkptIno(newparent)) {
-          Fs(req)->ckpt().Rename(req, parent, name, newparent, newname, flags);
-        } else {
-          fuse_reply_err(req, IsCkptIno(parent) || IsCkptIno(newparent) ? EXDEV : EROFS);
-        }
-      });
-    };
-    o.create = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
-      Guarded(req, "create", [&] {
-        IsCkptIno(parent) ? Fs(req)->ckpt().Create(req, parent, name, mode, fi) : Fs(req)->ReadOnly(req);
-      });
-    };
-    o.write = [](fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
-      Guarded(req, "write", [&] {
-        IsCkptIno(ino) ? Fs(req)->ckpt().Write(req, ino, buf, size, off, fi) : Fs(req)->ReadOnly(req);
-      });
+      Guarded(req, "release", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.Release(req, ino, fi); }); });
     };
     o.flush = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       Fs(req)->stats_.flushes.fetch_add(1, std::memory_order_relaxed);
-      Guarded(req, "flush", [&] { Fs(req)->Flush(req, ino, fi); });
+      Guarded(req, "flush", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.Flush(req, ino, fi); }); });
+    };
+    o.setattr = [](fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+      Guarded(req, "setattr", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.SetAttr(req, ino, attr, to_set, fi); }); });
+    };
+    o.mkdir = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+      Guarded(req, "mkdir", [&] { Fs(req)->Route(parent, [&](auto& fs) { fs.MkDir(req, parent, name, mode); }); });
+    };
+    o.unlink = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
+      Guarded(req, "unlink", [&] { Fs(req)->Route(parent, [&](auto& fs) { fs.Remove(req, parent, name, false); }); });
+    };
+    o.rmdir = [](fuse_req_t req, fuse_ino_t parent, const char* name) {
+      Guarded(req, "rmdir", [&] { Fs(req)->Route(parent, [&](auto& fs) { fs.Remove(req, parent, name, true); }); });
+    };
+    o.rename = [](fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+                  unsigned flags) {
+      Guarded(req, "rename", [&] { Fs(req)->Rename(req, parent, name, newparent, newname, flags); });
+    };
+    o.create = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+      Guarded(req, "create",
+              [&] { Fs(req)->Route(parent, [&](auto& fs) { fs.Create(req, parent, name, mode, fi); }); });
+    };
+    o.write = [](fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
+      Guarded(req, "write", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.Write(req, ino, buf, size, off, fi); }); });
     };
     o.getlk = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
-      Guarded(req, "getlk", [&] { Fs(req)->GetLk(req, ino, fi, lock); });
+      Guarded(req, "getlk", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.GetLk(req, ino, fi, lock); }); });
     };
     o.setlk = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
-      Guarded(req, "setlk", [&] { Fs(req)->SetLk(req, ino, fi, lock, sleep); });
+      Guarded(req, "setlk", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.SetLk(req, ino, fi, lock, sleep); }); });
     };
     o.flock = [](fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
-      Guarded(req, "flock", [&] { Fs(req)->Flock(req, ino, fi, op); });
+      Guarded(req, "flock", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.Flock(req, ino, fi, op); }); });
     };
     o.fsync = [](fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-      Guarded(req, "fsync", [&] {
-        IsCkptIno(ino) ? Fs(req)->ckpt().Fsync(req, ino, datasync, fi) : (void)fuse_reply_err(req, 0);
-      });
+      Guarded(req, "fsync", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.Fsync(req, ino, datasync, fi); }); });
     };
     o.fsyncdir = [](fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
       fuse_reply_err(req, 0);  // namespace changes are durable when they return
     };
     o.getxattr = [](fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-      Guarded(req, "getxattr", [&] {
-        IsCkptIno(ino) ? Fs(req)->ckpt().GetXattr(req, ino, name, size) : (void)fuse_reply_err(req, ENODATA);
-      });
+      Guarded(req, "getxattr", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.GetXattr(req, ino, name, size); }); });
     };
     o.listxattr = [](fuse_req_t req, fuse_ino_t ino, size_t size) {
-      Guarded(req, "listxattr", [&] {
-        if (IsCkptIno(ino)) Fs(req)->ckpt().ListXattr(req, ino, size);
-        else if (size == 0) fuse_reply_xattr(req, 0);
-        else fuse_reply_buf(req, nullptr, 0);
-      });
+      Guarded(req, "listxattr", [&] { Fs(req)->Route(ino, [&](auto& fs) { fs.ListXattr(req, ino, size); }); });
     };
-    // Datasets are read-only versions of their origin: every change is EROFS
-    // (without these the kernel would answer ENOSYS, which tools misread).
-    // Checkpoints have symlinks and regular files made by mknod, and refuse
-    // device nodes, fifos, sockets and hard links with EPERM
-    // (checkpoint/README.md).
     o.mknod = [](fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
-      Guarded(req, "mknod", [&] {
-        IsCkptIno(parent) ? Fs(req)->ckpt().MkNod(req, parent, name, mode) : Fs(req)->ReadOnly(req);
-      });
+      Guarded(req, "mknod", [&] { Fs(req)->Route(parent, [&](auto& fs) { fs.MkNod(req, parent, name, mode); }); });
     };
     o.symlink = [](fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
-      Guarded(req, "symlink", [&] {
-        IsCkptIno(parent) ? Fs(req)->ckpt().Symlink(req, target, parent, name) : Fs(req)->ReadOnly(req);
-      });
+      Guarded(req, "symlink",
+              [&] { Fs(req)->Route(parent, [&](auto& fs) { fs.Symlink(req, target, parent, name); }); });
     };
-    o.link = [](fuse_req_t req, fuse_ino_t, fuse_ino_t parent, const char*) {
-      IsCkptIno(parent) ? (void)fuse_reply_err(req, EPERM) : Fs(req)->ReadOnly(req);
+    // The five below answer without work that could throw, so they are not
+    // Guarded (nor timed). A hard link is routed by the directory it would
+    // be made in, a copy_file_range by the file it would write.
+    o.link = [](fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+      Fs(req)->Route(newparent, [&](auto& fs) { fs.Link(req, ino, newparent, newname); });
     };
-    // posix_fallocate and copy_file_range fall back to plain writes when a
-    // checkpoint file does not support them.
-    o.fallocate = [](fuse_req_t req, fuse_ino_t ino, int, off_t, off_t, fuse_file_info*) {
-      IsCkptIno(ino) ? (void)fuse_reply_err(req, EOPNOTSUPP) : Fs(req)->ReadOnly(req);
+    o.fallocate = [](fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info* fi) {
+      Fs(req)->Route(ino, [&](auto& fs) { fs.Fallocate(req, ino, mode, offset, length, fi); });
     };
-    o.copy_file_range = [](fuse_req_t req, fuse_ino_t, off_t, fuse_file_info*, fuse_ino_t out, off_t, fuse_file_info*,
-                           size_t, int) { IsCkptIno(out) ? (void)fuse_reply_err(req, ENOSYS) : Fs(req)->ReadOnly(req); };
-    o.setxattr = [](fuse_req_t req, fuse_ino_t ino, const char*, const char*, size_t, int) {
-      IsCkptIno(ino) ? (void)fuse_reply_err(req, ENOTSUP) : Fs(req)->ReadOnly(req);  // user.hoard.* are read-only
+    o.copy_file_range = [](fuse_req_t req, fuse_ino_t in, off_t off_in, fuse_file_info* fi_in, fuse_ino_t out,
+                           off_t off_out, fuse_file_info* fi_out, size_t len, int flags) {
+      Fs(req)->Route(out,
+                     [&](auto& fs) { fs.CopyFileRange(req, in, off_in, fi_in, out, off_out, fi_out, len, flags); });
     };
-    o.removexattr = [](fuse_req_t req, fuse_ino_t, const char*) { Fs(req)->ReadOnly(req); };
+    o.setxattr = [](fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+      Fs(req)->Route(ino, [&](auto& fs) { fs.SetXattr(req, ino, name, value, size, flags); });
+    };
+    // No attribute can be removed in either tree (user.hoard.* are read-only).
+    o.removexattr = [](fuse_req_t req, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); };
     return o;
   }();
   return ops;

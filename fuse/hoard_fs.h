@@ -4,9 +4,16 @@
 // POSIX namespace on each node:
 //
 //   MOUNT/datasets/NAME/...   every registered dataset, read-only, with the
-//                             origin's names, sizes, modes, owners and mtimes
-//   MOUNT/checkpoints/JOB/... the writable checkpoint namespace, served by
-//                             CkptFs (fuse/ckpt_fs.h)
+//                             origin's names, sizes, modes, owners and mtimes:
+//                             the dataset tree, DatasetFs (fuse/dataset_fs.h)
+//   MOUNT/checkpoints/JOB/... the writable checkpoint namespace: the
+//                             checkpoint tree, CkptFs (checkpoint/ckpt_fs.h)
+//
+// Routing: each request goes to one tree, chosen once by its inode number
+// (Route: the checkpoint tree's range, IsCkptIno, else the dataset tree; the
+// map is fuse/inode.h). The two trees have the same operations, so each op
+// names its work once; what a tree refuses (a change of a dataset: EROFS) is
+// that tree's method. A rename between the trees is EXDEV (Rename, here).
 //
 // Metadata never leaves the process: lookups, getattr and readdir are
 // answered from the dataset's manifest (an immutable, validated index shared
@@ -50,8 +57,9 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
+#include "checkpoint/ckpt_fs.h"
 #include "fuse/chunk_reader.h"
-#include "fuse/ckpt_fs.h"
+#include "fuse/dataset_fs.h"
 #include "fuse/mount_stats.h"
 #include "fuse/namespace.h"
 #include "fuse/passthrough.h"
@@ -98,7 +106,7 @@ class HoardFs {
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;
     OriginPool::Opener open_origin;  // tests substitute an in-memory origin
-    // Checkpoints (fuse/ckpt_fs.h): this node's name in the cluster map, the
+    // Checkpoints (checkpoint/ckpt_fs.h): this node's name in the cluster map, the
     // level fsync/close wait for, and the checkpoint origin for files only
     // there. Without a local_store, checkpoints are read-only here.
     std::string node_name;
@@ -130,49 +138,28 @@ class HoardFs {
   // must not render after this HoardFs is destroyed.
   void RegisterMetrics(metrics::Registry* registry);
 
-  // ---- operations (called through Ops()) ----
+  // Negotiates the session's capabilities (called through Ops()).
   void Init(fuse_conn_info* conn);
-  void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
-  void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void ReadLink(fuse_req_t req, fuse_ino_t ino);
-  void StatFs(fuse_req_t req, fuse_ino_t ino);
-  void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus);
-  void ReleaseDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
-  void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  // Locks (fuse/ops_lock.cc): checkpoint files' are the cluster's (CkptFs);
-  // dataset files' are this node's (a version is the same everywhere and
-  // read-only, so only processes on one node coordinate through them).
-  void GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock);
-  void SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep);
-  void Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);
-  // The dataset lock in the way of `want` (taking it when `apply`), after
-  // dropping the POSIX locks of holders that have closed the file.
-  std::optional<FileLock> DatasetConflict(const FileLock& want, bool apply);
-  // Takes a dataset lock for `req` and replies (later, when it must wait).
-  void TakeLocal(fuse_req_t req, const FileLock& want, bool wait);
-  // Every operation that would change a dataset.
-  void ReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
-  // The checkpoint namespace, for the operations that only it serves.
+  // The checkpoint tree, for the operations that only it serves.
   CkptFs& ckpt() { return *ckpt_; }
   // An operation threw: log it (the request then gets EIO).
   void OpFailed(const char* op, const char* what) { options_.logger->error("{} failed: {}", op, what); }
 
  private:
-  // Attributes of an inode; kNotFound (ESTALE at the edge) if it no longer exists.
-  Status Stat(fuse_ino_t ino, struct stat* st) const;
-  void FillEntry(fuse_ino_t ino, const struct stat& st, fuse_entry_param* e) const;
-  // The chunk's local file, or null when this node does not hold it.
+  // Calls `op` with the tree that serves `ino`: CkptFs for the checkpoint
+  // tree's inodes (IsCkptIno), else DatasetFs. `op` is generic (auto&): the
+  // trees have the same operations.
+  template <typename Op>
+  void Route(fuse_ino_t ino, Op&& op) {
+    if (IsCkptIno(ino)) op(*ckpt_);
+    else op(datasets_);
+  }
+  // The one operation that names two inodes whose trees may differ.
+  void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+              unsigned flags);
+  // The free space of the cache disk, for either tree.
+  void StatFs(fuse_req_t req, fuse_ino_t ino);
   void WatchLoop() EXCLUDES(mu_);
-  // Polls the coordinator now: a name missing from /datasets may have been
-  // added a moment ago, and a user who just ran `hoard dataset add` expects
-  // to see it at once. Bounded: concurrent callers share one poll with a
-  // short timeout, and a coordinator that just failed to answer is not asked
-  // again for a second (ClusterWatcher::RefreshForRequest).
-  void RefreshNow();
   void OnViewChange(const std::shared_ptr<const ClusterView>& view);
   // Sets the kernel's read-ahead window for this mount (a per-mount sysfs
   // knob that only exists once the kernel has processed INIT).
@@ -180,11 +167,12 @@ class HoardFs {
   void WriteStats();
 
   Options options_;
+  // The dataset tree's state, shared with the map watcher (which updates the
+  // namespace and prunes the read tier) and the metrics.
   Namespace ns_;
   ClusterWatcher watcher_;
   ChunkReader reader_;
   std::unique_ptr<CkptFs> ckpt_;
-  FileLocks dataset_locks_;  // session 1: this mount
   MountStats stats_;
   Passthrough passthrough_;
   std::atomic<fuse_session*> session_{nullptr};
@@ -192,6 +180,8 @@ class HoardFs {
   bool read_ahead_done_ = false;  // watch thread only
   std::string last_stats_;        // watch thread only
   const int64_t start_time_;
+  // After what it borrows (ns_ ... start_time_, and ckpt_'s lock waiter).
+  DatasetFs datasets_;
 
   std::thread watch_thread_;
   // Held while calling into the read tier (OnViewChange): taken before

@@ -5,7 +5,7 @@
 //
 //   1                      the mount root          (FUSE_ROOT_ID)
 //   2                      /datasets
-//   3                      /checkpoints (fuse/ckpt_fs.h)
+//   3                      /checkpoints
 //   2^32 + id              the checkpoint entry with coordinator id `id`
 //   slot << 40 | entry     entry `entry` of the dataset mounted in `slot`;
 //                          entry 0 is /datasets/NAME itself
@@ -14,9 +14,16 @@
 // and is never reused while mounted, so an inode number never changes meaning:
 // after a dataset is removed or replaced by a new version, its old inodes
 // answer ESTALE instead of silently pointing at other files.
+//
+// HoardFs routes a request by its inode: 3 and 2^32 + id are the checkpoint
+// tree's (IsCkptIno, checkpoint/ckpt_inode.h), served by CkptFs
+// (checkpoint/ckpt_fs.h); every other inode (the root, /datasets, dataset
+// entries) is the dataset tree's, served by DatasetFs (fuse/dataset_fs.h).
 #pragma once
 
 #include <cstdint>
+
+#include "checkpoint/ckpt_inode.h"
 
 namespace hoard::fuse {
 

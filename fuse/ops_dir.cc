@@ -1,4 +1,4 @@
-// Directory operations: opendir, readdir(plus), releasedir.
+// The dataset tree's directory operations (fuse/dataset_fs.h): opendir, readdir(plus).
 //
 // Offsets: 1 is ".", 2 is "..", and 3 + k is the k-th child. Inside a dataset
 // the children are a fixed, sorted range of the manifest, so an offset stays
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "fuse/hoard_fs.h"
+#include "fuse/dataset_fs.h"
 #include "fuse/inode.h"
 
 namespace hoard::fuse {
@@ -30,11 +30,7 @@ bool AddEntry(fuse_req_t req, std::vector<char>* buf, size_t* used, bool plus, c
 
 }  // namespace
 
-void HoardFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (IsCkptIno(ino)) {
-    fuse_reply_open(req, fi);  // listed fresh from the coordinator at each readdir
-    return;
-  }
+void DatasetFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   struct stat st;
   if (!Stat(ino, &st).ok()) {
     fuse_reply_err(req, ESTALE);
@@ -55,14 +51,7 @@ void HoardFs::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_open(req, fi);
 }
 
-void HoardFs::ReleaseDir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
-
-void HoardFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*, bool plus) {
-  stats_.readdirs.fetch_add(1, std::memory_order_relaxed);
-  if (IsCkptIno(ino)) {
-    ckpt_->ReadDir(req, ino, size, off, plus);
-    return;
-  }
+void DatasetFs::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   std::vector<char> buf(size);
   size_t used = 0;
   fuse_entry_param e;

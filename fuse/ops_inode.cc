@@ -1,11 +1,8 @@
-// Inode operations: lookup, getattr, readlink, statfs.
-#include <sys/statvfs.h>
-
+// The dataset tree's inode operations (fuse/dataset_fs.h): lookup, getattr, readlink.
 #include <cerrno>
 #include <cstring>
 
-#include "fuse/errno.h"
-#include "fuse/hoard_fs.h"
+#include "fuse/dataset_fs.h"
 #include "fuse/inode.h"
 
 namespace hoard::fuse {
@@ -37,13 +34,13 @@ constexpr blksize_t kBlockSize = 128 * 1024;
 
 }  // namespace
 
-Status HoardFs::Stat(fuse_ino_t ino, struct stat* st) const {
+Status DatasetFs::Stat(fuse_ino_t ino, struct stat* st) const {
   if (ino == kRootIno) {
     FillSynthDir(ino, 4, start_time_, st);
     return Status::Ok();
   }
   if (ino == kCheckpointsIno) {
-    ckpt_->StatRoot(st);
+    stat_checkpoints_(st);
     return Status::Ok();
   }
   if (ino == kDatasetsIno) {
@@ -76,7 +73,7 @@ Status HoardFs::Stat(fuse_ino_t ino, struct stat* st) const {
   return Status::Ok();
 }
 
-void HoardFs::FillEntry(fuse_ino_t ino, const struct stat& st, fuse_entry_param* e) const {
+void DatasetFs::FillEntry(fuse_ino_t ino, const struct stat& st, fuse_entry_param* e) const {
   std::memset(e, 0, sizeof *e);
   e->ino = ino;
   e->attr = st;
@@ -86,12 +83,26 @@ void HoardFs::FillEntry(fuse_ino_t ino, const struct stat& st, fuse_entry_param*
   e->entry_timeout = t;
 }
 
-void HoardFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  stats_.lookups.fetch_add(1, std::memory_order_relaxed);
-  if (IsCkptIno(parent)) {
-    ckpt_->Lookup(req, parent, name);
-    return;
+DatasetFs::DatasetFs(Options options, Shared shared)
+    : options_(std::move(options)),
+      start_time_(options_.start_time),
+      ns_(*shared.ns),
+      watcher_(*shared.watcher),
+      reader_(*shared.reader),
+      passthrough_(*shared.passthrough),
+      stats_(*shared.stats),
+      stat_checkpoints_(std::move(shared.stat_checkpoints)),
+      lock_waiter_(*shared.lock_waiter),
+      mount_dev_(std::move(shared.mount_dev)) {}
+
+void DatasetFs::RefreshNow() {
+  // A lookup of a dataset just added waits for the sync that fetches it.
+  if (Status s = watcher_.RefreshForRequest(ClusterWatcher::SyncInProgress::kWait); !s.ok()) {
+    options_.logger->debug("refresh: {}", s.ToString());
   }
+}
+
+void DatasetFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   fuse_ino_t child = 0;
   double negative_timeout = 0;
   if (parent == kRootIno) {
@@ -134,12 +145,7 @@ void HoardFs::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   fuse_reply_entry(req, &e);
 }
 
-void HoardFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  stats_.getattrs.fetch_add(1, std::memory_order_relaxed);
-  if (IsCkptIno(ino)) {
-    ckpt_->GetAttr(req, ino, fi);
-    return;
-  }
+void DatasetFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   struct stat st;
   if (Status s = Stat(ino, &st); !s.ok()) {
     fuse_reply_err(req, ESTALE);
@@ -148,11 +154,7 @@ void HoardFs::GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_attr(req, &st, IsDatasetIno(ino) ? options_.dataset_timeout : options_.top_timeout);
 }
 
-void HoardFs::ReadLink(fuse_req_t req, fuse_ino_t ino) {
-  if (IsCkptIno(ino)) {
-    ckpt_->ReadLink(req, ino);
-    return;
-  }
+void DatasetFs::ReadLink(fuse_req_t req, fuse_ino_t ino) {
   const MountedDataset* ds = ns_.Slot(SlotOf(ino));
   const uint64_t entry = EntryOf(ino);
   if (!IsDatasetIno(ino) || ds == nullptr || entry >= ds->manifest().entry_count()) {
@@ -166,17 +168,4 @@ void HoardFs::ReadLink(fuse_req_t req, fuse_ino_t ino) {
   std::string target(ds->manifest().symlink_target(static_cast<uint32_t>(entry)));
   fuse_reply_readlink(req, target.c_str());
 }
-
-void HoardFs::StatFs(fuse_req_t req, fuse_ino_t) {
-  // The free space that matters is the cache disk's.
-  struct statvfs sv;
-  const std::string& where = options_.local_store.empty() ? options_.cache_dir : options_.local_store;
-  if (::statvfs(where.c_str(), &sv) != 0) {
-    fuse_reply_err(req, ToErrno(Status::FromErrno(errno, "statvfs")));
-    return;
-  }
-  sv.f_namemax = 255;
-  fuse_reply_statfs(req, &sv);
-}
-
 }  // namespace hoard::fuse

@@ -1,12 +1,12 @@
-// File operations: open, read, release.
+// The dataset tree's file operations (fuse/dataset_fs.h): open, read, release, flush.
 //
 // Dataset reads are stateless: everything a read needs is in its inode number
 // (the dataset slot and the manifest entry). The only per-file state is
 // Passthrough's count of open files per inode (fuse/passthrough.h): a file
 // wholly in one local chunk file is opened for kernel passthrough, and its
-// reads never reach us. Checkpoint files go to CkptFs (fuse/ckpt_fs.h). A
-// warm read of a local chunk is one thread-local fd lookup and a splice from
-// the chunk file: no lock, no allocation, no copy through this process.
+// reads never reach us. A warm read of a local chunk is one thread-local fd
+// lookup and a splice from the chunk file: no lock, no allocation, no copy
+// through this process.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -15,7 +15,7 @@
 #include <cerrno>
 #include <vector>
 
-#include "fuse/hoard_fs.h"
+#include "fuse/dataset_fs.h"
 #include "fuse/inode.h"
 
 namespace hoard::fuse {
@@ -26,12 +26,7 @@ constexpr uint64_t kPassthroughFh = 1;
 
 }  // namespace
 
-void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  stats_.opens.fetch_add(1, std::memory_order_relaxed);
-  if (IsCkptIno(ino)) {
-    ckpt_->Open(req, ino, fi);
-    return;
-  }
+void DatasetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const MountedDataset* ds = ns_.Slot(SlotOf(ino));
   const uint64_t entry = EntryOf(ino);
   if (!IsDatasetIno(ino) || ds == nullptr || entry >= ds->manifest().entry_count()) {
@@ -90,11 +85,7 @@ void HoardFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
 }
 
-void HoardFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-  if (IsCkptIno(ino)) {
-    ckpt_->Read(req, ino, size, off, fi);
-    return;
-  }
+void DatasetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   // AnySlot: a file opened before its dataset was removed keeps reading it.
   const MountedDataset* ds = ns_.AnySlot(SlotOf(ino));
   const uint64_t entry_id = EntryOf(ino);
@@ -198,21 +189,13 @@ void HoardFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   fuse_reply_iov(req, iov, static_cast<int>(pieces));
 }
 
-void HoardFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (IsCkptIno(ino)) {
-    ckpt_->Release(req, ino, fi);
-    return;
-  }
+void DatasetFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   passthrough_.Release(ino, fi->fh == kPassthroughFh);
   if (fi->flock_release) dataset_locks_.ReleaseOwner(ino, 1, fi->lock_owner, /*flock=*/true);
   fuse_reply_err(req, 0);
 }
 
-void HoardFs::Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (IsCkptIno(ino)) {
-    ckpt_->Flush(req, ino, fi);
-    return;
-  }
+void DatasetFs::Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // A close(2) drops its process's POSIX locks on the file.
   dataset_locks_.ReleaseOwner(ino, 1, fi->lock_owner, /*flock=*/false);
   fuse_reply_err(req, 0);

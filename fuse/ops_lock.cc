@@ -1,12 +1,12 @@
-// File locks: checkpoint files' go to CkptFs (the cluster's, kept by the
-// coordinator); every other inode's are this node's, kept here.
+// The dataset tree's file locks (fuse/dataset_fs.h): this node's, kept here
+// (checkpoint files' are the cluster's: checkpoint/ckpt_fs_locks.cc).
 #include <sys/file.h>
 
 #include <algorithm>
 #include <cerrno>
 
-#include "fuse/hoard_fs.h"
-#include "fuse/proc_files.h"
+#include "common/proc_files.h"
+#include "fuse/dataset_fs.h"
 
 namespace hoard::fuse {
 namespace {
@@ -24,7 +24,7 @@ FileLock ToLock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, const struct
 
 }  // namespace
 
-std::optional<FileLock> HoardFs::DatasetConflict(const FileLock& want, bool apply) {
+std::optional<FileLock> DatasetFs::DatasetConflict(const FileLock& want, bool apply) {
   for (;;) {
     std::optional<FileLock> c = apply ? dataset_locks_.Set(want) : dataset_locks_.Test(want);
     // A dataset file is opened without FLUSH at close (noflush: no round
@@ -32,32 +32,24 @@ std::optional<FileLock> HoardFs::DatasetConflict(const FileLock& want, bool appl
     // holder that no longer has the file open has closed it: its locks went
     // with that close, as POSIX says.
     if (!c || c->flock ||
-        ProcessHasOpen(pid_t(c->pid), ProcOpenQuery{.dev = ckpt_->MountDev(), .ino = want.file})) {
+        ProcessHasOpen(pid_t(c->pid), ProcOpenQuery{.dev = mount_dev_(), .ino = want.file})) {
       return c;
     }
     dataset_locks_.ReleaseOwner(c->file, c->session, c->owner, /*flock=*/false);
   }
 }
 
-namespace {
-
-}  // namespace
-
-void HoardFs::TakeLocal(fuse_req_t req, const FileLock& want, bool wait) {
+void DatasetFs::TakeLocal(fuse_req_t req, const FileLock& want, bool wait) {
   auto attempt = [this, want] { return DatasetConflict(want, /*apply=*/true).has_value() ? EAGAIN : 0; };
   const int r = attempt();
   if (r != EAGAIN || !wait) {
     fuse_reply_err(req, r);
     return;
   }
-  ckpt_->lock_waiter().Wait(req, attempt);  // off the worker thread (fuse/lock_waiter.h)
+  lock_waiter_.Wait(req, attempt);  // off the worker thread (checkpoint/lock_waiter.h)
 }
 
-void HoardFs::GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
-  if (IsCkptIno(ino)) {
-    ckpt_->GetLk(req, ino, fi, lock);
-    return;
-  }
+void DatasetFs::GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
   struct flock out = *lock;
   if (std::optional<FileLock> c = DatasetConflict(ToLock(req, ino, fi, *lock), /*apply=*/false)) {
     out.l_type = c->type == LockType::kRead ? F_RDLCK : F_WRLCK;
@@ -71,19 +63,11 @@ void HoardFs::GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct f
   fuse_reply_lock(req, &out);
 }
 
-void HoardFs::SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
-  if (IsCkptIno(ino)) {
-    ckpt_->SetLk(req, ino, fi, lock, sleep);
-    return;
-  }
+void DatasetFs::SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
   TakeLocal(req, ToLock(req, ino, fi, *lock), sleep != 0);
 }
 
-void HoardFs::Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
-  if (IsCkptIno(ino)) {
-    ckpt_->Flock(req, ino, fi, op);
-    return;
-  }
+void DatasetFs::Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
   const int kind = op & (LOCK_SH | LOCK_EX | LOCK_UN);
   const FileLock want{.file = ino, .session = kThisMount, .owner = fi->lock_owner, .flock = true,
                       .type = kind == LOCK_SH ? LockType::kRead : kind == LOCK_EX ? LockType::kWrite : LockType::kUnlock,

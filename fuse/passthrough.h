@@ -17,7 +17,7 @@
 //     request (seen by the custom read) offers it along with passthrough
 //     (Linux 6.9; the flag's first kernels mishandled such mappings): then a
 //     file opened with direct_io can still be mapped shared, which checkpoint
-//     files opened for writing need (fuse/ckpt_fs.h).
+//     files opened for writing need (checkpoint/ckpt_fs.h).
 //   - An open is answered with FOPEN_PASSTHROUGH and a backing id that
 //     FUSE_DEV_IOC_BACKING_OPEN registered for the chunk file (it needs
 //     CAP_SYS_ADMIN). The first failure of that ioctl (an older kernel, no

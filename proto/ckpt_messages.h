@@ -78,7 +78,7 @@ inline constexpr size_t kMaxCkptPathBytes = 65535;
 inline constexpr size_t kMaxCkptTargetBytes = 4095;
 
 // How strongly `node` is asked to hold chunk `index` of checkpoint file `id`:
-// the commit (fuse/ckpt_commit.h) and a new holder after a loss
+// the commit (checkpoint/ckpt_commit.h) and a new holder after a loss
 // (CkptTable::Rereplicate) both take nodes highest score first. Rendezvous
 // hashing: the copies of a file spread over the cluster, and a node that
 // joins or leaves changes few choices.

@@ -38,7 +38,7 @@
 // from it only when the bytes at index*chunk_size hash to the checksum asked
 // for; otherwise the chunk is reported absent (kNotFound), never wrong.
 //
-// Contract with the mount (fuse/ckpt_*), which writes files/<id>:
+// Contract with the mount (checkpoint/ckpt_fs.h), which writes files/<id>:
 //   - WholeFilePath(store_dir, id) is the file's path.
 //   - While the mount has the file open for writing, and until the commit of
 //     what it wrote was answered by the coordinator, it holds flock(LOCK_SH)

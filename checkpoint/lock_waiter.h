@@ -1,4 +1,4 @@
-// File: fuse/lock_waiter.h
+// File: checkpoint/lock_waiter.h
 //
 // LockWaiter answers blocking lock requests (fcntl F_SETLKW, flock without
 // LOCK_NB) off the FUSE worker threads. A lock can be held for hours; a
@@ -8,6 +8,10 @@
 // here: one thread tries each waiting request again, less often the longer it
 // waits (5 ms doubling to 200 ms), and replies once it is granted, fails, or
 // its caller was interrupted (a signal: EINTR, as fcntl and flock say).
+//
+// The mount has one: CkptFs owns it (checkpoint locks are the ones held for
+// long, by jobs on other nodes), and the dataset tree's node-local locks
+// (fuse/dataset_fs.h) wait in it too.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once

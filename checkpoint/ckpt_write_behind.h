@@ -29,7 +29,7 @@
 
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
-#include "fuse/ckpt_commit.h"
+#include "checkpoint/ckpt_commit.h"
 
 namespace hoard::fuse {
 

@@ -1,8 +1,8 @@
-// File: fuse/ckpt_sent_chunks.h
+// File: checkpoint/ckpt_sent_chunks.h
 //
 // SentChunks remembers, for one checkpoint file open for writing, which of
 // its chunks were already checksummed and sent to their replica holders while
-// the writer went on (write-behind, fuse/ckpt_write_behind.h), so that the
+// the writer went on (write-behind, checkpoint/ckpt_write_behind.h), so that the
 // commit at fsync/close sends only the rest.
 //
 // Why it is safe: every write or truncate that touches a chunk bumps that

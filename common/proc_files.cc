@@ -1,4 +1,4 @@
-#include "fuse/proc_files.h"
+#include "common/proc_files.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string_view>
 
-namespace hoard::fuse {
+namespace hoard {
 namespace {
 
 // The number after "key:" at the start of a line of `text` (fdinfo, status).
@@ -94,4 +94,4 @@ pid_t ThreadGroupOf(pid_t tid) {
   return tid;
 }
 
-}  // namespace hoard::fuse
+}  // namespace hoard

@@ -1,4 +1,4 @@
-#include "fuse/ckpt_commit.h"
+#include "checkpoint/ckpt_commit.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

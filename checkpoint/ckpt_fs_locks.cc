@@ -6,9 +6,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "fuse/ckpt_fs.h"
-#include "fuse/errno.h"
-#include "fuse/proc_files.h"
+#include "checkpoint/ckpt_fs.h"
+#include "common/errno.h"
+#include "common/proc_files.h"
 
 namespace hoard::fuse {
 namespace {

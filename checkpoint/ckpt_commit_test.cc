@@ -22,7 +22,6 @@
 #include "store/replica_store.h"
 #include "common/file_util.h"
 #include "common/testing.h"
-#include "fuse/hoard_fs.h"
 #include "testing/test_mount.h"
 #include "testing/test_cluster.h"
 

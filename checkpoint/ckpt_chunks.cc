@@ -1,4 +1,4 @@
-#include "fuse/ckpt_chunks.h"
+#include "checkpoint/ckpt_chunks.h"
 
 #include <algorithm>
 #include <cstring>

@@ -2,7 +2,7 @@
 // (lookup, getattr, setattr, readdir, mkdir, mknod, symlink, readlink,
 // rename, unlink, rmdir, xattrs). File I/O is in ckpt_fs_io.cc, locks and the
 // session in ckpt_fs_locks.cc.
-#include "fuse/ckpt_fs.h"
+#include "checkpoint/ckpt_fs.h"
 
 #include <sys/xattr.h>
 
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "fuse/errno.h"
+#include "common/errno.h"
 
 namespace hoard::fuse {
 namespace {

@@ -1,4 +1,4 @@
-#include "fuse/lock_waiter.h"
+#include "checkpoint/lock_waiter.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -27,7 +27,6 @@
 
 #include "common/file_util.h"
 #include "common/testing.h"
-#include "fuse/hoard_fs.h"
 #include "testing/test_mount.h"
 #include "testing/test_cluster.h"
 

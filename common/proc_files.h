@@ -1,4 +1,4 @@
-// File: fuse/proc_files.h
+// File: common/proc_files.h
 //
 // What another process has open, read from /proc (Linux): the mount asks it
 // of the process behind a FUSE request, because FUSE does not say how many
@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-namespace hoard::fuse {
+namespace hoard {
 
 struct ProcOpenQuery {
   std::string dev;  // "major:minor" of the file's mount; "" = any
@@ -35,4 +35,4 @@ bool ProcessHasOpen(pid_t pid, const ProcOpenQuery& q);
 // The thread group (process) of thread `tid`; `tid` itself if unknown.
 pid_t ThreadGroupOf(pid_t tid);
 
-}  // namespace hoard::fuse
+}  // namespace hoard

@@ -1,8 +1,9 @@
-// File: fuse/ckpt_fs.h
+// File: checkpoint/ckpt_fs.h
 //
 // CkptFs is the writable half of the mount: MOUNT/checkpoints/JOB/... (issue
-// 6; the design is in checkpoint/README.md). HoardFs hands it every request on
-// a checkpoint inode.
+// 6; the design is in checkpoint/README.md). HoardFs (fuse/hoard_fs.h) routes
+// it every request on a checkpoint inode; the other half, the dataset tree
+// (fuse/dataset_fs.h), has the same operations.
 //
 // Metadata lives in the coordinator (checkpoint/ckpt_table.h): every lookup,
 // getattr and listing asks it (attributes are cached by the kernel for
@@ -28,7 +29,7 @@
 // Writes: a file opened for writing is backed by STORE/ckpt/files/<id> on this
 // node's disk (the node agent's store directory), written in place at local
 // disk speed and held with a shared flock while open (the node agent never
-// evicts a file so locked: store/replica_store.h). A commit (fuse/
+// evicts a file so locked: store/replica_store.h). A commit (checkpoint/
 // ckpt_commit.h) makes the bytes generation gen+1 at level R (replicated) or
 // L, and the call returns after that. What commits:
 //   - fsync(2)/fdatasync(2) on any descriptor of the file;
@@ -46,7 +47,7 @@
 // A commit made while the file stays open for writing tells the coordinator
 // so (CkptCommit.writing), and the file is not drained to the checkpoint
 // origin until this mount's session no longer lists it.
-// Chunks a sequential writer has finished are replicated meanwhile (fuse/
+// Chunks a sequential writer has finished are replicated meanwhile (checkpoint/
 // ckpt_write_behind.h), so the commit mostly waits for the last ones.
 // A handle open for writing skips the kernel's page cache of the mount
 // (direct_io, where the kernel allows it: Options::uncached_writes): the bytes
@@ -54,7 +55,7 @@
 // the memory a large save fills and saves the writer a copy of every byte
 // into fresh pages (`bench/RESULTS.md`, issue 6).
 //
-// Reads of a file not open for writing here go through CkptChunks (fuse/
+// Reads of a file not open for writing here go through CkptChunks (checkpoint/
 // ckpt_chunks.h): this node's copies, then the other holders, then the
 // checkpoint origin once the file is there (P). A handle reads the generation
 // it opened: after a rename over the file, an unlink, or another node's
@@ -81,11 +82,12 @@
 // the open file (RELEASE), all of them when the mount's session ends.
 //
 // Inodes: the root of the namespace is kCheckpointsIno; an entry's inode is
-// CkptIno(id), from its coordinator id, which survives renames. The mount
+// CkptIno(id), from its coordinator id, which survives renames
+// (checkpoint/ckpt_inode.h). The mount
 // remembers the last path it saw for each id (an id of an entry renamed by
 // another mount is found again at its next lookup).
 //
-// Errors: coordinator statuses go through ToErrno (fuse/errno.h); an
+// Errors: coordinator statuses go through ToErrno (common/errno.h); an
 // unreachable coordinator is EIO for metadata operations, while writes and
 // reads of open files go on (they need only the local disk), and commits
 // fail with EIO until it is back (the bytes stay on the local disk); lock
@@ -93,7 +95,7 @@
 //
 // Thread-safety: every method may be called from any FUSE worker thread. One
 // mutex guards the inode table and the open-file table; each open file has
-// its own mutex (fuse/ckpt_commit.h), so writes to different files never
+// its own mutex (checkpoint/ckpt_commit.h), so writes to different files never
 // contend, and a commit blocks only writers of that file.
 #pragma once
 
@@ -101,6 +103,7 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -120,19 +123,14 @@
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "cluster/cluster_view.h"
-#include "fuse/ckpt_chunks.h"
-#include "fuse/ckpt_commit.h"
-#include "fuse/ckpt_write_behind.h"
-#include "fuse/lock_waiter.h"
+#include "checkpoint/ckpt_chunks.h"
+#include "checkpoint/ckpt_commit.h"
+#include "checkpoint/ckpt_inode.h"
+#include "checkpoint/ckpt_write_behind.h"
+#include "checkpoint/lock_waiter.h"
 #include "proto/rpc_client.h"
 
 namespace hoard::fuse {
-
-inline constexpr uint64_t kCheckpointsIno = 3;
-// Checkpoint inodes live above every fixed inode and below dataset slot 1.
-inline constexpr uint64_t kCkptInoBase = uint64_t(1) << 32;
-inline bool IsCkptIno(uint64_t ino) { return ino == kCheckpointsIno || (ino >= kCkptInoBase && (ino >> 40) == 0); }
-inline uint64_t CkptIno(uint64_t id) { return kCkptInoBase + id; }
 
 class CkptFs {
  public:
@@ -146,7 +144,7 @@ class CkptFs {
     // fsync and close return once the file is at this level (R, or L for speed).
     proto::CkptLevel sync_level = proto::CkptLevel::kR;
     // Threads replicating chunks while files are still being written
-    // (fuse/ckpt_write_behind.h); 0 = everything at the commit.
+    // (checkpoint/ckpt_write_behind.h); 0 = everything at the commit.
     int write_behind_threads = 2;
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;
@@ -193,6 +191,19 @@ class CkptFs {
   void GetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock);
   void SetLk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep);
   void Flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);
+  // Listed fresh from the coordinator at each readdir: nothing to open.
+  void OpenDir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { fuse_reply_open(req, fi); }
+  // Refused: hard links (EPERM, checkpoint/README.md); fallocate and
+  // copy_file_range, which posix_fallocate and copy_file_range(2) then do
+  // with plain writes; setxattr (the only attributes, user.hoard.*, are
+  // read-only).
+  void Link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { fuse_reply_err(req, EPERM); }
+  void Fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { fuse_reply_err(req, EOPNOTSUPP); }
+  void CopyFileRange(fuse_req_t req, fuse_ino_t, off_t, fuse_file_info*, fuse_ino_t, off_t, fuse_file_info*, size_t,
+                     int) {
+    fuse_reply_err(req, ENOSYS);
+  }
+  void SetXattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { fuse_reply_err(req, ENOTSUP); }
 
   // Starts the session thread (see Sessions above). Idempotent.
   void Start();

@@ -1,4 +1,4 @@
-// File: fuse/ckpt_commit.h
+// File: checkpoint/ckpt_commit.h
 //
 // A checkpoint file open for writing on this mount (LocalFile), and the
 // Committer that turns its bytes into a committed generation.
@@ -19,9 +19,9 @@
 //      over the cluster (restores then read from many nodes at once); they
 //      fsync before answering. A node that fails is replaced by the next in
 //      rank. Several chunks are in flight at once;
-//      Chunks the write-behind (fuse/ckpt_write_behind.h) already checksummed
+//      Chunks the write-behind (checkpoint/ckpt_write_behind.h) already checksummed
 //      and sent while the file was written, and that no write changed since
-//      (fuse/ckpt_sent_chunks.h), are not read or sent again; nor are chunks
+//      (checkpoint/ckpt_sent_chunks.h), are not read or sent again; nor are chunks
 //      that are still the committed generation's (`base`): untouched since,
 //      or written again with the same bytes (same checksum). Their copies are
 //      reused (CkptCommit.chunk_gens), so appending 4 KiB to a large file
@@ -62,7 +62,7 @@
 #include "common/result.h"
 #include "common/thread_annotations.h"
 #include "cluster/cluster_view.h"
-#include "fuse/ckpt_sent_chunks.h"
+#include "checkpoint/ckpt_sent_chunks.h"
 #include "proto/messages.h"
 #include "proto/rpc_client.h"
 

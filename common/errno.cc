@@ -1,7 +1,7 @@
-#include "fuse/errno.h"
+#include "common/errno.h"
 
-namespace hoard::fuse {
+namespace hoard {
 
 int ToErrno(const Status& status) { return ErrnoFromCode(status.code()); }
 
-}  // namespace hoard::fuse
+}  // namespace hoard

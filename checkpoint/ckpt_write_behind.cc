@@ -1,4 +1,4 @@
-#include "fuse/ckpt_write_behind.h"
+#include "checkpoint/ckpt_write_behind.h"
 
 #include <fcntl.h>
 

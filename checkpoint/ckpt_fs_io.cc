@@ -13,9 +13,9 @@
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "common/mountinfo.h"
-#include "fuse/ckpt_fs.h"
-#include "fuse/errno.h"
-#include "fuse/proc_files.h"
+#include "checkpoint/ckpt_fs.h"
+#include "common/errno.h"
+#include "common/proc_files.h"
 
 namespace hoard::fuse {
 namespace {
