@@ -11,16 +11,18 @@ namespace hoard::fuse {
 CkptChunks::CkptChunks(Options options, proto::ClientPool* pool,
                        std::function<std::shared_ptr<const ClusterView>()> view)
     : options_(std::move(options)), pool_(pool), view_(std::move(view)) {
-  for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { AheadLoop(); });
+  if (options_.threads <= 0) return;
+  ahead_ = std::make_unique<WorkQueue<Ahead>>(
+      WorkQueue<Ahead>::Options{.name = "ckpt-ahead", .threads = static_cast<size_t>(options_.threads),
+                                .max_items = kMaxAhead, .drop_oldest = true},
+      [this](Ahead& a) {
+        // Failures are silent here: the reader's own request tries again and reports.
+        (void)Get(*a.entry, a.index);
+      });
 }
 
 CkptChunks::~CkptChunks() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  cv_.NotifyAll();
-  for (auto& t : threads_) t.join();
+  if (ahead_) ahead_->Stop();
 }
 
 Result<size_t> CkptChunks::Read(const proto::CkptEntry& e, uint64_t off, size_t len, char* out) {
@@ -31,16 +33,18 @@ Result<size_t> CkptChunks::Read(const proto::CkptEntry& e, uint64_t off, size_t 
   const uint64_t end = std::min<uint64_t>(e.size, off + len);
   // Sequential restores: the chunks after this read's are fetched meanwhile.
   const uint32_t last = static_cast<uint32_t>((end - 1) / e.chunk_size);
-  if (options_.ahead > 0 && !threads_.empty()) {
+  if (options_.ahead > 0 && ahead_) {
     auto shared = std::make_shared<const proto::CkptEntry>(e);
-    MutexLock lock(&mu_);
-    const uint32_t chunks = static_cast<uint32_t>(e.checksums.size());
-    for (uint32_t i = last + 1; i <= last + options_.ahead && i < chunks; ++i) {
-      if (index_.count(Key{e.id, e.gen, i}) == 0) ahead_.emplace_back(shared, i);
+    std::vector<uint32_t> missing;
+    {
+      MutexLock lock(&mu_);
+      const uint32_t chunks = static_cast<uint32_t>(e.checksums.size());
+      for (uint32_t i = last + 1; i <= last + options_.ahead && i < chunks; ++i) {
+        if (index_.count(Key{e.id, e.gen, i}) == 0) missing.push_back(i);
+      }
     }
-    while (ahead_.size() > 1024) ahead_.pop_front();  // readers far ahead of the pool: drop the oldest
+    for (uint32_t i : missing) (void)ahead_->Push(Ahead{shared, i});
   }
-  cv_.NotifyAll();
   uint64_t pos = off;
   while (pos < end) {
     const auto index = static_cast<uint32_t>(pos / e.chunk_size);
@@ -168,20 +172,6 @@ Result<CkptChunks::Bytes> CkptChunks::FromOrigin(const proto::CkptEntry& e, uint
   }
   origin_bytes_ += len;
   return Bytes(std::move(buf));
-}
-
-void CkptChunks::AheadLoop() {
-  MutexLock lock(&mu_);
-  while (true) {
-    while (!stopping_ && ahead_.empty()) cv_.Wait(&mu_);
-    if (stopping_) return;
-    auto [entry, index] = ahead_.front();
-    ahead_.pop_front();
-    lock.Unlock();
-    // Failures are silent here: the reader's own request tries again and reports.
-    (void)Get(*entry, index);
-    lock.Lock();
-  }
 }
 
 }  // namespace hoard::fuse

@@ -1,4 +1,4 @@
-// File: fuse/ckpt_chunks.h
+// File: checkpoint/ckpt_chunks.h
 //
 // CkptChunks reads the committed bytes of checkpoint files for the mount:
 // each chunk from its holders (the writer, then the replicas, this node
@@ -9,20 +9,19 @@
 //
 // Chunks are kept in a small LRU (the kernel asks for a chunk in many 128 KiB
 // to 1 MiB reads), fetches are single-flight, and a read of chunk i starts
-// fetches of the next `ahead` chunks on a pool of threads, so a sequential
-// restore has many chunks in flight from many nodes.
+// fetches of the next `ahead` chunks on a pool of threads (a WorkQueue,
+// common/work_queue.h, of at most kMaxAhead fetches: the oldest are dropped
+// first), so a sequential restore has many chunks in flight from many nodes.
 //
 // Thread-safety: all methods may be called from any thread.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <list>
 #include <memory>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -30,6 +29,7 @@
 
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
+#include "common/work_queue.h"
 #include "origin/ckpt_origin.h"
 #include "common/single_flight.h"
 #include "cluster/cluster_view.h"
@@ -80,7 +80,15 @@ class CkptChunks {
   Result<Bytes> FromOrigin(const proto::CkptEntry& e, uint32_t index);
   Bytes Cached(const Key& k) EXCLUDES(mu_);
   void Keep(const Key& k, Bytes b) EXCLUDES(mu_);
-  void AheadLoop() EXCLUDES(mu_);
+
+  // A chunk to fetch ahead of a reader.
+  struct Ahead {
+    std::shared_ptr<const proto::CkptEntry> entry;
+    uint32_t index = 0;
+  };
+  // Fetches queued ahead of readers; past this, the oldest are dropped
+  // (readers far ahead of the pool).
+  static constexpr size_t kMaxAhead = 1024;
 
   Options options_;
   proto::ClientPool* pool_;
@@ -92,15 +100,14 @@ class CkptChunks {
   std::list<std::pair<Key, Bytes>> lru_ GUARDED_BY(mu_);  // newest first
   std::unordered_map<Key, std::list<std::pair<Key, Bytes>>::iterator, KeyHash> index_ GUARDED_BY(mu_);
   size_t cached_bytes_ GUARDED_BY(mu_) = 0;
-  std::deque<std::pair<std::shared_ptr<const proto::CkptEntry>, uint32_t>> ahead_ GUARDED_BY(mu_);
-  CondVar cv_;
-  bool stopping_ GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
 
   Mutex origin_mu_;
   // Opened on first use, then never replaced: callers use the pointer
   // they read under the lock after dropping it.
   std::unique_ptr<CkptOrigin> origin_ GUARDED_BY(origin_mu_);
+
+  // Null without threads. Declared last: its threads use the members above.
+  std::unique_ptr<WorkQueue<Ahead>> ahead_;
 };
 
 }  // namespace hoard::fuse

@@ -9,9 +9,9 @@
 #include <atomic>
 #include <cerrno>
 #include <ctime>
-#include <thread>
 
 #include "store/replica_store.h"
+#include "common/fan_out.h"
 #include "common/hash.h"
 
 namespace hoard::fuse {
@@ -48,7 +48,8 @@ Committer::Committer(Options options, proto::ClientPool* pool, std::string coord
     : options_(std::move(options)),
       pool_(pool),
       coordinator_(std::move(coordinator)),
-      current_view_(std::move(current_view)) {}
+      current_view_(std::move(current_view)),
+      tasks_({.keep_idle = static_cast<size_t>(std::max(1, options_.parallel_puts))}) {}
 
 std::vector<uint32_t> Committer::ReplicaCandidates(const ClusterView& view, uint64_t id, uint32_t index,
                                                    const std::string& self) {
@@ -151,6 +152,26 @@ std::optional<SentChunks::Sent> Committer::SameAsBase(const ClusterView* view, c
 
 namespace {
 
+// The local fdatasync of a commit, run on the committer's pool: its result,
+// and whether it is done (the commit waits for it, also when it returns early).
+struct LocalSync {
+  int sync_errno = 0;  // written by the task, read after Wait
+  Status dir_sync;     // likewise
+  Mutex mu;
+  CondVar cv;
+  bool done GUARDED_BY(mu) = false;
+
+  void Finish() EXCLUDES(mu) {
+    MutexLock lock(&mu);
+    done = true;
+    cv.NotifyAll();
+  }
+  void Wait() EXCLUDES(mu) {
+    MutexLock lock(&mu);
+    while (!done) cv.Wait(&mu);
+  }
+};
+
 // The send of chunk `i` made while the file was written, if the commit can
 // count it: the chunk's length, and enough holders, all still up.
 const SentChunks::Sent* Reusable(const std::unordered_map<uint32_t, SentChunks::Sent>& ahead, uint64_t i,
@@ -177,24 +198,22 @@ Result<Committer::Done> Committer::Commit(LocalFile& f, bool writing) {
   // The local fdatasync (L) runs while the chunks are read back and sent:
   // the bytes are in the page cache either way, and the disk flush and the
   // transfers overlap. The commit waits for both.
-  int sync_errno = 0;
-  Status dir_sync;
+  LocalSync local;
   const int injected = fail_next_sync_.exchange(0);
-  std::thread local_sync([&] {
-    // Held by the caller, which joins this thread before it returns.
+  tasks_.Run([&] {
+    // Held by the caller, which waits for this task before it returns.
     f.mu.AssertHeld();
-    if (injected != 0) sync_errno = injected;
-    else if (::fdatasync(fd) != 0) sync_errno = errno;
+    if (injected != 0) local.sync_errno = injected;
+    else if (::fdatasync(fd) != 0) local.sync_errno = errno;
     // A file this open created is not on the disk until its name is: once
     // per open is enough (renames in the mount never move the local file).
-    else if (!f.dir_synced && (dir_sync = SyncDir(DirName(f.path))).ok()) f.dir_synced = true;
+    else if (!f.dir_synced && (local.dir_sync = SyncDir(DirName(f.path))).ok()) f.dir_synced = true;
+    local.Finish();
   });
-  struct ThreadJoiner {
-    std::thread& t;
-    ~ThreadJoiner() {
-      if (t.joinable()) t.join();
-    }
-  } join_sync{local_sync};
+  struct SyncWaiter {
+    LocalSync& sync;
+    ~SyncWaiter() { sync.Wait(); }
+  } wait_sync{local};
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat " + f.path);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -229,71 +248,60 @@ Result<Committer::Done> Committer::Commit(LocalFile& f, bool writing) {
   } end_commit{f.sent, commit.gen, committed};
 
   // Chunks are read back (from the page cache, just written), checksummed
-  // and sent by `parallel_puts` threads, each taking the next chunk.
-  std::atomic<uint64_t> next{0};
-  std::atomic<bool> failed{false};
-  Status read_error;
-  Mutex err_mu;
+  // and sent `parallel_puts` at a time, each slot with its own buffer.
   std::atomic<uint64_t> short_chunks{0};
-  auto work = [&] {
-    std::string buf;
-    for (uint64_t i = next++; i < chunks && !failed.load(); i = next++) {
-      const uint64_t len = std::min(cs, size - i * cs);
-      auto count = [&](const SentChunks::Sent& s) {
-        commit.checksums[i] = s.checksum;
-        commit.replicas[i] = s.holders;
-        if (s.reused_gen != 0) {
-          commit.chunk_gens[i] = s.reused_gen;
-          reused.fetch_add(1, std::memory_order_relaxed);
-        }
-      };
-      if (const SentChunks::Sent* sent = Reusable(ahead, i, len, cs, want, view.get())) {
-        count(*sent);
-        sent_ahead_.fetch_add(1, std::memory_order_relaxed);
-        continue;
+  const size_t width = static_cast<size_t>(std::max(1, options_.parallel_puts));
+  std::vector<std::string> bufs(width);
+  auto work = [&](uint64_t i, size_t slot) -> Status {
+    std::string& buf = bufs[slot];
+    const uint64_t len = std::min(cs, size - i * cs);
+    auto count = [&](const SentChunks::Sent& s) {
+      commit.checksums[i] = s.checksum;
+      commit.replicas[i] = s.holders;
+      if (s.reused_gen != 0) {
+        commit.chunk_gens[i] = s.reused_gen;
+        reused.fetch_add(1, std::memory_order_relaxed);
       }
-      // Untouched since the file held the committed generation: its copies
-      // still hold these bytes.
-      std::shared_ptr<const proto::CkptEntry> base = f.base.load();
-      if (base != nullptr && i < base->checksums.size() && f.sent.Untouched(static_cast<uint32_t>(i))) {
-        if (std::optional<SentChunks::Sent> same =
-                SameAsBase(view.get(), f, static_cast<uint32_t>(i), base->checksums[i], len, cs, want)) {
-          count(*same);
-          continue;
-        }
-      }
-      buf.resize(len);
-      if (Status s = PreadAll(fd, buf.data(), len, static_cast<off_t>(i * cs)); !s.ok()) {
-        MutexLock lock(&err_mu);
-        read_error = s;
-        failed = true;
-        return;
-      }
-      commit.checksums[i] = Checksum64(buf.data(), len);
-      // Written again with the same bytes: still no copy to send.
-      if (std::optional<SentChunks::Sent> same =
-              SameAsBase(view.get(), f, static_cast<uint32_t>(i), commit.checksums[i], len, cs, want)) {
-        count(*same);
-        continue;
-      }
-      sent_at_commit_.fetch_add(1, std::memory_order_relaxed);
-      if (want == 0 || view == nullptr) continue;
-      commit.replicas[i] = SendChunk(*view, f.id, commit.gen, static_cast<uint32_t>(i), commit.checksums[i], buf);
-      if (commit.replicas[i].size() < want) short_chunks.fetch_add(1);
+    };
+    if (const SentChunks::Sent* sent = Reusable(ahead, i, len, cs, want, view.get())) {
+      count(*sent);
+      sent_ahead_.fetch_add(1, std::memory_order_relaxed);
+      return Status::Ok();
     }
+    // Untouched since the file held the committed generation: its copies
+    // still hold these bytes.
+    std::shared_ptr<const proto::CkptEntry> base = f.base.load();
+    if (base != nullptr && i < base->checksums.size() && f.sent.Untouched(static_cast<uint32_t>(i))) {
+      if (std::optional<SentChunks::Sent> same =
+              SameAsBase(view.get(), f, static_cast<uint32_t>(i), base->checksums[i], len, cs, want)) {
+        count(*same);
+        return Status::Ok();
+      }
+    }
+    buf.resize(len);
+    // The first error ends the fan-out: no chunk starts after it.
+    if (Status s = PreadAll(fd, buf.data(), len, static_cast<off_t>(i * cs)); !s.ok()) return s;
+    commit.checksums[i] = Checksum64(buf.data(), len);
+    // Written again with the same bytes: still no copy to send.
+    if (std::optional<SentChunks::Sent> same =
+            SameAsBase(view.get(), f, static_cast<uint32_t>(i), commit.checksums[i], len, cs, want)) {
+      count(*same);
+      return Status::Ok();
+    }
+    sent_at_commit_.fetch_add(1, std::memory_order_relaxed);
+    if (want == 0 || view == nullptr) return Status::Ok();
+    commit.replicas[i] = SendChunk(*view, f.id, commit.gen, static_cast<uint32_t>(i), commit.checksums[i], buf);
+    if (commit.replicas[i].size() < want) short_chunks.fetch_add(1);
+    return Status::Ok();
   };
-  const int threads = static_cast<int>(std::min<uint64_t>(std::max(1, options_.parallel_puts), std::max<uint64_t>(chunks, 1)));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  local_sync.join();
-  if (sync_errno != 0) {
+  const Status read_error = FanOut(&tasks_, chunks, width, work);
+  local.Wait();
+  if (local.sync_errno != 0) {
     f.sync_failed = true;
-    return Status::FromErrno(sync_errno, "fdatasync " + f.path);
+    return Status::FromErrno(local.sync_errno, "fdatasync " + f.path);
   }
-  if (!dir_sync.ok()) return dir_sync.Annotate("commit " + f.path);
-  if (failed) return read_error;
+  if (!local.dir_sync.ok()) return local.dir_sync.Annotate("commit " + f.path);
+  if (!read_error.ok()) return read_error;
 
   commit.level = static_cast<uint8_t>(want > 0 && short_chunks.load() == 0 ? proto::CkptLevel::kR
                                                                            : proto::CkptLevel::kL);

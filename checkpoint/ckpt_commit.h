@@ -12,13 +12,16 @@
 //   1. fdatasync the local file, and at the first commit of an open its
 //      directory (the open may have created the file): the bytes are on
 //      this node's disk (L); this runs beside steps 2 and 3 (which read the
-//      page cache), and the commit waits for all of them;
+//      page cache), on the committer's task pool, and the commit waits for
+//      all of them;
 //   2. checksum each chunk (XXH3, chunk size from the cluster map);
 //   3. unless the sync level is L, send each chunk to K-1 other up nodes,
 //      chosen by rendezvous hashing of (id, index) so a file's chunks spread
 //      over the cluster (restores then read from many nodes at once); they
 //      fsync before answering. A node that fails is replaced by the next in
-//      rank. Several chunks are in flight at once;
+//      rank. Several chunks are in flight at once (parallel_puts: a FanOut,
+//      common/fan_out.h, on the committer's task pool, which lives as long
+//      as the mount, so a commit starts no thread);
 //      Chunks the write-behind (checkpoint/ckpt_write_behind.h) already checksummed
 //      and sent while the file was written, and that no write changed since
 //      (checkpoint/ckpt_sent_chunks.h), are not read or sent again; nor are chunks
@@ -60,6 +63,7 @@
 #include "common/file_util.h"
 #include "common/mutex.h"
 #include "common/result.h"
+#include "common/task_pool.h"
 #include "common/thread_annotations.h"
 #include "cluster/cluster_view.h"
 #include "checkpoint/ckpt_sent_chunks.h"
@@ -178,6 +182,10 @@ class Committer {
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
   std::atomic<int> fail_next_sync_{0};
   std::atomic<uint64_t> sent_ahead_{0}, sent_at_commit_{0}, reused_chunks_{0};
+  // Runs the commits' sends (their FanOut helpers) and local syncs, for every
+  // file of the mount; keeps a commit's worth of threads idle between
+  // commits. Declared last: every commit waits for what it ran here.
+  TaskPool tasks_;
 };
 
 }  // namespace hoard::fuse

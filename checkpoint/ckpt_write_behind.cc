@@ -9,50 +9,30 @@ namespace hoard::fuse {
 WriteBehind::WriteBehind(int threads, Committer* committer,
                          std::function<std::shared_ptr<const ClusterView>()> current_view)
     : committer_(committer), current_view_(std::move(current_view)) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  if (threads <= 0) return;
+  bufs_.resize(static_cast<size_t>(threads));
+  queue_ = std::make_unique<WorkQueue<Item>>(
+      WorkQueue<Item>::Options{.name = "write-behind", .threads = static_cast<size_t>(threads),
+                               .max_items = kMaxQueued},
+      [this](Item& item, size_t thread) {
+        if (std::shared_ptr<LocalFile> f = item.file.lock()) Send(*f, item, bufs_[thread]);
+      });
 }
 
 WriteBehind::~WriteBehind() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-    queue_.clear();
-  }
-  cv_.NotifyAll();
-  for (std::thread& t : threads_) t.join();
+  if (queue_) queue_->Stop();  // drops what is queued: the commits send it
 }
 
 void WriteBehind::Wrote(const std::shared_ptr<LocalFile>& f, uint64_t off, uint64_t len) {
   const uint64_t cs = committer_->chunk_size();
   f->sent.Touch(cs, off, len);
-  if (threads_.empty() || len == 0 || cs == 0) return;
+  if (!queue_ || len == 0 || cs == 0) return;
   // The chunks whose last byte this write wrote: a sequential writer is done
   // with them. (A random writer may come back; that chunk is sent again.)
   const uint64_t gen = f->sent.next_gen();
-  size_t queued = 0;
-  {
-    MutexLock lock(&mu_);
-    for (uint64_t c = off / cs; (c + 1) * cs <= off + len; ++c) {
-      if (queue_.size() >= kMaxQueued) break;
-      queue_.push_back(Item{f, static_cast<uint32_t>(c), gen});
-      ++queued;
-    }
-  }
-  for (size_t i = 0; i < queued; ++i) cv_.NotifyOne();
-}
-
-void WriteBehind::Loop() {
-  std::string buf;
-  for (;;) {
-    Item item;
-    {
-      MutexLock lock(&mu_);
-      while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
-      if (stopping_) return;
-      item = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    if (std::shared_ptr<LocalFile> f = item.file.lock()) Send(*f, item, buf);
+  for (uint64_t c = off / cs; (c + 1) * cs <= off + len; ++c) {
+    // Full: this chunk and the rest are left to the commit.
+    if (!queue_->Push(Item{f, static_cast<uint32_t>(c), gen})) break;
   }
 }
 

@@ -1,4 +1,4 @@
-// File: fuse/ckpt_write_behind.h
+// File: checkpoint/ckpt_write_behind.h
 //
 // WriteBehind replicates a checkpoint file's chunks while the training job is
 // still writing it, so that fsync/close, which must return only once the file
@@ -8,12 +8,12 @@
 // instead of roughly the larger of the two.
 //
 // A write that reaches the end of a chunk queues that chunk. A pool of
-// threads takes queued chunks, reads them back from the page cache, starts
+// threads (a WorkQueue, common/work_queue.h) takes queued chunks, reads them back from the page cache, starts
 // the local disk's writeback of them (sync_file_range, so the commit's
 // fdatasync has less left to flush), checksums them and sends them to their
 // holders for the file's next generation (Committer::SendChunk), and records
 // the result in the file's SentChunks. A chunk written again afterwards is
-// simply sent again by the commit (fuse/ckpt_sent_chunks.h says why that is
+// simply sent again by the commit (checkpoint/ckpt_sent_chunks.h says why that is
 // safe). Nothing here is needed for correctness: a chunk that is dropped
 // (queue full, a send that failed, the mount stopping) is sent by the commit.
 //
@@ -22,13 +22,12 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <thread>
+#include <string>
 #include <vector>
 
-#include "common/mutex.h"
 #include "common/thread_annotations.h"
+#include "common/work_queue.h"
 #include "checkpoint/ckpt_commit.h"
 
 namespace hoard::fuse {
@@ -41,7 +40,7 @@ class WriteBehind {
 
   // `f` got bytes [off, off + len): bumps the versions of the chunks they
   // touch and queues the chunks the write completed.
-  void Wrote(const std::shared_ptr<LocalFile>& f, uint64_t off, uint64_t len) REQUIRES(f->mu) EXCLUDES(mu_);
+  void Wrote(const std::shared_ptr<LocalFile>& f, uint64_t off, uint64_t len) REQUIRES(f->mu);
 
  private:
   struct Item {
@@ -53,17 +52,15 @@ class WriteBehind {
   // writer much faster than the network must not queue without bound).
   static constexpr size_t kMaxQueued = 4096;
 
-  void Loop() EXCLUDES(mu_);
   void Send(LocalFile& f, const Item& item, std::string& buf);
 
   Committer* committer_;
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
-  // Taken with a LocalFile::mu held (Wrote), never the other way round.
-  Mutex mu_;
-  CondVar cv_;
-  std::deque<Item> queue_ GUARDED_BY(mu_);
-  bool stopping_ GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  // A chunk buffer per worker thread (indexed by the queue's thread index).
+  std::vector<std::string> bufs_;
+  // Null when off. Its lock is taken with a LocalFile::mu held (Wrote),
+  // never the other way round. Declared last: its threads use the above.
+  std::unique_ptr<WorkQueue<Item>> queue_;
 };
 
 }  // namespace hoard::fuse

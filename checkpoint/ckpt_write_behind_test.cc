@@ -1,4 +1,4 @@
-// Write-behind of checkpoint chunks (fuse/ckpt_write_behind.h), on a real
+// Write-behind of checkpoint chunks (checkpoint/ckpt_write_behind.h), on a real
 // kernel FUSE mount over an in-process cluster of three node agents: chunks a
 // writer finished reach their holders before it syncs, the commit does not
 // send them again, and a chunk changed after it was sent is committed (and

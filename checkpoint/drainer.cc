@@ -4,6 +4,7 @@
 #include <set>
 #include <thread>
 
+#include "common/fan_out.h"
 #include "common/hash.h"
 
 namespace hoard {
@@ -12,7 +13,8 @@ Drainer::Drainer(Options options, ReplicaStore* store)
     : options_(std::move(options)),
       store_(store),
       coordinator_(std::make_unique<proto::RpcClient>(*options_.context, options_.coordinator)),
-      origins_(static_cast<size_t>(std::max(1, options_.upload_streams))) {}
+      origins_(static_cast<size_t>(std::max(1, options_.upload_streams))),
+      upload_pool_({.max_threads = origins_.size(), .keep_idle = origins_.size()}) {}
 
 Drainer::~Drainer() { Stop(); }
 
@@ -131,52 +133,40 @@ Status Drainer::RunOnce(int* drained) {
 }
 
 Status Drainer::Drain(const std::vector<proto::CkptDrainTask>& tasks, int* drained) {
-  std::atomic<size_t> next{0};
   std::atomic<int> done{0};
-  Mutex mu;
-  Status first_error;  // guarded by mu
-  std::atomic<bool> failed{false};
-  auto stream = [&](size_t slot) {
-    for (size_t k = next++; k < tasks.size() && !failed.load() && !stopping(); k = next++) {
-      const proto::CkptEntry& e = tasks[k].entry;
-      NoteUpload(e, false);
-      bool at_origin = false;
-      Status up = Upload(tasks[k], slot, &at_origin);
-      if (up.ok()) {
-        counters_.drained_files += 1;
-        counters_.drained_bytes += e.size;
-        ++done;
-      } else {
-        counters_.failures += 1;
-        options_.logger->warn("checkpoint {} (id {} gen {}) not drained: {}", e.path, e.id, e.gen, up.ToString());
-      }
-      Result<proto::CkptDrainedReply> rep = [&] {
-        MutexLock lock(&coordinator_mu_);
-        return coordinator_->Call(
-            proto::CkptDrained{.node = options_.node,
-                               .id = e.id,
-                               .gen = e.gen,
-                               .ok = up.ok(),
-                               .error = up.ToString(),
-                               .at_origin = !up.ok() && at_origin},
-            options_.rpc_timeout);
-      }();
-      if (up.ok() && rep.ok()) NoteUpload(e, true);
-      // After a failed upload the rest would most likely fail alike (origin
-      // down or full): the round ends and the next one backs off.
-      Status s = !rep.ok() ? rep.status().Annotate("CkptDrained") : up;
-      if (!s.ok()) {
-        MutexLock lock(&mu);
-        if (!failed.exchange(true)) first_error = s;
-        return;
-      }
+  // Each slot is one upload stream, with its own origin connection.
+  auto stream = [&](size_t k, size_t slot) -> Status {
+    if (stopping()) return Status::Ok();  // no new upload once Stop began
+    const proto::CkptEntry& e = tasks[k].entry;
+    NoteUpload(e, false);
+    bool at_origin = false;
+    Status up = Upload(tasks[k], slot, &at_origin);
+    if (up.ok()) {
+      counters_.drained_files += 1;
+      counters_.drained_bytes += e.size;
+      ++done;
+    } else {
+      counters_.failures += 1;
+      options_.logger->warn("checkpoint {} (id {} gen {}) not drained: {}", e.path, e.id, e.gen, up.ToString());
     }
+    Result<proto::CkptDrainedReply> rep = [&] {
+      MutexLock lock(&coordinator_mu_);
+      return coordinator_->Call(
+          proto::CkptDrained{.node = options_.node,
+                             .id = e.id,
+                             .gen = e.gen,
+                             .ok = up.ok(),
+                             .error = up.ToString(),
+                             .at_origin = !up.ok() && at_origin},
+          options_.rpc_timeout);
+    }();
+    if (up.ok() && rep.ok()) NoteUpload(e, true);
+    // After a failed upload the rest would most likely fail alike (origin
+    // down or full): the round ends (FanOut starts no task after the first
+    // error) and the next one backs off.
+    return !rep.ok() ? rep.status().Annotate("CkptDrained") : up;
   };
-  const size_t streams = std::min<size_t>(std::max(1, options_.upload_streams), tasks.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < streams; ++i) threads.emplace_back(stream, i);
-  if (!tasks.empty()) stream(0);
-  for (std::thread& t : threads) t.join();
+  const Status first_error = FanOut(&upload_pool_, tasks.size(), origins_.size(), stream);
   if (drained != nullptr) *drained = done.load();
   return first_error;
 }

@@ -12,7 +12,8 @@
 //   3. rebuild: fetches the replicas the reply lists and the disk lacks from
 //      their other holders (GetCkptChunk), never from the origin;
 //   4. drain: uploads each task's generation to the checkpoint origin at
-//      task.tmp_path, `upload_streams` tasks at a time (oldest first), each
+//      task.tmp_path, `upload_streams` tasks at a time (oldest first: a
+//      FanOut, common/fan_out.h, on the drainer's task pool), each
 //      on its own origin connection: one stream of synchronous (FILE_SYNC)
 //      writes idles the link while the server writes each one, and a second
 //      stream fills that gap. Chunk by chunk in order, each from the local store when
@@ -59,6 +60,7 @@
 #include "store/replica_store.h"
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "common/task_pool.h"
 #include "origin/origin_gate.h"
 #include "proto/rpc_client.h"
 
@@ -170,7 +172,7 @@ class Drainer {
   static constexpr size_t kUploadsKept = 4096;
   std::chrono::steady_clock::time_point repeat_logged_ GUARDED_BY(uploads_mu_){};  // the last repeat logged
 
-  std::thread thread_;
+  std::thread thread_;  // the rounds (Loop): one long-lived loop, not a queue of work
   std::atomic<bool> stopping_{false};
   // Held to change stopping_ or rebuild_requested_, so that Loop's wait
   // cannot miss the change.
@@ -178,6 +180,11 @@ class Drainer {
   CondVar cv_;  // wakes Loop's wait on Stop
   uint64_t waits_ GUARDED_BY(mu_) = 0;
   std::chrono::steady_clock::time_point next_round_ GUARDED_BY(mu_);
+
+  // The upload streams beside the round's own thread (Drain's FanOut); kept
+  // for the drainer's life, so a round starts no thread. Declared last: a
+  // round waits for what it ran here.
+  TaskPool upload_pool_;
 };
 
 }  // namespace hoard

@@ -33,4 +33,10 @@ namespace hoard {
 
 Status FanOut(TaskPool* pool, size_t n, size_t width, const std::function<Status(size_t)>& fn);
 
+// The same, with the slot running each index as fn's second argument: 0 for
+// the caller, 1 to width-1 for the helpers. A slot runs one index at a time,
+// so what is kept per slot (a chunk buffer, an origin connection) needs no
+// lock.
+Status FanOut(TaskPool* pool, size_t n, size_t width, const std::function<Status(size_t index, size_t slot)>& fn);
+
 }  // namespace hoard

@@ -80,5 +80,22 @@ TEST(FanOutTest, CallableFromThePoolItself) {
   EXPECT_EQ(inner.load(), 200);
 }
 
+TEST(FanOutTest, EachSlotRunsOneIndexAtATime) {
+  TaskPool pool({.max_threads = 4});
+  std::vector<std::atomic<int>> busy(3);
+  std::atomic<bool> overlap{false}, bad_slot{false};
+  ASSERT_TRUE(FanOut(&pool, 300, 3, [&](size_t, size_t slot) {
+    if (slot >= busy.size()) {
+      bad_slot = true;
+      return Status::Ok();
+    }
+    if (busy[slot].fetch_add(1) != 0) overlap = true;
+    busy[slot].fetch_sub(1);
+    return Status::Ok();
+  }).ok());
+  EXPECT_FALSE(bad_slot.load());
+  EXPECT_FALSE(overlap.load());
+}
+
 }  // namespace
 }  // namespace hoard

@@ -13,10 +13,15 @@
 //
 // Bounds: Push refuses an item (returns false, the item is not taken) when
 // `max_items` items, or `max_cost` summed cost, are queued (running items do
-// not count), or once Stop has begun. What to do then is the caller's choice:
+// not count, unless `count_running`), or once Stop has begun. What to do then is the caller's choice:
 // answer "busy", drop and count, or do the work inline. An item whose cost
 // alone exceeds max_cost is accepted when nothing is queued, so one large
-// item is never refused for ever.
+// item is never refused for ever. Two variants of the bound:
+// `count_running` counts running items too, until their handler returns (a
+// bound on the memory the items hold, not on the queue's length), and
+// `drop_oldest` makes room for a new item by dropping the oldest queued ones
+// (on_drop sees them) instead of refusing it (read-ahead: the newest
+// requests matter most).
 //
 // Stop (and the destructor) drops what is queued, without running it, and
 // waits for the items running to return; `on_drop`, if set, sees each
@@ -29,7 +34,11 @@
 // held. The handler and on_drop must outlive the queue: declare the queue
 // after the members they use, so it is destroyed (and stopped) first.
 // T must be movable and default-constructible.
-// Invariant: queued_cost_ is the sum of the costs of the items in items_.
+// A handler may take the index of the thread running it (0 to threads-1) as
+// a second argument, for state each thread keeps (a socket of its own): one
+// thread runs one item at a time, so that state needs no lock.
+// Invariants: queued_cost_ is the sum of the costs of the items in items_,
+// running_cost_ that of the items whose handler runs (running_ of them).
 #pragma once
 
 #include <cstddef>
@@ -57,16 +66,21 @@ class WorkQueue {
     size_t threads = 1;
     size_t max_items = std::numeric_limits<size_t>::max();
     uint64_t max_cost = std::numeric_limits<uint64_t>::max();
-    std::function<void(T&)> on_drop;  // sees items Stop/DropIf take out
+    bool count_running = false;  // running items count toward the bounds (see the top)
+    bool drop_oldest = false;    // when full, Push drops the oldest queued items instead
+    std::function<void(T&)> on_drop;  // sees items Stop/DropIf/drop_oldest take out
   };
   using Handler = std::function<void(T&)>;
+  using IndexedHandler = std::function<void(T&, size_t thread)>;
 
   WorkQueue(Options options, Handler handler)
+      : WorkQueue(std::move(options), IndexedHandler([h = std::move(handler)](T& item, size_t) { h(item); })) {}
+  WorkQueue(Options options, IndexedHandler handler)
       : options_(std::move(options)), handler_(std::move(handler)) {
     const size_t n = options_.threads == 0 ? 1 : options_.threads;
     threads_.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      threads_.emplace_back([this] { Loop(); });
+      threads_.emplace_back([this, i] { Loop(i); });
       pthread_setname_np(threads_.back().native_handle(), options_.name.substr(0, 15).c_str());
     }
   }
@@ -77,14 +91,23 @@ class WorkQueue {
   // Queues `item` with `cost` (bytes, or 0). False if full or stopping; the
   // item is then left with the caller (moved from only on success).
   bool Push(T&& item, uint64_t cost = 0) EXCLUDES(mu_) {
+    std::vector<T> dropped;
     {
       MutexLock lock(&mu_);
-      if (stopping_ || items_.size() >= options_.max_items) return false;
-      if (!items_.empty() && cost > options_.max_cost - std::min(queued_cost_, options_.max_cost)) return false;
+      if (stopping_) return false;
+      while (Full(cost) && options_.drop_oldest && !items_.empty()) {
+        queued_cost_ -= items_.front().cost;
+        dropped.push_back(std::move(items_.front().item));
+        items_.pop_front();
+      }
+      if (Full(cost)) return false;
       items_.push_back(Entry{std::move(item), cost});
       queued_cost_ += cost;
     }
     work_cv_.NotifyOne();
+    if (options_.on_drop) {
+      for (T& d : dropped) options_.on_drop(d);
+    }
     return true;
   }
 
@@ -164,7 +187,15 @@ class WorkQueue {
     uint64_t cost;
   };
 
-  void Loop() EXCLUDES(mu_) {
+  // Whether an item of `cost` would exceed a bound now.
+  bool Full(uint64_t cost) const REQUIRES(mu_) {
+    const size_t items = items_.size() + (options_.count_running ? running_ : 0);
+    const uint64_t held = queued_cost_ + (options_.count_running ? running_cost_ : 0);
+    if (items >= options_.max_items) return true;
+    return items > 0 && cost > options_.max_cost - std::min(held, options_.max_cost);
+  }
+
+  void Loop(size_t index) EXCLUDES(mu_) {
     MutexLock lock(&mu_);
     for (;;) {
       while (!stopping_ && items_.empty()) work_cv_.Wait(&mu_);
@@ -172,23 +203,27 @@ class WorkQueue {
       Entry e = std::move(items_.front());
       items_.pop_front();
       queued_cost_ -= e.cost;
+      running_cost_ += e.cost;
       ++running_;
       lock.Unlock();
-      handler_(e.item);
+      handler_(e.item, index);
+      const uint64_t cost = e.cost;
       e = Entry{};  // what the item holds goes now, not under the lock
       lock.Lock();
+      running_cost_ -= cost;
       --running_;
       if (items_.empty() && running_ == 0) idle_cv_.NotifyAll();
     }
   }
 
   const Options options_;
-  const Handler handler_;
+  const IndexedHandler handler_;
   mutable Mutex mu_;
   CondVar work_cv_;  // items_ not empty, or stopping_
   CondVar idle_cv_;  // items_ empty and running_ == 0, or stopping_
   std::deque<Entry> items_ GUARDED_BY(mu_);
   uint64_t queued_cost_ GUARDED_BY(mu_) = 0;
+  uint64_t running_cost_ GUARDED_BY(mu_) = 0;
   size_t running_ GUARDED_BY(mu_) = 0;
   bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_ GUARDED_BY(mu_);

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,59 @@ TEST(WorkQueueTest, ThreadsRunItemsConcurrently) {
   EXPECT_EQ(q.pending(), 3u);
   gate.Open();
   q.WaitIdle();
+}
+
+TEST(WorkQueueTest, CountRunningBoundsWhatRunningItemsHold) {
+  Gate gate;
+  WorkQueue<int> q({.name = "t", .threads = 1, .max_cost = 100, .count_running = true}, [&](int&) { gate.Pass(); });
+  ASSERT_TRUE(q.Push(1, 60));
+  gate.WaitForWaiting(1);  // item 1 runs and still counts
+  EXPECT_FALSE(q.Push(2, 50)) << "60 running + 50 > 100";
+  EXPECT_TRUE(q.Push(3, 40));
+  gate.Open();
+  q.WaitIdle();
+  EXPECT_TRUE(q.Push(4, 100)) << "nothing held any more";
+}
+
+TEST(WorkQueueTest, DropOldestMakesRoomForTheNewest) {
+  Gate gate;
+  std::vector<int> seen, dropped;
+  WorkQueue<int> q({.name = "t", .threads = 1, .max_items = 2, .drop_oldest = true,
+                    .on_drop = [&](int& i) { dropped.push_back(i); }},
+                   [&](int& i) {
+                     if (i == 0) gate.Pass();
+                     seen.push_back(i);
+                   });
+  ASSERT_TRUE(q.Push(0));
+  gate.WaitForWaiting(1);
+  for (int i = 1; i <= 5; ++i) EXPECT_TRUE(q.Push(int{i}));
+  EXPECT_EQ(q.queued(), 2u);
+  gate.Open();
+  q.WaitIdle();
+  EXPECT_EQ(seen, (std::vector<int>{0, 4, 5}));
+  EXPECT_EQ(dropped, (std::vector<int>{1, 2, 3}));
+}
+
+TEST(WorkQueueTest, AnIndexedHandlerSeesItsThread) {
+  Gate gate;
+  Mutex mu;
+  std::vector<int> per_thread(3);  // each slot written only by its own thread
+  std::set<size_t> indexes;
+  WorkQueue<int> q({.name = "t", .threads = 3}, [&](int&, size_t thread) {
+    {
+      MutexLock l(&mu);
+      indexes.insert(thread);
+    }
+    ++per_thread.at(thread);
+    gate.Pass();
+  });
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(q.Push(int{i}));
+  gate.WaitForWaiting(3);  // one item on each thread
+  gate.Open();
+  q.WaitIdle();
+  MutexLock l(&mu);
+  EXPECT_EQ(indexes, (std::set<size_t>{0, 1, 2}));
+  EXPECT_EQ(per_thread, (std::vector<int>{1, 1, 1}));
 }
 
 }  // namespace

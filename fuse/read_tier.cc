@@ -40,44 +40,36 @@ Result<std::unique_ptr<ReadTier>> ReadTier::Open(Options options) {
   std::unique_ptr<ReadTier> tier(new ReadTier(std::move(options)));
   tier->chunks_dir_ = UniqueFd(::open(chunks.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!tier->chunks_dir_.valid()) return Status::FromErrno(errno, "read tier " + chunks);
-  tier->writer_ = std::thread([t = tier.get()] { t->WriterLoop(); });
+  ReadTier* t = tier.get();
+  tier->writer_ = std::make_unique<WorkQueue<Task>>(
+      WorkQueue<Task>::Options{.name = "read-tier",
+                               .threads = 1,
+                               .max_cost = t->options_.max_pending_bytes,
+                               .count_running = true,
+                               .on_drop =
+                                   [t](Task& task) {
+                                     if (!std::holds_alternative<Index>(task)) {
+                                       t->counters_.dropped_chunks.fetch_add(1, std::memory_order_relaxed);
+                                     }
+                                   }},
+      [t](Task& task) { t->Run(task); });
+  tier->writer_->Push(Index{});
   return tier;
 }
 
 ReadTier::~ReadTier() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  cv_.NotifyAll();
-  if (writer_.joinable()) writer_.join();
+  if (writer_) writer_->Stop();
 }
 
 void ReadTier::Offer(const ChunkKey& key, uint64_t dataset_uid, std::shared_ptr<const std::string> bytes) {
   const size_t size = bytes->size();
-  {
-    MutexLock lock(&mu_);
-    if (stopping_) return;
-    if (pending_bytes_ + size > options_.max_pending_bytes) {
-      counters_.dropped_chunks.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    pending_bytes_ += size;
-    ++queued_;
-    queue_.push_back(Copy{key, dataset_uid, std::move(bytes)});
+  // The queue would take a copy larger than the bound when it is empty.
+  if (size > options_.max_pending_bytes || !writer_->Push(Copy{key, dataset_uid, std::move(bytes)}, size)) {
+    counters_.dropped_chunks.fetch_add(1, std::memory_order_relaxed);
   }
-  cv_.NotifyAll();
 }
 
-void ReadTier::RemoveDataset(uint64_t dataset_uid) {
-  {
-    MutexLock lock(&mu_);
-    if (stopping_) return;
-    ++queued_;
-    queue_.push_back(Removal{dataset_uid});
-  }
-  cv_.NotifyAll();
-}
+void ReadTier::RemoveDataset(uint64_t dataset_uid) { (void)writer_->Push(Removal{dataset_uid}); }
 
 void ReadTier::Discard(const ChunkKey& key) {
   // The name goes now, so that no other read checks the copy again; the
@@ -85,28 +77,20 @@ void ReadTier::Discard(const ChunkKey& key) {
   char rel[ChunkStore::kRelativePathSize];
   ChunkStore::RelativeChunkPath(key, rel);
   (void)::unlinkat(chunks_dir_.get(), rel, 0);
-  {
-    MutexLock lock(&mu_);
-    if (stopping_) return;
-    ++queued_;
-    queue_.push_back(Discarded{key});
-  }
-  cv_.NotifyAll();
+  (void)writer_->Push(Discarded{key});
 }
 
-void ReadTier::Flush() {
-  MutexLock lock(&mu_);
-  const uint64_t target = queued_;
-  while (!stopping_ && done_ < target) cv_.Wait(&mu_);
-}
+void ReadTier::Flush() { writer_->WaitIdle(); }
 
-void ReadTier::WriterLoop() {
+void ReadTier::OpenStore() {
   // Index the copies a previous run left (reading each record) here, not in
   // Open: the mount must not wait for it. Until then nothing is written, and
   // reads of copies already work (the mount verifies a copy at first use).
   // Copies are background work: the readers of this node come first for the
   // CPU (a first pass is often CPU-bound on peers' transfers), so the writer
   // runs niced; a writer that falls behind drops copies, it never slows a read.
+  // (This is the first task of the writer's only thread, which keeps the
+  // nice value for its life.)
   (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kWriterNice);
   // Not read back after each write (a second disk read per copy, on the
   // disk the readers use): the mount verifies a copy at its first use
@@ -123,38 +107,24 @@ void ReadTier::WriterLoop() {
   } else {
     options_.logger->warn("read tier {} not written: {}", options_.dir, opened.status().ToString());
   }
-  for (;;) {
-    Task task;
-    {
-      MutexLock lock(&mu_);
-      while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
-      if (stopping_) break;
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    if (auto* copy = std::get_if<Copy>(&task)) {
-      Store(*copy);
-    } else if (store_ == nullptr) {
-    } else if (auto* removal = std::get_if<Removal>(&task)) {
-      const size_t n = store_->RemoveDataset(removal->dataset_uid);
-      if (n > 0) options_.logger->info("read tier: removed {} copies of a removed dataset", n);
-      UpdateUsage();
-    } else if (Status s = store_->Remove(std::get<Discarded>(task).key); !s.ok() && s.code() != Code::kNotFound) {
-      options_.logger->warn("read tier: removing a bad copy of {}: {}", std::get<Discarded>(task).key.Name(),
-                            s.ToString());
-    } else {
-      UpdateUsage();
-    }
-    {
-      MutexLock lock(&mu_);
-      if (auto* copy = std::get_if<Copy>(&task)) pending_bytes_ -= copy->bytes->size();
-      ++done_;
-    }
-    cv_.NotifyAll();
+}
+
+void ReadTier::Run(Task& task) {
+  if (std::holds_alternative<Index>(task)) {
+    OpenStore();
+  } else if (auto* copy = std::get_if<Copy>(&task)) {
+    Store(*copy);
+  } else if (store_ == nullptr) {
+  } else if (auto* removal = std::get_if<Removal>(&task)) {
+    const size_t n = store_->RemoveDataset(removal->dataset_uid);
+    if (n > 0) options_.logger->info("read tier: removed {} copies of a removed dataset", n);
+    UpdateUsage();
+  } else if (Status s = store_->Remove(std::get<Discarded>(task).key); !s.ok() && s.code() != Code::kNotFound) {
+    options_.logger->warn("read tier: removing a bad copy of {}: {}", std::get<Discarded>(task).key.Name(),
+                          s.ToString());
+  } else {
+    UpdateUsage();
   }
-  MutexLock lock(&mu_);
-  counters_.dropped_chunks.fetch_add(queue_.size(), std::memory_order_relaxed);
-  queue_.clear();
 }
 
 void ReadTier::Store(const Copy& copy) {

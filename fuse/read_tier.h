@@ -23,7 +23,8 @@
 // start (indexed in the background, after which eviction knows them).
 //
 // Thread-safety: every method may be called from any thread. One writer
-// thread does all the disk work (puts, evictions, removals) in order.
+// thread (a WorkQueue, common/work_queue.h) does all the disk work (the
+// index, puts, evictions, removals) in order.
 #pragma once
 
 #include <atomic>
@@ -32,14 +33,12 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <variant>
 
 #include <spdlog/spdlog.h>
 
 #include "common/file_util.h"
-#include "common/mutex.h"
-#include "common/thread_annotations.h"
+#include "common/work_queue.h"
 #include "store/chunk_store.h"
 #include "striping/chunk_key.h"
 
@@ -93,7 +92,7 @@ class ReadTier {
   // fetched next must be able to take its place. Its name goes at once, its
   // place in the index in the background (before any copy offered later).
   void Discard(const ChunkKey& key);
-  // Waits until everything queued so far is written or dropped (tests).
+  // Waits until nothing is queued or being written (tests).
   void Flush();
 
   const Counters& counters() const { return counters_; }
@@ -111,10 +110,13 @@ class ReadTier {
   struct Discarded {
     ChunkKey key;
   };
-  using Task = std::variant<Copy, Removal, Discarded>;
+  // The first task: opens the store and indexes the copies already there.
+  struct Index {};
+  using Task = std::variant<Index, Copy, Removal, Discarded>;
 
   explicit ReadTier(Options options);
-  void WriterLoop();
+  void Run(Task& task);
+  void OpenStore();
   void Store(const Copy& copy);
   // Evicts the oldest copy; false when there is none left.
   bool EvictOldest();
@@ -131,14 +133,10 @@ class ReadTier {
   uint64_t written_since_check_ = UINT64_MAX;  // first copy: look at once
   bool disk_low_ = false;
 
-  Mutex mu_;
-  CondVar cv_;
-  std::deque<Task> queue_ GUARDED_BY(mu_);
-  size_t pending_bytes_ GUARDED_BY(mu_) = 0;
-  // Tasks taken in, and finished.
-  uint64_t queued_ GUARDED_BY(mu_) = 0, done_ GUARDED_BY(mu_) = 0;
-  bool stopping_ GUARDED_BY(mu_) = false;
-  std::thread writer_;
+  // The writer. Copies cost their bytes, counted until written (the memory
+  // they hold), up to max_pending_bytes; the tasks the destructor drops
+  // count as dropped. Declared last: its thread uses the members above.
+  std::unique_ptr<WorkQueue<Task>> writer_;
 };
 
 }  // namespace hoard::fuse

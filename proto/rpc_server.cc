@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -112,23 +113,27 @@ Status RpcServer::Start() {
                                (options_.data_endpoint.empty() ? "" : " and " + options_.data_endpoint) + ": " +
                                e.what());
   }
-  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  const size_t workers = static_cast<size_t>(std::max(1, options_.workers));
+  for (size_t i = 0; i < workers; ++i) {
+    worker_out_.push_back(std::make_unique<zmq::socket_t>(*options_.context, zmq::socket_type::push));
+    worker_out_.back()->set(zmq::sockopt::linger, 0);
+    worker_out_.back()->connect(reply_endpoint_);
+  }
+  queue_ = std::make_unique<WorkQueue<Job>>(
+      WorkQueue<Job>::Options{.name = "rpc-worker", .threads = workers, .max_items = options_.max_queue,
+                              .max_cost = options_.max_queue_bytes},
+      [this](Job& job, size_t index) { Serve(job, index); });
   io_thread_ = std::thread([this] { IoLoop(); });
   return Status::Ok();
 }
 
 void RpcServer::Stop() {
-  {
-    // Set under mu_: a worker between checking the predicate and blocking
-    // would otherwise miss the wakeup, and the join below would never return.
-    MutexLock lock(&mu_);
-    if (stopping_.exchange(true)) return;
-  }
-  cv_.NotifyAll();
-  for (auto& t : workers_) {
-    if (t.joinable()) t.join();
-  }
+  if (stopping_.exchange(true)) return;
+  // Workers first: the requests still queued are dropped unanswered, those
+  // running finish while the I/O thread still takes their replies.
+  if (queue_) queue_->Stop();
   if (io_thread_.joinable()) io_thread_.join();
+  worker_out_.clear();
   StopGates();
   router_.reset();
   data_.reset();
@@ -185,6 +190,7 @@ void RpcServer::IoLoop() {
           if (!zmq::recv_multipart(*replies_, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
           zmq::socket_t& to = frames[0].to_string_view() == "D" ? *data_ : *router_;
           zmq::send_multipart(to, std::span(frames).subspan(1), zmq::send_flags::dontwait);
+          if (options_.on_reply_sent) options_.on_reply_sent();
         }
       }
       for (size_t socket : {size_t{0}, data_slot}) {
@@ -217,22 +223,17 @@ void RpcServer::IoLoop() {
           if (sealed && !AdmitSealed(job)) continue;
           size_t bytes = 0;
           for (const auto& f : job.frames) bytes += f.size();
-          MutexLock lock(&mu_);
+          job.bytes = bytes;
           // Bounded by count and by bytes: frames up to the socket's size cap
-          // are accepted before they are decoded.
-          if (queue_.size() >= options_.max_queue || queued_bytes_ + bytes > options_.max_queue_bytes) {
-            lock.Unlock();
+          // are accepted before they are decoded. (WorkQueue would take one
+          // request over max_queue_bytes into an empty queue; not here.)
+          if (bytes > options_.max_queue_bytes || !queue_->Push(std::move(job), bytes)) {
+            if (stopping_.load()) continue;  // Stop dropped the queue: no answer, as for those queued
             std::vector<zmq::message_t> reply;
             for (auto& r : job.route) reply.push_back(std::move(r));
             reply.emplace_back(EncodeError(0, Status::Unavailable(options_.name + " is busy; retry")));
             zmq::send_multipart(in, reply, zmq::send_flags::dontwait);
-            continue;
           }
-          queued_bytes_ += bytes;
-          job.bytes = bytes;
-          queue_.push_back(std::move(job));
-          lock.Unlock();
-          cv_.NotifyOne();
         }
       }
     } catch (const zmq::error_t& e) {
@@ -276,37 +277,24 @@ bool RpcServer::AdmitSealed(Job& job) {
   return false;
 }
 
-void RpcServer::WorkerLoop(int index) {
-  zmq::socket_t out(*options_.context, zmq::socket_type::push);
-  out.set(zmq::sockopt::linger, 0);
-  out.connect(reply_endpoint_);
-  while (true) {
-    Job job;
-    {
-      MutexLock lock(&mu_);
-      while (!stopping_.load() && queue_.empty()) cv_.Wait(&mu_);
-      if (stopping_.load()) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      queued_bytes_ -= job.bytes;
-    }
-    std::string header, payload;
-    try {
-      if (!job.session || Unseal(job, &header)) Process(job, &header, &payload);
-    } catch (const std::exception& e) {
-      // A handler must never take the daemon down (bad_alloc on a huge
-      // request, a library throwing): answer, log, keep serving.
-      options_.logger->error("{}: request failed with an exception: {}", options_.name, e.what());
-      payload.clear();
-      header = EncodeError(0, Status::Internal(std::string("server error: ") + e.what()));
-    }
-    std::vector<zmq::message_t> reply = ReplyFrames(job, std::move(header), std::move(payload));
-    try {
-      zmq::send_multipart(out, reply);
-    } catch (const zmq::error_t& e) {
-      if (e.num() == ETERM) return;
-      options_.logger->error("{}: worker {} cannot pass a reply on: {}", options_.name, index, e.what());
-    }
+void RpcServer::Serve(Job& job, size_t index) {
+  if (stopping_.load()) return;  // Stop began: like a queued request, not answered
+  std::string header, payload;
+  try {
+    if (!job.session || Unseal(job, &header)) Process(job, &header, &payload);
+  } catch (const std::exception& e) {
+    // A handler must never take the daemon down (bad_alloc on a huge
+    // request, a library throwing): answer, log, keep serving.
+    options_.logger->error("{}: request failed with an exception: {}", options_.name, e.what());
+    payload.clear();
+    header = EncodeError(0, Status::Internal(std::string("server error: ") + e.what()));
+  }
+  std::vector<zmq::message_t> reply = ReplyFrames(job, std::move(header), std::move(payload));
+  try {
+    zmq::send_multipart(*worker_out_[index], reply);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == ETERM) return;  // the context is going away with the server
+    options_.logger->error("{}: worker {} cannot pass a reply on: {}", options_.name, index, e.what());
   }
 }
 
@@ -408,10 +396,7 @@ void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
   *header = EncodeError(id, status);
 }
 
-size_t RpcServer::queued() const {
-  MutexLock lock(&mu_);
-  return queue_.size();
-}
+size_t RpcServer::queued() const { return queue_ ? queue_->queued() : 0; }
 
 void RpcServer::LogRejected(const std::string& why) {
   // At most 10 lines a second, so garbage on the port cannot flood the log.

@@ -9,9 +9,9 @@
 //   HOARD_RETURN_IF_ERROR(server.Start());
 //
 // Threads: one I/O thread owns the ROUTER socket (ZeroMQ sockets are not
-// thread-safe); it queues each request for a pool of worker threads, which
-// decode it, run the handler and hand the reply back to the I/O thread over an
-// inproc socket. A slow handler therefore delays only its own caller. When the
+// thread-safe); it queues each request for a pool of worker threads (a
+// WorkQueue, common/work_queue.h), which decode it, run the handler and hand
+// the reply back to the I/O thread over an inproc socket (one per worker). A slow handler therefore delays only its own caller. When the
 // queue is full the I/O thread answers Unavailable ("busy") at once rather than
 // letting requests pile up unboundedly.
 //
@@ -36,7 +36,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -49,6 +48,7 @@
 
 #include "common/mutex.h"
 #include "common/result.h"
+#include "common/work_queue.h"
 #include "proto/data_channel.h"
 #include "proto/envelope.h"
 #include "proto/handshake_gate.h"
@@ -74,6 +74,9 @@ class RpcServer {
     // How long a data connection may take to authenticate before ZeroMQ
     // drops it (kDataHandshake; longer only in tests of the gate's cap).
     std::chrono::milliseconds data_handshake{2000};
+    // Tests: called on the I/O thread after it passed a reply on to its
+    // socket (a test waits for a reply to be on its way, not a time).
+    std::function<void()> on_reply_sent;
   };
 
   // How long a connection may take to authenticate before ZeroMQ drops it:
@@ -147,7 +150,9 @@ class RpcServer {
   Status StartGate(zmq::socket_t& socket, std::chrono::milliseconds handshake, std::unique_ptr<HandshakeGate>* gate);
   void StopGates();
   void IoLoop();
-  void WorkerLoop(int index);
+  // Runs one job on worker `index` and passes its reply on over that
+  // worker's socket.
+  void Serve(Job& job, size_t index);
   // Builds the reply frames for one job (runs on a worker).
   void Process(Job& job, std::string* header, std::string* payload);
   // Opens a sealed job's frames in place; false (with the error reply in
@@ -176,19 +181,20 @@ class RpcServer {
   uint32_t data_port_ = 0;
   std::string plain_domain_;  // the data socket's ZAP domain ("" without one)
   std::unique_ptr<zmq::socket_t> replies_;
-  std::thread io_thread_;
-  std::vector<std::thread> workers_;
+  // Each worker's end of replies_: a ZeroMQ socket belongs to one thread.
+  std::vector<std::unique_ptr<zmq::socket_t>> worker_out_;
+  std::thread io_thread_;  // the I/O loop (not a worker: it owns the sockets)
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> rejected_{0};
-
-  mutable Mutex mu_;
-  CondVar cv_;
-  std::deque<Job> queue_ GUARDED_BY(mu_);
-  size_t queued_bytes_ GUARDED_BY(mu_) = 0;
 
   Mutex log_mu_;
   int64_t log_window_start_ GUARDED_BY(log_mu_) = 0;
   int log_count_ GUARDED_BY(log_mu_) = 0;
+
+  // Requests waiting for a worker, bounded by max_queue and max_queue_bytes
+  // (queued only: a running request no longer counts). Declared last: its
+  // workers use the members above. Null until Start.
+  std::unique_ptr<WorkQueue<Job>> queue_;
 };
 
 // Sets the socket options hoard uses everywhere: no linger on close, the

@@ -28,7 +28,11 @@ class RpcTest : public ::testing::Test {
     server_ = std::make_unique<RpcServer>(RpcServer::Options{
         .endpoint = "tcp://127.0.0.1:0", .name = "test-server", .workers = workers,
         .max_queue = max_queue, .logger = spdlog::null_logger_mt("rpc-test-" + std::to_string(++n_)),
-        .context = &ctx_});
+        .context = &ctx_, .on_reply_sent = [this] {
+          MutexLock lock(&replies_mu_);
+          ++replies_sent_;
+          replies_cv_.NotifyAll();
+        }});
     server_->Handle<Ping>([](const Ping&, const Envelope&, std::string*) {
       return Result<Pong>(Pong{.role = "test", .name = "s1", .epoch = 3});
     });
@@ -48,6 +52,15 @@ class RpcTest : public ::testing::Test {
     return c.CallRaw(std::move(frames), 0, 2000ms);
   }
 
+  // Waits until the server has passed `n` replies on to its socket.
+  void WaitForRepliesSent(int n) {
+    MutexLock lock(&replies_mu_);
+    while (replies_sent_ < n) replies_cv_.Wait(&replies_mu_);
+  }
+
+  Mutex replies_mu_;
+  CondVar replies_cv_;
+  int replies_sent_ GUARDED_BY(replies_mu_) = 0;
   zmq::context_t ctx_;
   std::unique_ptr<RpcServer> server_;
   static inline int n_ = 0;
@@ -157,7 +170,10 @@ TEST_F(RpcTest, LateRepliesAreNotMistakenForNewOnes) {
   // The server got it and is still working: timed out, not unreachable.
   EXPECT_TRUE(c.last_call_timed_out());
   EXPECT_FALSE(c.last_call_answered());
-  std::this_thread::sleep_for(400ms);  // the slow reply arrives and waits in the socket
+  // The slow reply is on its way before the next request goes out, so it
+  // reaches the client first (one connection keeps the order) and waits in
+  // its socket.
+  WaitForRepliesSent(1);
   zmq::message_t payload;
   Result<ChunkData> fast = c.Call(GetChunk{.dataset = "fast", .index = 1, .length = 10}, 2000ms, &payload);
   ASSERT_TRUE(fast.ok());
