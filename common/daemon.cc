@@ -1,16 +1,38 @@
 #include "common/daemon.h"
 
+#include <algorithm>
+
 #include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 namespace hoard {
 
-std::shared_ptr<spdlog::logger> MakeLogger(const std::string& name, const std::string& level) {
-  auto logger = spdlog::stderr_color_mt(name);
-  logger->set_level(spdlog::level::from_str(level));
+Result<std::shared_ptr<spdlog::logger>> MakeLogger(const std::string& name, const LogOptions& o) {
+  // from_str answers "off" for any word it does not know: a typo would
+  // silence the daemon.
+  const spdlog::level::level_enum level = spdlog::level::from_str(o.level);
+  if (level == spdlog::level::off && o.level != "off") {
+    return Status::InvalidArgument("unknown log level '" + o.level + "' (debug, info, warn or error)");
+  }
+  std::shared_ptr<spdlog::logger> logger;
+  if (o.file.empty()) {
+    logger = spdlog::stderr_color_mt(name);
+  } else {
+    try {
+      // Opening appends: a restart continues the current file.
+      auto sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(o.file, std::max<uint64_t>(o.max_bytes, 1),
+                                                                         o.keep);
+      logger = std::make_shared<spdlog::logger>(name, std::move(sink));
+      spdlog::register_logger(logger);
+    } catch (const spdlog::spdlog_ex& e) {
+      return Status::InvalidArgument("cannot log to " + o.file + ": " + e.what());
+    }
+  }
+  logger->set_level(level);
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %n[%P]: %v");
   logger->flush_on(spdlog::level::info);
   return logger;

@@ -1,7 +1,12 @@
 // File: common/daemon.h
 //
-// What every hoard daemon's main() shares: a logger that writes to stderr
-// (the launcher redirects it to a file) and waiting for SIGINT/SIGTERM.
+// What every hoard daemon's main() shares: its logger and waiting for
+// SIGINT/SIGTERM.
+//
+// The logger writes to stderr (systemd's journal, which rotates) or, with
+// --log-file, to a file that rotates by size: FILE, FILE.1 ... FILE.N with N
+// = --log-files, the oldest dropped, so a daemon started without systemd
+// (start-stop-daemon, `hoard local up`) never fills the disk with its log.
 //
 // Thread-safety: call BlockTerminationSignals() first thing in main(), before
 // any thread starts, so the signals reach only WaitForTermination().
@@ -12,10 +17,21 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/result.h"
+
 namespace hoard {
 
-// A logger named `name` at `level` ("debug", "info", "warn", "error").
-std::shared_ptr<spdlog::logger> MakeLogger(const std::string& name, const std::string& level);
+// Where and how much a daemon logs (the --log-* flags, common/daemon_flags.h).
+struct LogOptions {
+  std::string level = "info";  // "debug", "info", "warn", "error"
+  std::string file;            // "" = stderr
+  uint64_t max_bytes = 64ull << 20;  // a file rotates when its next line would pass this
+  size_t keep = 4;                   // rotated files kept beside `file`
+};
+
+// A logger named `name` per `o`. Fails (InvalidArgument) when `o.file`
+// cannot be opened for appending or `o.level` is not a level.
+Result<std::shared_ptr<spdlog::logger>> MakeLogger(const std::string& name, const LogOptions& o);
 
 void BlockTerminationSignals();
 

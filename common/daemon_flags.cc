@@ -148,6 +148,25 @@ CLI::Option* AddBytesOption(CLI::App& app, const std::string& name, uint64_t* by
       ->default_str(BytesText(*bytes));
 }
 
+void AddLogFlags(CLI::App& app, LogOptions* o) {
+  app.add_option("--log-level", o->level, "debug, info, warn or error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--log-file", o->file,
+                 "Log to this file instead of stderr, rotated by size (without systemd: its journal rotates stderr)");
+  AddBytesOption(app, "--log-max-size", &o->max_bytes, "With --log-file: a file rotates at this size, e.g. 64M")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            Result<uint64_t> n = ParseBytes(text);
+            return n.ok() && *n == 0 ? "must be more than 0" : "";
+          },
+          ""));
+  app.add_option("--log-files", o->keep,
+                 "With --log-file: rotated files kept (FILE.1 .. FILE.N before its extension), the oldest dropped")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+}
+
 CLI::Option* AddDurationOption(CLI::App& app, const std::string& name, std::chrono::seconds* duration,
                                const std::string& help) {
   return app

@@ -23,6 +23,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/config_file.h"
+#include "common/daemon.h"
 
 namespace hoard {
 
@@ -76,6 +77,10 @@ CLI::Option* AddCountOption(CLI::App& app, const std::string& name, Field* field
       ->check(CLI::NonNegativeNumber)
       ->default_str(std::to_string(std::chrono::duration_cast<Unit>(*field).count()));
 }
+
+// --log-level, --log-file, --log-max-size and --log-files, into `o`: every
+// daemon's logging (docs/config.md, "Every daemon").
+void AddLogFlags(CLI::App& app, LogOptions* o);
 
 // A CLI11 validator for byte counts: "800G", "512MiB", "0" (common/units.h).
 CLI::Validator ByteSize();

@@ -1,4 +1,6 @@
 // hoard-coordinator: the cluster's membership and dataset registry.
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 
 #include "origin/ckpt_origin.h"
@@ -17,7 +19,7 @@ int main(int argc, char** argv) {
   // (coordinator/coordinator.h) are the defaults, here and in --help.
   hoard::Coordinator::Options o;
   hoard::Coordinator::Options::Checkpoints& ckpt = o.ckpt;
-  std::string listen = "tcp://127.0.0.1:7100", log_level = "info";
+  std::string listen = "tcp://127.0.0.1:7100";
   app.add_option("--listen", listen, "ZeroMQ endpoint to serve on")->capture_default_str();
   app.add_option("--data-dir", o.data_dir, "Directory for the durable state and manifests")->required();
   hoard::AddCountOption<std::chrono::milliseconds>(app, "--down-after-ms", &o.down_after,
@@ -67,12 +69,18 @@ int main(int argc, char** argv) {
   hoard::proto::AddSecurityFlags(app, &security_flags);
   std::string metrics_addr;
   hoard::metrics::AddMetricsAddrFlag(app, &metrics_addr, "DATA_DIR");
-  app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
+  hoard::LogOptions log_options;
+  hoard::AddLogFlags(app, &log_options);
   if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "coordinator", argc, argv)) return *exit_code;
   ckpt.open_origin = [](const std::string& source) { return hoard::OpenCkptOrigin(source); };
 
   hoard::BlockTerminationSignals();
-  auto log = hoard::MakeLogger("coordinator", log_level);
+  auto made_log = hoard::MakeLogger("coordinator", log_options);
+  if (!made_log.ok()) {
+    std::fprintf(stderr, "hoard-coordinator: cannot start: %s\n", made_log.status().message().c_str());
+    return 2;
+  }
+  auto log = *made_log;
   zmq::context_t context;
   auto security = hoard::proto::DaemonSecurity(context, security_flags.keys_dir, security_flags.insecure, log);
   if (!security.ok()) {

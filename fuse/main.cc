@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <CLI/CLI.hpp>
@@ -23,7 +24,7 @@ int main(int argc, char** argv) {
   // own settings (threads, --allow-other) are main's alone.
   hoard::fuse::HoardFs::Options o;
   o.coordinator = "tcp://127.0.0.1:7100";
-  std::string mountpoint, log_level = "info";
+  std::string mountpoint;
   bool allow_other = false, debug = false;
   int threads = 16;
   app.add_option("mountpoint", mountpoint, "Where to mount")->required();
@@ -88,10 +89,16 @@ int main(int argc, char** argv) {
   std::string metrics_addr;
   hoard::metrics::AddMetricsAddrFlag(app, &metrics_addr, "CACHE_DIR");
   app.add_flag("--fuse-debug", debug, "Print every FUSE request");
-  app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
+  hoard::LogOptions log_options;
+  hoard::AddLogFlags(app, &log_options);
   if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "mount", argc, argv)) return *exit_code;
 
-  auto log = hoard::MakeLogger("fuse", log_level);
+  auto made_log = hoard::MakeLogger("fuse", log_options);
+  if (!made_log.ok()) {
+    std::fprintf(stderr, "hoard-fuse: cannot start: %s\n", made_log.status().message().c_str());
+    return 2;
+  }
+  auto log = *made_log;
   // mountinfo holds resolved paths; the read-ahead knob is found through it.
   char resolved[PATH_MAX];
   if (::realpath(mountpoint.c_str(), resolved) == nullptr) {

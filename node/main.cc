@@ -1,6 +1,8 @@
 // hoard-node: the node agent (chunk store, warm-up, peer chunk service).
 #include <algorithm>
 
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 
 #include "origin/ckpt_origin.h"
@@ -19,7 +21,6 @@ int main(int argc, char** argv) {
   hoard::NodeAgent::Options o;
   o.listen = "tcp://127.0.0.1:7101";
   o.coordinator = "tcp://127.0.0.1:7100";
-  std::string log_level = "info";
   app.add_option("--name", o.name, "Unique node name")->required();
   app.add_option("--listen", o.listen, "ZeroMQ endpoint for mounts and peers")->capture_default_str();
   app.add_option("--advertise", o.advertise, "Endpoint peers dial, if not the listen one");
@@ -52,11 +53,17 @@ int main(int argc, char** argv) {
   hoard::proto::AddSecurityFlags(app, &security_flags);
   std::string metrics_addr;
   hoard::metrics::AddMetricsAddrFlag(app, &metrics_addr, "STORE");
-  app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
+  hoard::LogOptions log_options;
+  hoard::AddLogFlags(app, &log_options);
   if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "node", argc, argv)) return *exit_code;
 
   hoard::BlockTerminationSignals();
-  auto log = hoard::MakeLogger("node", log_level);
+  auto made_log = hoard::MakeLogger("node", log_options);
+  if (!made_log.ok()) {
+    std::fprintf(stderr, "hoard-node: cannot start: %s\n", made_log.status().message().c_str());
+    return 2;
+  }
+  auto log = *made_log;
   hoard::KeepFreedBuffers();
   const uint64_t files = hoard::RaiseFileLimit();
   zmq::context_t context;

@@ -4,7 +4,11 @@
 (ansible_connection=local) into a temporary prefix, renders the units and
 hoard.toml, starts a coordinator, a node agent and a mount of this test's own
 (without systemd: pidfiles below the prefix) and registers a dataset that then
-reads through the mount as its source's bytes; a second run changes nothing;
+reads through the mount as its source's bytes; with the default checkpoint
+origin a checkpoint written through the mount drains to the coordinator's
+DATA/ckpt-origin, and the same default on two hosts is refused before anything
+is installed; each daemon logs to its own rotating file; a second run changes
+nothing;
 upgrade.yml replaces a changed binary with a drain, a restart and an undrain,
 and restarts the coordinator whose options changed; teardown.yml stops every
 daemon and unmounts. Other hoard processes on this machine are never touched:
@@ -12,6 +16,7 @@ everything is found through this test's pidfiles.
 """
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -70,6 +75,7 @@ class AnsibleTest(unittest.TestCase):
         cls.config_flag = all(supports(d, r"^\s+--config\b") for d in DAEMONS)
         cls.keys = supports("hoard", r"^\s+keys\s") and all(supports(d, r"^\s+--keys\b") for d in DAEMONS)
         cls.metrics = all(supports(d, r"^\s+--metrics-addr\b") for d in DAEMONS)
+        cls.log_file = all(supports(d, r"^\s+--log-file\b") for d in DAEMONS)
         cls.metrics_ports = {t: free_port() for t in ("coordinator", "node", "mount")}
         cls.vars = {
             "hoard_prefix": cls.prefix,
@@ -84,6 +90,7 @@ class AnsibleTest(unittest.TestCase):
             "hoard_keys_enabled": cls.keys,
             "hoard_keys_src": os.path.join(root, "keys"),
             "hoard_metrics_port": cls.metrics_ports if cls.metrics else {k: None for k in cls.metrics_ports},
+            "hoard_log_to_file": cls.log_file,
             "hoard_origin": cls.origin,
             "hoard_datasets": [{"name": "ds", "path": "ds"}],
         }
@@ -119,13 +126,16 @@ class AnsibleTest(unittest.TestCase):
             if pid and harness.alive(pid) and os.readlink(f"/proc/{pid}/exe").startswith(cls.prefix):
                 os.kill(pid, signal.SIGKILL)
 
-    def playbook(self, name, extra=None):
-        """Runs one playbook with the test's variables; returns (changed, stdout)."""
+    def run_playbook(self, name, extra=None, inventory=None):
         vars_file = os.path.join(self.tmp.path, "vars.json")
         with open(vars_file, "w") as f:
             json.dump({**self.vars, **(extra or {})}, f)
-        r = subprocess.run(["ansible-playbook", "-i", self.inventory, "-e", "@" + vars_file, name], cwd=ANSIBLE,
-                           env=self.env, text=True, capture_output=True, timeout=300)
+        return subprocess.run(["ansible-playbook", "-i", inventory or self.inventory, "-e", "@" + vars_file, name],
+                              cwd=ANSIBLE, env=self.env, text=True, capture_output=True, timeout=300)
+
+    def playbook(self, name, extra=None):
+        """Runs one playbook with the test's variables; returns (changed, stdout)."""
+        r = self.run_playbook(name, extra)
         recap = re.search(r"^localhost\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", r.stdout, re.M)
         if r.returncode != 0 or recap is None or recap.group(3) != "0":
             self.fail(f"ansible-playbook {name} exited {r.returncode}:\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}")
@@ -167,6 +177,51 @@ class AnsibleTest(unittest.TestCase):
         for rel in SOURCE_FILES:
             self.assertEqual(harness.digest(os.path.join(mnt, "datasets", "ds", rel)),
                              harness.digest(os.path.join(self.origin, "ds", rel)), rel)
+
+    def check_checkpoint_drains(self):
+        """hoard_ckpt_origin "" (the default): a checkpoint drains to the coordinator's DATA/ckpt-origin."""
+        data = random.Random(7).randbytes(5 * 1024 * 1024 + 777)
+        path = os.path.join(self.prefix, "mnt", "hoard", "checkpoints", "ajob", "model.pt")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+            os.fsync(f.fileno())
+        doc = self.cli_json("checkpoint", "flush", "ajob", "--wait", "--timeout", "60")
+        self.assertTrue(doc["flushed"], doc)
+        with open(os.path.join(self.prefix, "var", "lib", "hoard", "coordinator", "ckpt-origin", "ajob",
+                               "model.pt"), "rb") as f:
+            self.assertEqual(f.read(), data)
+
+    def check_logs(self):
+        """Without systemd each daemon writes its own log file, which rotates (docs/config.md, log-file)."""
+        if not self.log_file:
+            return
+        with open(os.path.join(self.prefix, "etc", "hoard", "hoard.toml"), "rb") as f:
+            config = tomllib.load(f)
+        logs = os.path.join(self.prefix, "var", "log", "hoard")
+        for table, d in zip(("coordinator", "node", "mount"), DAEMONS):
+            self.assertEqual(config[table]["log-file"], os.path.join(logs, d + ".log"))
+            self.assertEqual(config[table]["log-max-size"], "64M")
+            with open(os.path.join(logs, d + ".log")) as f:
+                self.assertRegex(f.read(), r" info \w+\[\d+\]: ", d)
+            self.assertTrue(os.path.exists(os.path.join(logs, d + ".stderr")), d)
+
+    def test_default_ckpt_origin_refused_on_two_hosts(self):
+        """hoard_ckpt_origin "" where the daemons span two hosts: refused with a message, nothing installed."""
+        prefix = os.path.join(self.tmp.path, "prefix-two-hosts")
+        inventory = os.path.join(self.tmp.path, "inventory-two-hosts.yml")
+        local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+        with open(inventory, "w") as f:
+            yaml.safe_dump({"hoard": {"hosts": {"localhost": local, "node2": local},
+                                      "children": {"hoard_coordinator": {"hosts": {"localhost": None}},
+                                                   "hoard_nodes": {"hosts": {"localhost": None, "node2": None}},
+                                                   "hoard_mounts": {"hosts": {"localhost": None, "node2": None}}}}},
+                           f)
+        r = self.run_playbook("site.yml", {"hoard_prefix": prefix}, inventory=inventory)
+        self.assertNotEqual(r.returncode, 0, r.stdout[-3000:])
+        self.assertRegex(r.stdout, r"hoard_ckpt_origin is .*the daemons run on 2 hosts \(localhost, node2\): "
+                                   r"checkpoints written on the others would never drain")
+        self.assertFalse(os.path.exists(os.path.join(prefix, "usr", "local", "bin", "hoard")))
 
     def check_rendered(self):
         with open(os.path.join(self.prefix, "etc", "hoard", "hoard.toml"), "rb") as f:
@@ -246,6 +301,8 @@ class AnsibleTest(unittest.TestCase):
         self.assertEqual([d["name"] for d in self.cli_json("status")["datasets"]], ["ds"])
         self.check_reads()
         self.check_metrics()
+        self.check_checkpoint_drains()
+        self.check_logs()
 
         started = time.monotonic()
         changed, out = self.playbook("site.yml")
