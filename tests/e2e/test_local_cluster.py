@@ -138,6 +138,13 @@ class LocalClusterTest(unittest.TestCase):
         ds = c.cli_json("status", "big")["datasets"][0]
         self.assertFalse(ds["complete"])
         self.assertTrue(any("full" in f["error"] or "capacity" in f["error"] for f in ds["failures"]), ds["failures"])
+        # Far more files are not cached than the failure list holds (the warm-up
+        # stops at the first chunk that does not fit; the list keeps at most
+        # 100): the count said is every file not cached, not the length of the
+        # list, which was "1 file(s) failed" here (issue 30).
+        self.assertEqual(ds["uncached_files"], ds["files"] - ds["cached_files"])
+        self.assertGreater(ds["uncached_files"], max(100, len(ds["failures"])))
+        self.assertIn(f"; {ds['uncached_files']:,} of {ds['files']:,} file(s) not cached, first: ", err)
         node = c.cli_json("status")["nodes"][0]
         self.assertLessEqual(node["used_bytes"], 8 << 20)
         # The cache is full, the data is not lost: reads go through to the origin.
