@@ -173,8 +173,16 @@ class LocalClusterTest(unittest.TestCase):
         c = self.start(nodes=3)
         c.cli("dataset", "add", "ds", self.origin)
         c.cli("warm", "ds", "--wait", "--timeout", "120", timeout=200)
-        r = c.cli_json("node", "drain", "node2", "--wait", "--timeout", "120", timeout=200)
+        share = {s["node"]: s["owned_bytes"] for s in c.cli_json("status", "ds")["datasets"][0]["shares"]}["node2"]
+        d = c.cli("node", "drain", "node2", "--wait", "--timeout", "120", "--json", timeout=200)
+        r = json.loads(d.stdout)
         self.assertTrue(r["drained"], r)
+        # The bar shows what this drain moves, node2's share, not the whole dataset (issue 30).
+        self.assertGreater(share, 0)
+        self.assertLess(share, r["warm_bytes"])
+        self.assertEqual((r["move_bytes"], r["moved_bytes"]), (share, share), r)
+        bar = d.stderr.strip().splitlines()[-1]
+        self.assertIn(f"{harness.format_bytes(share)} / {harness.format_bytes(share)}", bar)
         self.assertTrue(r["draining"])
         self.assertEqual(r["placement_weight"], 0)
         st = c.cli_json("status", "ds")
