@@ -177,6 +177,7 @@ proto::CkptJobStatus CkptTable::JobStatusLocked(const CkptNode& job) const {
     ++s.files_by_level[std::min<size_t>(static_cast<size_t>(holders_.ShownLevel(f)), 3)];
     if (f.gen == 0 || f.level == uint8_t(CkptLevel::kP)) return;
     s.undrained_bytes += f.size;
+    ++s.undrained_files;
     if (s.oldest_undrained_unix_ms == 0 || f.committed_unix_ms < s.oldest_undrained_unix_ms) {
       s.oldest_undrained_unix_ms = f.committed_unix_ms;
     }

@@ -716,6 +716,7 @@ TEST_F(CkptTableTest, DrainsOldestFirstAndFlushedJobsFirst) {
   auto flushed = table_->Flush("b");
   ASSERT_TRUE(flushed.ok());
   EXPECT_EQ(flushed->undrained_bytes, 200u);
+  EXPECT_EQ(flushed->undrained_files, 2u);
   auto work = table_->Work("n1", {"n1", "n2"});
   ASSERT_EQ(work.drain.size(), 2u);  // max_tasks_per_node
   EXPECT_EQ(work.drain[0].entry.path, "b/1");
@@ -1155,6 +1156,7 @@ TEST_F(CkptTableTest, StatusCountsLevelsAndOverdue) {
   EXPECT_EQ(j.bytes, 200u);
   EXPECT_EQ(j.files_by_level, (std::vector<uint64_t>{1, 0, 1, 1}));
   EXPECT_EQ(j.undrained_bytes, 100u);
+  EXPECT_EQ(j.undrained_files, 1u);  // "old"; not "empty" (never committed) nor "done" (at P)
   EXPECT_EQ(j.oldest_undrained_unix_ms, old_ms);
   EXPECT_EQ(j.overdue_files, 1u);
   EXPECT_EQ(s->files.size(), 3u);

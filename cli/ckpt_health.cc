@@ -50,6 +50,7 @@ nlohmann::json ToJson(const proto::CkptJobStatus& j, int64_t now_ms) {
           {"bytes", j.bytes},
           {"files_by_level", levels},
           {"undrained_bytes", j.undrained_bytes},
+          {"undrained_files", j.undrained_files},
           {"oldest_undrained_age_seconds", Age(j.oldest_undrained_unix_ms, now_ms)},
           {"overdue_files", j.overdue_files},
           {"failing_files", j.failing_files},

@@ -48,12 +48,6 @@ nlohmann::json ToJson(const proto::CkptEntry& e, int64_t now_ms, const proto::Ck
           {"drain_error", cli::ToJson(error, now_ms)}};
 }
 
-// Committed files of the job not at P yet (levels L and R).
-uint64_t UndrainedFiles(const proto::CkptJobStatus& j) {
-  auto n = [&](proto::CkptLevel l) { return j.files_by_level.size() > size_t(l) ? j.files_by_level[size_t(l)] : 0; };
-  return n(proto::CkptLevel::kL) + n(proto::CkptLevel::kR);
-}
-
 std::string JobLine(const proto::CkptJobStatus& j, int64_t now_ms) {
   auto n = [&](proto::CkptLevel l) { return j.files_by_level.size() > size_t(l) ? j.files_by_level[size_t(l)] : 0; };
   std::string error = ShortDrainError(j.drain_error, now_ms);
@@ -126,15 +120,20 @@ int RunFlush(Context& ctx, const CkptArgs& a) {
   const uint64_t start_undrained = r->status.undrained_bytes;
   if (!a.wait) {
     return ctx.Done(cli::ToJson(r->status, WallClockMs()),
-                    "job " + a.job + ": " + FormatBytes(double(start_undrained)) +
-                        " to drain, ahead of other jobs; follow it with: hoard checkpoint flush " + a.job + " --wait");
+                    "job " + a.job + ": " + FormatBytes(double(start_undrained)) + " in " +
+                        Thousands(r->status.undrained_files) +
+                        " file(s) to drain, ahead of other jobs; follow it with: hoard checkpoint flush " + a.job +
+                        " --wait");
   }
-  // Done when nothing committed in the job is below P. The bar counts what
-  // is at P (published), not what was uploaded, in bytes and in files.
+  // Done when nothing committed in the job is below P. The bar shows what
+  // this wait is for: the bytes and files undrained when it began (more if
+  // more is committed meanwhile), and how many of them are at P (published),
+  // not merely uploaded. Files and bytes are counted alike by the
+  // coordinator (undrained_files, undrained_bytes), so they end together.
   ProgressBar bar("flush " + a.job);
   WaitLimits limits(a.timeout_s, a.stall_timeout_s);
   uint64_t total = start_undrained;
-  uint64_t files_total = UndrainedFiles(r->status);
+  uint64_t files_total = r->status.undrained_files;
   proto::CkptJobStatus job = r->status;  // as last seen
   int64_t now_ms = WallClockMs();          // the coordinator's clock at the last status (ours before one)
   std::string why_shown;  // the drain error last shown under the bar
@@ -150,7 +149,7 @@ int RunFlush(Context& ctx, const CkptArgs& a) {
     job = j;
     now_ms = st->now_unix_ms;
     total = std::max(total, j.undrained_bytes);  // new commits meanwhile
-    files_total = std::max(files_total, UndrainedFiles(j));
+    files_total = std::max(files_total, j.undrained_files);
     // Why it does not move, said once per change of reason, not only at the end.
     why_now.clear();
     if (j.drain_error.since_unix_ms != 0) {
@@ -168,16 +167,21 @@ int RunFlush(Context& ctx, const CkptArgs& a) {
     }
     return WaitProgress{.done_bytes = total - j.undrained_bytes,
                         .total_bytes = total,
-                        .done_files = files_total - UndrainedFiles(j),
+                        .done_files = files_total - j.undrained_files,
                         .total_files = files_total,
                         .complete = j.undrained_bytes == 0};
   });
   nlohmann::json doc = cli::ToJson(job, now_ms);
   doc["flushed"] = w.end == WaitOutcome::End::kComplete;
   doc["seconds"] = w.seconds;
+  doc["drain_bytes"] = total;
+  doc["drain_files"] = files_total;
+  doc["drained_bytes"] = total - std::min(total, job.undrained_bytes);
+  doc["drained_files"] = files_total - std::min(files_total, job.undrained_files);
   if (w.end == WaitOutcome::End::kComplete) {
     return ctx.Done(doc, "job " + a.job + ": every checkpoint file is on the checkpoint origin (P), " +
-                             FormatBytes(double(total)) + " drained in " + Duration(w.seconds));
+                             FormatBytes(double(total)) + " in " + Thousands(files_total) + " file(s) drained in " +
+                             Duration(w.seconds));
   }
   return FailWait(ctx, w, "flush " + a.job,
                   " with " + FormatBytes(double(job.undrained_bytes)) +

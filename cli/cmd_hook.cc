@@ -4,6 +4,7 @@
 // container, a wrapper script: hooks/README.md): make sure a dataset is
 // cached before a job starts, and say how it went with an exit status a
 // scheduler can act on (kHookExitStatus below).
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -90,12 +91,13 @@ class Prewarm {
     wait_ = WaitDataset(ctx_, a_.name, limits_, bar, {.poll = kPoll, .unreachable_grace = kUnreachableGrace},
                         /*stop_on_permanent_failure=*/true, &seen_);
     const proto::DatasetStatus& d = seen_.last;
-    // "at 87.5%; 1 node(s) down; 2 file(s) failed" (End lists the files).
+    // "at 87.5%; 1 node(s) down; 1,273 of 2,000 file(s) not cached" (End
+    // lists the first failures).
     char at[32];
     std::snprintf(at, sizeof at, " at %.1f%%", PercentCached(d));
     std::string detail = at;
     if (seen_.nodes_down > 0) detail += "; " + std::to_string(seen_.nodes_down) + " node(s) down";
-    if (!d.failures.empty()) detail += "; " + std::to_string(d.failures.size()) + " file(s) failed";
+    detail += NotCachedDetail(d, /*first=*/false);
     switch (wait_.end) {
       case WaitOutcome::End::kComplete:
         return End(kCached, "cached",
@@ -191,6 +193,7 @@ class Prewarm {
                  {"cached_bytes", d.cached_bytes},
                  {"expected_bytes", d.expected_bytes},
                  {"cached_files", d.files_cached},
+                 {"uncached_files", UncachedFiles(d)},
                  {"files", d.meta.file_count},
                  {"bytes", d.meta.total_bytes},
                  {"nodes_down", seen_.nodes_down},
@@ -202,12 +205,14 @@ class Prewarm {
       return code;
     }
     std::cerr << "hoard: prewarm " << a_.name << ": " << reason << (d.failures.empty() ? "" : ":") << std::endl;
-    for (size_t i = 0; i < d.failures.size() && i < kFailuresShown; ++i) {
+    const size_t shown = std::min(d.failures.size(), kFailuresShown);
+    for (size_t i = 0; i < shown; ++i) {
       std::cerr << "  " << d.failures[i].path << ": " << d.failures[i].error << "\n";
     }
-    if (d.failures.size() > kFailuresShown) {
-      std::cerr << "  ... and " << d.failures.size() - kFailuresShown << " more (hoard status " << a_.name
-                << " --json)\n";
+    // All the files not cached, not the length of the capped list.
+    if (shown > 0 && UncachedFiles(d) > shown) {
+      std::cerr << "  ... and " << Thousands(UncachedFiles(d) - shown) << " more file(s) not cached (hoard status "
+                << a_.name << ")\n";
     }
     return code;
   }

@@ -24,15 +24,12 @@ nlohmann::json Summary(const proto::DatasetStatus& d, double seconds, double rat
   return j;
 }
 
-// "; 2 node(s) down; 3 file(s) failed, first: PATH: ERROR" (empty if neither).
+// "; 2 node(s) down; 1,273 of 2,000 file(s) not cached, first: PATH: ERROR"
+// (empty if neither).
 std::string WaitDetail(const DatasetWait& w) {
   std::string detail;
   if (w.nodes_down > 0) detail += "; " + std::to_string(w.nodes_down) + " node(s) down";
-  const auto& failures = w.last.failures;
-  if (!failures.empty()) {
-    detail += "; " + std::to_string(failures.size()) + " file(s) failed, first: " + failures[0].path + ": " +
-              failures[0].error;
-  }
+  if (!w.last.meta.name.empty()) detail += NotCachedDetail(w.last, /*first=*/true);
   return detail;
 }
 

@@ -45,6 +45,10 @@ double PercentCached(const proto::DatasetStatus& s) {
   return p >= 100.0 ? 99.99 : p;  // 100 only when every node confirmed it
 }
 
+uint64_t UncachedFiles(const proto::DatasetStatus& s) {
+  return s.meta.file_count > s.files_cached ? s.meta.file_count - s.files_cached : 0;
+}
+
 nlohmann::json ToJson(const proto::DatasetStatus& s) {
   nlohmann::json j = ToJson(s.meta);
   nlohmann::json failures = nlohmann::json::array();
@@ -53,6 +57,7 @@ nlohmann::json ToJson(const proto::DatasetStatus& s) {
   j["cached_chunks"] = s.cached_chunks;
   j["expected_bytes"] = s.expected_bytes;
   j["cached_files"] = s.files_cached;
+  j["uncached_files"] = UncachedFiles(s);
   j["percent_cached"] = PercentCached(s);
   j["complete"] = s.complete;
   j["nodes_reporting"] = s.nodes_reporting;

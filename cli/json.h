@@ -33,4 +33,8 @@ nlohmann::json ToJson(const proto::DatasetStatus& s);
 // Percent of a dataset cached (all replicas), 100.0 when complete.
 double PercentCached(const proto::DatasetStatus& s);
 
+// Files of a dataset not yet whole on all their owners: every one, where
+// `failures` lists a sample (at most 100).
+uint64_t UncachedFiles(const proto::DatasetStatus& s);
+
 }  // namespace hoard::cli

@@ -4,12 +4,22 @@
 #include <random>
 #include <thread>
 
+#include "cli/json.h"
+
 namespace hoard::cli {
 
 bool IsPermanentFailure(const proto::FileFailure& f) {
   // The warmer records Status::ToString(): "CodeName: message".
   return f.error.rfind(std::string(CodeName(Code::kNotFound)) + ":", 0) == 0 ||
          f.error.rfind(std::string(CodeName(Code::kStale)) + ":", 0) == 0;
+}
+
+std::string NotCachedDetail(const proto::DatasetStatus& d, bool first) {
+  const uint64_t missing = UncachedFiles(d);
+  if (missing == 0 && d.failures.empty()) return "";
+  std::string s = "; " + Thousands(missing) + " of " + Thousands(d.meta.file_count) + " file(s) not cached";
+  if (first && !d.failures.empty()) s += ", first: " + d.failures[0].path + ": " + d.failures[0].error;
+  return s;
 }
 
 WaitOutcome WaitUntil(Context& ctx, WaitLimits& limits, ProgressBar& bar, const WaitOptions& options,

@@ -102,4 +102,10 @@ WaitOutcome WaitDataset(Context& ctx, const std::string& name, WaitLimits& limit
 // True for a warm-up failure no retry can fix (see WaitDataset).
 bool IsPermanentFailure(const proto::FileFailure& f);
 
+// For the message of a warm-up that did not complete: "; 1,273 of 2,000
+// file(s) not cached" and, with `first`, ", first: PATH: ERROR" (the first
+// of the failures listed). The count is every file not whole on its owners,
+// never the length of the capped failure list. "" when nothing is missing.
+std::string NotCachedDetail(const proto::DatasetStatus& d, bool first);
+
 }  // namespace hoard::cli

@@ -355,12 +355,13 @@ struct CkptJobStatus {
   uint64_t bytes = 0;
   std::vector<uint64_t> files_by_level = std::vector<uint64_t>(4);  // indexed by CkptLevel
   uint64_t undrained_bytes = 0;               // committed, not yet P
+  uint64_t undrained_files = 0;               // the files of undrained_bytes
   int64_t oldest_undrained_unix_ms = 0;       // 0: none
   uint64_t overdue_files = 0;                 // past the drain deadline
   uint64_t failing_files = 0;                 // files with a drain error
   CkptDrainError drain_error;                 // the job's longest-failing file's (since_unix_ms 0: none)
   MSGPACK_DEFINE_MAP(job, files, bytes, files_by_level, undrained_bytes, oldest_undrained_unix_ms, overdue_files,
-                     failing_files, drain_error);
+                     failing_files, drain_error, undrained_files);
 };
 struct CkptStatusReply {
   std::vector<CkptJobStatus> jobs;

@@ -32,6 +32,18 @@ def hoard(*args, check=True, timeout=600):
     return r
 
 
+def format_bytes(n):
+    """`n` bytes as the CLI prints them (common/units.cc FormatBytes): "1.00 MiB", "262.6 MiB"."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+    u = 0
+    while abs(n) >= 1024 and u < 5:
+        n /= 1024
+        u += 1
+    if u == 0:
+        return f"{n:.0f} B"
+    return f"{n:.2f} {units[u]}" if n < 10 else f"{n:.1f} {units[u]}"
+
+
 def hoard_json(*args, **kw):
     r = hoard(*args, "--json", **kw)
     return json.loads(r.stdout)

@@ -278,6 +278,9 @@ class HooksTest(unittest.TestCase):
         self.assertTrue(gone[0]["error"].startswith("NotFound"), gone)
         self.assertTrue(gone[0]["permanent"])
         self.assertLess(doc["percent_cached"], 100)
+        # Every file not cached is counted, not only those listed (issue 30).
+        self.assertEqual(doc["uncached_files"], doc["files"] - doc["cached_files"])
+        self.assertIn(f"; {doc['uncached_files']:,} of {doc['files']:,} file(s) not cached", doc["reason"])
         self.assertLess(r.seconds, 30, "a permanent failure ends the wait, not the stall timeout")
         self.assertIn("sub/gone.bin: NotFound", r.stderr)
 

@@ -138,6 +138,13 @@ class LocalClusterTest(unittest.TestCase):
         ds = c.cli_json("status", "big")["datasets"][0]
         self.assertFalse(ds["complete"])
         self.assertTrue(any("full" in f["error"] or "capacity" in f["error"] for f in ds["failures"]), ds["failures"])
+        # Far more files are not cached than the failure list holds (the warm-up
+        # stops at the first chunk that does not fit; the list keeps at most
+        # 100): the count said is every file not cached, not the length of the
+        # list, which was "1 file(s) failed" here (issue 30).
+        self.assertEqual(ds["uncached_files"], ds["files"] - ds["cached_files"])
+        self.assertGreater(ds["uncached_files"], max(100, len(ds["failures"])))
+        self.assertIn(f"; {ds['uncached_files']:,} of {ds['files']:,} file(s) not cached, first: ", err)
         node = c.cli_json("status")["nodes"][0]
         self.assertLessEqual(node["used_bytes"], 8 << 20)
         # The cache is full, the data is not lost: reads go through to the origin.
@@ -166,8 +173,16 @@ class LocalClusterTest(unittest.TestCase):
         c = self.start(nodes=3)
         c.cli("dataset", "add", "ds", self.origin)
         c.cli("warm", "ds", "--wait", "--timeout", "120", timeout=200)
-        r = c.cli_json("node", "drain", "node2", "--wait", "--timeout", "120", timeout=200)
+        share = {s["node"]: s["owned_bytes"] for s in c.cli_json("status", "ds")["datasets"][0]["shares"]}["node2"]
+        d = c.cli("node", "drain", "node2", "--wait", "--timeout", "120", "--json", timeout=200)
+        r = json.loads(d.stdout)
         self.assertTrue(r["drained"], r)
+        # The bar shows what this drain moves, node2's share, not the whole dataset (issue 30).
+        self.assertGreater(share, 0)
+        self.assertLess(share, r["warm_bytes"])
+        self.assertEqual((r["move_bytes"], r["moved_bytes"]), (share, share), r)
+        bar = d.stderr.strip().splitlines()[-1]
+        self.assertIn(f"{harness.format_bytes(share)} / {harness.format_bytes(share)}", bar)
         self.assertTrue(r["draining"])
         self.assertEqual(r["placement_weight"], 0)
         st = c.cli_json("status", "ds")

@@ -254,7 +254,13 @@ class MetricsTest(unittest.TestCase):
         finally:
             os.remove(staging)
             os.mkdir(staging)
-        c.cli("checkpoint", "flush", "job1", "--wait", "--timeout", "60")
+        r = c.cli("checkpoint", "flush", "job1", "--wait", "--timeout", "60", "--json")
+        # The bar and the JSON show what the wait was for: 1 MiB in 1 file, all drained (issue 30).
+        doc = json.loads(r.stdout)
+        self.assertEqual((doc["drain_bytes"], doc["drain_files"], doc["drained_bytes"], doc["drained_files"]),
+                         (1 << 20, 1, 1 << 20, 1), doc)
+        self.assertEqual(doc["undrained_files"], 0, doc)
+        self.assertIn("1.00 MiB / 1.00 MiB  1 / 1 files", r.stderr.strip().splitlines()[-1])
         co = scrape(self.coordinator)
         self.assertEqual(co.get("hoard_ckpt_undrained_bytes"), 0)
         self.assertEqual(co.get("hoard_ckpt_oldest_undrained_age_seconds"), 0)
