@@ -111,6 +111,32 @@ class LocalClusterTest(unittest.TestCase):
         self.assertEqual(ds["percent_cached"], 100.0)
         harness.drop_caches()
         self.assertEqual(harness.file_digests(root), self.want)
+        # A refresh: one file changed (a new mtime), a directory added, a
+        # file's mode changed. It says the changed file is fetched again whole,
+        # and lists the other entries; right after it, status still counts
+        # the cached chunks of the unchanged files (not 0%).
+        shard = os.path.join(self.origin, "shard-01.tar")
+        st = os.stat(shard)
+        os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        os.makedirs(os.path.join(self.origin, "new dir"))
+        small = sorted(p for p in self.want if p.endswith(".jpg"))[0]
+        os.chmod(os.path.join(self.origin, small), 0o600)
+        text = c.cli("dataset", "refresh", "local").stdout
+        ds = c.cli_json("status", "local")["datasets"][0]
+        self.assertGreater(ds["percent_cached"], 50.0, ds)
+        self.assertIn("0 files added, 1 changed, 0 removed, 3 other entries changed", text)
+        self.assertIn("changed files are fetched again whole (9.00 MiB of 1 file)", text)
+        self.assertIn("other entries changed (nothing to fetch):", text)
+        self.assertIn("  directory added  new dir\n", text)
+        self.assertIn(f"  file mode, owner or mtime changed  {small}\n", text)
+        self.assertIn("  directory mode, owner or mtime changed  .\n", text)
+        r = c.cli_json("dataset", "refresh", "local")
+        self.assertFalse(r["changed"])
+        # The docs and --help say the same.
+        with open(os.path.join(harness.REPO, "README.md")) as f:
+            self.assertIn("A changed file (a new size or mtime) is fetched again whole", " ".join(f.read().split()))
+        self.assertIn("is fetched again whole",
+                      " ".join(harness.hoard("dataset", "refresh", "--help").stdout.split()))
         listed = c.cli_json("dataset", "ls")
         self.assertEqual([d["name"] for d in listed], ["local"])
         c.cli("dataset", "rm", "local")
