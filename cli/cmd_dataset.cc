@@ -78,10 +78,14 @@ int RunRefresh(Context& ctx, const std::string& name, int timeout_s) {
   doc["other_changes"] = r->other_changes;
   doc["fetch_bytes"] = r->fetch_bytes;
   doc["fetch_chunks"] = r->fetch_chunks;
+  doc["refetch_whole_bytes"] = r->changed_bytes;
   doc["walk_seconds"] = double(r->walk_ms) / 1000;
   nlohmann::json changes = nlohmann::json::array();  // the first 100 files
   for (const auto& f : r->files) changes.push_back({{"path", f.path}, {"change", f.change}, {"bytes", f.size}});
   doc["changes"] = std::move(changes);
+  nlohmann::json others = nlohmann::json::array();  // the first 1,000 other entries
+  for (const auto& o : r->others) others.push_back({{"path", o.path}, {"change", o.change}});
+  doc["other_entries"] = std::move(others);
   std::ostringstream text;
   if (!r->changed) {
     text << "dataset " << name << " is unchanged at its origin: still version " << r->meta.version
@@ -95,9 +99,29 @@ int RunRefresh(Context& ctx, const std::string& name, int timeout_s) {
   text << "\n"
        << FormatBytes(double(r->fetch_bytes)) << " in " << Thousands(r->fetch_chunks) << " chunks to fetch again"
        << (r->meta.replicas > 1 ? " (per replica)" : "") << "; unchanged files keep their cached chunks\n";
-  for (const auto& f : r->files) text << "  " << f.change << "  " << f.path << "  " << FormatBytes(double(f.size)) << "\n";
-  const uint64_t listed = r->files_added + r->files_changed + r->files_removed;
-  if (listed > r->files.size()) text << "  ... and " << Thousands(listed - r->files.size()) << " more\n";
+  if (r->files_changed > 0) {
+    // A new size or mtime says nothing of which bytes changed.
+    text << "changed files are fetched again whole (" << FormatBytes(double(r->changed_bytes)) << " of "
+         << Files(r->files_changed) << "), however little of them changed\n";
+  }
+  // Bounded, so that a big refresh stays readable; --json has more.
+  constexpr size_t kListed = 20;
+  auto more = [&](uint64_t total, size_t shown, size_t in_json) {
+    if (total <= shown) return;
+    text << "  ... and " << Thousands(total - shown) << " more";
+    if (in_json > shown) text << " (--json lists " << Thousands(in_json) << ")";
+    text << "\n";
+  };
+  for (size_t i = 0; i < r->files.size() && i < kListed; ++i) {
+    const auto& f = r->files[i];
+    text << "  " << f.change << "  " << f.path << "  " << FormatBytes(double(f.size)) << "\n";
+  }
+  more(r->files_added + r->files_changed + r->files_removed, std::min(r->files.size(), kListed), r->files.size());
+  if (r->other_changes > 0) text << "other entries changed (nothing to fetch):\n";
+  for (size_t i = 0; i < r->others.size() && i < kListed; ++i) {
+    text << "  " << r->others[i].change << "  " << r->others[i].path << "\n";
+  }
+  more(r->other_changes, std::min(r->others.size(), kListed), r->others.size());
   text << (r->meta.warm ? "warm: owners fetch what changed; follow with: hoard status " + name
                         : "warm it with: hoard warm " + name + " --wait");
   return ctx.Done(doc, text.str());
@@ -145,7 +169,9 @@ void AddDatasetCommands(CLI::App& app, Action* action) {
   auto refresh_name = std::make_shared<std::string>();
   auto refresh_timeout = std::make_shared<int>(1800);
   auto* refresh = ds->add_subcommand(
-      "refresh", "Walk the dataset's source again and adopt what changed there as a new version");
+      "refresh",
+      "Walk the dataset's source again and adopt what changed there as a new version; a changed file (new size or "
+      "mtime) is fetched again whole, unchanged files keep their cached chunks");
   refresh->add_option("name", *refresh_name, "Dataset name")->required();
   refresh->add_option("--walk-timeout", *refresh_timeout, "Seconds to wait for the walk of the source")
       ->capture_default_str()

@@ -3,6 +3,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -29,6 +30,7 @@ struct UpArgs {
   int down_after_ms = 5000;
   std::string log_level = "info";
   bool insecure = false;
+  std::set<std::string> given;  // the options given on the command line
 };
 
 int RunUp(Context& ctx, const UpArgs& a) {
@@ -42,14 +44,36 @@ int RunUp(Context& ctx, const UpArgs& a) {
                                       .down_after_ms = a.down_after_ms,
                                       .log_level = a.log_level,
                                       .bin_dir = BinDir(),
-                                      .insecure = a.insecure});
+                                      .insecure = a.insecure,
+                                      .given = a.given});
   if (!r.ok()) return ctx.Fail(r.status().Annotate("local up"));
   const nlohmann::json& j = *r;
   std::ostringstream t;
-  t << "hoard local cluster up in " << dir << "\n";
+  auto names = [](const nlohmann::json& list) {
+    std::string out;
+    for (const auto& n : list) out += (out.empty() ? "" : ", ") + n.get<std::string>();
+    return out;
+  };
+  if (j.value("resumed", false)) {
+    // Say exactly what this `up` did to a cluster that was partly running.
+    t << "hoard local cluster in " << dir << " resumed:";
+    if (!j["kept"].empty()) t << " kept " << names(j["kept"]) << " running;";
+    if (j["restarted"].empty()) t << " restarted nothing";
+    else t << " restarted " << names(j["restarted"]) << " (on the recorded ports and directories)";
+    for (const auto& l : j["left_out"]) {
+      t << "; left out " << l["name"].get<std::string>() << ": " << l["reason"].get<std::string>();
+    }
+    t << "\n";
+  } else {
+    t << "hoard local cluster up in " << dir << "\n";
+  }
   t << "  coordinator  " << j["coordinator"].get<std::string>() << "  (log " << j["coordinator_log"].get<std::string>()
     << ")\n";
   for (const auto& n : j["nodes"]) {
+    if (n.value("removed", false)) {
+      t << "  " << n["name"].get<std::string>() << "        removed (hoard node remove): not started\n";
+      continue;
+    }
     t << "  " << n["name"].get<std::string>() << "        " << n["endpoint"].get<std::string>() << "  store "
       << n["store"].get<std::string>() << "\n";
   }
@@ -98,7 +122,9 @@ void AddLocalCommands(CLI::App& app, Action* action) {
 
   auto up_args = std::make_shared<UpArgs>();
   auto* up = local->add_subcommand(
-      "up", "Start a coordinator, N node agents and a mount under --dir (default /tmp/hoard), on loopback");
+      "up",
+      "Start a coordinator, N node agents and a mount under --dir (default /tmp/hoard), on loopback; on a cluster "
+      "there of which some daemons died, restart only those (removed nodes stay out)");
   up->add_option("--nodes", up_args->nodes, "Number of node agents")->capture_default_str();
   up->add_option("--capacity", up_args->capacity, "Cache size per node, e.g. 10G; 0 = unlimited")
       ->capture_default_str();
@@ -108,7 +134,14 @@ void AddLocalCommands(CLI::App& app, Action* action) {
   up->add_option("--log-level", up_args->log_level, "Daemon log level")->capture_default_str();
   up->add_flag("--insecure", up_args->insecure,
                "Run the daemons without keys (no authentication, no encryption); default: DIR/keys, made once");
-  up->callback([action, up_args] { *action = [up_args](Context& ctx) { return RunUp(ctx, *up_args); }; });
+  up->callback([action, up_args, up] {
+    // Which options were given: a resume refuses those that differ from the
+    // record, and ignores the defaults.
+    for (const char* flag : {"--nodes", "--capacity", "--no-mount", "--down-after-ms", "--log-level", "--insecure"}) {
+      if (up->count(flag) > 0) up_args->given.insert(flag);
+    }
+    *action = [up_args](Context& ctx) { return RunUp(ctx, *up_args); };
+  });
 
   auto purge = std::make_shared<bool>(false);
   auto* down = local->add_subcommand("down", "Unmount and stop the local cluster started with `hoard local up`");

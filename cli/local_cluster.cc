@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <thread>
@@ -137,6 +138,17 @@ std::string StringAt(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+std::vector<std::string> ArgvAt(const json& j, const char* key) {
+  std::vector<std::string> argv;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return {};
+  for (const json& a : *it) {
+    if (!a.is_string()) return {};
+    argv.push_back(a.get<std::string>());
+  }
+  return argv;
+}
+
 // The processes a record names, in stop order: the mount, the nodes, the
 // coordinator.
 struct Recorded {
@@ -225,6 +237,22 @@ Status WaitFor(Pred ready, std::chrono::seconds limit, const std::vector<Proc>& 
   }
 }
 
+// `up` itself connects as a member: it only pings and reads the status.
+Result<std::unique_ptr<proto::CurveSecurity>> ConnectAsMember(zmq::context_t& zmq, const std::string& keys) {
+  HOARD_ASSIGN_OR_RETURN(proto::CurveKeys k, proto::LoadDaemonKeys(keys));
+  return proto::CurveSecurity::Enable(zmq, std::move(k), spdlog::default_logger());
+}
+
+// The options a cluster was started with, as its record keeps them.
+json OptionsJson(const LocalUpOptions& o) {
+  return {{"nodes", o.nodes},
+          {"capacity_bytes", o.capacity_bytes},
+          {"mount", o.mount},
+          {"down_after_ms", o.down_after_ms},
+          {"log_level", o.log_level},
+          {"insecure", o.insecure}};
+}
+
 // Starts the cluster, recording each process in `doc` (and cluster.json)
 // before it runs. On failure returns at once: the caller stops what `doc`
 // names.
@@ -234,13 +262,14 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
   auto bin = [&](const char* name) { return JoinPath(o.bin_dir, name); };
   // Starts one daemon; `record` adds it to `doc`, which is saved before the
   // daemon may run.
+  // Each daemon's argv is recorded with it: a resume restarts it as it was.
   auto start = [&](Proc p, const std::vector<std::string>& argv,
-                   const std::function<void(const Proc&)>& record) -> Result<Proc> {
+                   const std::function<void(const Proc&, const json&)>& record) -> Result<Proc> {
     if (int sig = signals.Received()) return Interrupted(sig);
     Result<pid_t> pid = Spawn(argv, p.log, [&](pid_t child, uint64_t start_time) {
       p.pid = child;
       p.start_time = start_time;
-      record(p);
+      record(p, json(argv));
       return save();
     });
     if (!pid.ok()) return pid.status();
@@ -256,9 +285,7 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
     if (::access(JoinPath(keys, proto::kClusterKeyFile).c_str(), F_OK) != 0) {
       HOARD_RETURN_IF_ERROR(proto::GenerateKeys(keys));
     }
-    // `up` itself connects as a member: it only pings and reads the status.
-    HOARD_ASSIGN_OR_RETURN(proto::CurveKeys k, proto::LoadDaemonKeys(keys));
-    HOARD_ASSIGN_OR_RETURN(security, proto::CurveSecurity::Enable(zmq, std::move(k), spdlog::default_logger()));
+    HOARD_ASSIGN_OR_RETURN(security, ConnectAsMember(zmq, keys));
     keys_args = {"--keys", keys};
     doc["keys"] = keys;
   }
@@ -286,10 +313,11 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
                     with_keys({bin("hoard-coordinator"), "--listen", coordinator, "--data-dir",
                                JoinPath(dir, "coordinator"), "--down-after-ms", std::to_string(o.down_after_ms),
                                "--metrics-addr", coordinator_metrics, "--log-level", o.log_level}),
-                    [&](const Proc& p) {
+                    [&](const Proc& p, const json& argv) {
                       doc["coordinator_pid"] = p.pid;
                       doc["coordinator_start_time"] = p.start_time;
                       doc["coordinator_log"] = p.log;
+                      doc["coordinator_argv"] = argv;
                     }));
   proto::RpcClient client(zmq, coordinator);
   HOARD_RETURN_IF_ERROR(WaitFor([&] { return client.Call(proto::Ping{}, 200ms).ok(); }, 15s, {c}, signals,
@@ -309,14 +337,15 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
                                  coordinator, "--store", store, "--capacity", std::to_string(o.capacity_bytes),
                                  "--metrics-addr", node_metrics, "--ckpt-origin", ckpt_origin, "--log-level",
                                  o.log_level}),
-                      [&](const Proc& p) {
+                      [&](const Proc& p, const json& argv) {
                         doc["nodes"].push_back({{"name", name},
                                                 {"endpoint", endpoint},
                                                 {"pid", p.pid},
                                                 {"start_time", p.start_time},
                                                 {"store", JoinPath(store, "store")},
                                                 {"metrics", node_metrics},
-                                                {"log", p.log}});
+                                                {"log", p.log},
+                                                {"argv", argv}});
                       }));
     nodes.push_back(n);
   }
@@ -341,13 +370,14 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
                                  JoinPath(dir, "node1/store"), "--node-name", "node1", "--cache-dir",
                                  JoinPath(dir, "mount-cache"), "--metrics-addr", mount_metrics, "--ckpt-origin",
                                  ckpt_origin, "--log-level", o.log_level}),
-                      [&](const Proc& p) {
+                      [&](const Proc& p, const json& argv) {
                         doc["mount"] = {{"path", mnt},
                                         {"pid", p.pid},
                                         {"start_time", p.start_time},
                                         {"node", "node1"},
                                         {"metrics", mount_metrics},
-                                        {"log", p.log}};
+                                        {"log", p.log},
+                                        {"argv", argv}};
                       }));
     HOARD_RETURN_IF_ERROR(
         WaitFor([&] { return Mounted(mnt); }, 15s, {m}, signals, "the mount did not come up on " + mnt));
@@ -358,6 +388,220 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
   doc["state"] = "up";
   HOARD_RETURN_IF_ERROR(save());
   return doc;
+}
+
+// ---- Resuming --------------------------------------------------------------
+
+// The loopback ports a daemon's argv listens on (--listen, --metrics-addr).
+std::vector<int> PortsOf(const std::vector<std::string>& argv) {
+  std::vector<int> ports;
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] != "--listen" && argv[i] != "--metrics-addr") continue;
+    const std::string& a = argv[i + 1];
+    const size_t colon = a.rfind(':');
+    if (colon != std::string::npos) ports.push_back(std::atoi(a.c_str() + colon + 1));
+  }
+  return ports;
+}
+
+// Whether the daemons could listen on loopback `port` now. With SO_REUSEADDR,
+// as they bind: a dead daemon's connections in TIME_WAIT do not hold the port,
+// another program's listener does.
+bool PortFree(int port) {
+  UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return false;
+  int one = 1;
+  (void)::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  return ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(s.get(), 1) == 0;
+}
+
+// One daemon of a record being resumed: where it is recorded in the
+// document, and whether it still runs.
+struct Daemon {
+  Proc proc;
+  std::vector<std::string> argv;  // empty: recorded by an older hoard
+  json* entry;                    // its object in the record (the record itself for the coordinator)
+  const char* prefix;             // "coordinator_" for the coordinator's top-level keys, else ""
+  bool running = false;
+};
+
+// Resumes the cluster recorded "up" in `doc` (see "Resuming" in the header).
+// `doc` is updated (and saved) as daemons are restarted; on failure, what this
+// call restarted is stopped again and the rest is left as it was.
+Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock& signals, json doc) {
+  const std::string cluster_file = JoinPath(dir, kClusterFile);
+  const std::string afresh = "hoard local down --dir " + ShellWord(dir) + ", then hoard local up";
+  Recorded r = ParseRecord(doc);
+  std::vector<Daemon> nodes;
+  std::optional<Daemon> coordinator, mount;
+  if (!r.coordinator.empty()) {
+    coordinator = Daemon{r.coordinator[0], ArgvAt(doc, "coordinator_argv"), &doc, "coordinator_"};
+  }
+  json& recorded_nodes = doc["nodes"];
+  json left_out = json::array();
+  for (size_t i = 0; i < r.nodes.size() && i < recorded_nodes.size(); ++i) {
+    json& n = recorded_nodes[i];
+    if (n.value("removed", false)) {
+      if (!Running(r.nodes[i])) {
+        left_out.push_back({{"name", r.nodes[i].name}, {"reason", "removed from the cluster (hoard node remove)"}});
+        continue;
+      }
+    }
+    nodes.push_back({r.nodes[i], ArgvAt(n, "argv"), &n, ""});
+  }
+  if (!r.mount.empty()) mount = Daemon{r.mount[0], ArgvAt(doc["mount"], "argv"), &doc["mount"], ""};
+  std::vector<Daemon*> all;
+  if (coordinator) all.push_back(&*coordinator);
+  for (Daemon& n : nodes) all.push_back(&n);
+  if (mount) all.push_back(&*mount);
+  bool any_dead = false;
+  for (Daemon* d : all) {
+    d->running = Running(d->proc);
+    any_dead = any_dead || !d->running;
+  }
+  if (!any_dead && coordinator) {
+    return Status::AlreadyExists("a local cluster is already running in " + dir +
+                                 "; stop it first with: hoard local down --dir " + ShellWord(dir));
+  }
+  if (!coordinator) {
+    return Status::Unavailable("the record of the cluster in " + dir + " names no coordinator; start afresh: " +
+                               afresh);
+  }
+
+  // Refuse before anything is started: options that differ, dead daemons
+  // without a recorded command line, recorded ports now taken.
+  const json recorded_options = doc.value("options", json::object());
+  const json options = OptionsJson(o);
+  const std::pair<const char*, const char*> flags[] = {
+      {"--nodes", "nodes"},         {"--capacity", "capacity_bytes"},         {"--no-mount", "mount"},
+      {"--down-after-ms", "down_after_ms"}, {"--log-level", "log_level"}, {"--insecure", "insecure"}};
+  for (const auto& [flag, key] : flags) {
+    if (o.given.count(flag) == 0 || !recorded_options.contains(key) || recorded_options[key] == options[key]) continue;
+    return Status::InvalidArgument(std::string(flag) + " differs from the cluster recorded in " + dir +
+                                   " (started with " + key + " = " + recorded_options[key].dump() +
+                                   "); hoard local up resumes it as it was started: drop the option, or start "
+                                   "afresh: " + afresh);
+  }
+  for (Daemon* d : all) {
+    if (d->running) continue;
+    if (d->argv.empty()) {
+      return Status::Unavailable(d->proc.name + " of the cluster in " + dir +
+                                 " is not running and its record (from an older hoard) has no command line to "
+                                 "restart it with; start afresh: " + afresh);
+    }
+    for (int port : PortsOf(d->argv)) {
+      if (!PortFree(port)) {
+        return Status::Unavailable("cannot restart " + d->proc.name + " on its recorded port " +
+                                   std::to_string(port) + ": another program listens there; start afresh "
+                                   "(on new ports): " + afresh);
+      }
+    }
+  }
+
+  zmq::context_t zmq;
+  std::unique_ptr<proto::CurveSecurity> security;
+  if (const std::string keys = StringAt(doc, "keys"); !keys.empty()) {
+    HOARD_ASSIGN_OR_RETURN(security, ConnectAsMember(zmq, keys));
+  }
+  auto save = [&] { return WriteFileAtomic(cluster_file, Dump(doc)); };
+  std::vector<Proc> started;  // what a failure stops again
+  json kept = json::array(), restarted = json::array();
+  for (Daemon* d : all) {
+    if (d->running) kept.push_back(d->proc.name);
+  }
+  auto restart = [&](Daemon& d) -> Status {
+    if (int sig = signals.Received()) return Interrupted(sig);
+    const std::string pid_key = std::string(d.prefix) + "pid", start_key = std::string(d.prefix) + "start_time";
+    HOARD_ASSIGN_OR_RETURN(pid_t pid, Spawn(d.argv, d.proc.log, [&](pid_t child, uint64_t start_time) {
+                             d.proc.pid = child;
+                             d.proc.start_time = start_time;
+                             (*d.entry)[pid_key] = child;
+                             (*d.entry)[start_key] = start_time;
+                             started.push_back(d.proc);
+                             return save();
+                           }));
+    (void)pid;
+    restarted.push_back(d.proc.name);
+    return Status::Ok();
+  };
+
+  auto run = [&]() -> Status {
+    const std::string endpoint = StringAt(doc, "coordinator");
+    proto::RpcClient client(zmq, endpoint);
+    if (!coordinator->running) HOARD_RETURN_IF_ERROR(restart(*coordinator));
+    HOARD_RETURN_IF_ERROR(WaitFor([&] { return client.Call(proto::Ping{}, 200ms).ok(); }, 15s, {coordinator->proc},
+                                  signals, "the coordinator did not answer"));
+    // A dead node the coordinator no longer lists was removed: it stays out.
+    HOARD_ASSIGN_OR_RETURN(proto::ClusterStatusReply st, client.Call(proto::ClusterStatus{}, 5s));
+    std::set<std::string> members;
+    for (const auto& n : st.nodes) members.insert(n.name);
+    std::vector<Daemon*> waiting;
+    for (Daemon& n : nodes) {
+      if (n.running) continue;
+      if (members.count(n.proc.name) == 0) {
+        (*n.entry)["removed"] = true;
+        left_out.push_back({{"name", n.proc.name}, {"reason", "removed from the cluster (hoard node remove)"}});
+        continue;
+      }
+      HOARD_RETURN_IF_ERROR(restart(n));
+      waiting.push_back(&n);
+    }
+    HOARD_RETURN_IF_ERROR(save());
+    // Ready when each restarted node answers on its port and is up.
+    std::vector<Proc> watch = {coordinator->proc};
+    for (Daemon* n : waiting) watch.push_back(n->proc);
+    HOARD_RETURN_IF_ERROR(WaitFor(
+        [&] {
+          Result<proto::ClusterStatusReply> now = client.Call(proto::ClusterStatus{}, 500ms);
+          if (!now.ok()) return false;
+          for (Daemon* n : waiting) {
+            bool up = false;
+            for (const auto& m : now->nodes) up = up || (m.name == n->proc.name && m.up);
+            if (!up) return false;
+            proto::RpcClient node(zmq, StringAt(*n->entry, "endpoint"));
+            if (!node.Call(proto::Ping{}, 200ms).ok()) return false;
+          }
+          return true;
+        },
+        20s, watch, signals, "not every restarted node registered"));
+    if (mount && !mount->running) {
+      const std::string mnt = StringAt(*mount->entry, "path");
+      HOARD_RETURN_IF_ERROR(Unmount(mnt));  // what the dead mount left: "transport endpoint is not connected"
+      HOARD_RETURN_IF_ERROR(restart(*mount));
+      HOARD_RETURN_IF_ERROR(
+          WaitFor([&] { return Mounted(mnt); }, 15s, {mount->proc}, signals, "the mount did not come up on " + mnt));
+    }
+    if (int sig = signals.Received()) return Interrupted(sig);
+    return Status::Ok();
+  };
+  Status s = run();
+  if (!s.ok()) {
+    // The mount first, if this call restarted it, as `down` does.
+    for (const Proc& p : started) {
+      if (p.binary == "hoard-fuse") (void)Unmount(StringAt(*mount->entry, "path"));
+    }
+    StopReport report;
+    StopGroup(started, &report);
+    (void)save();
+    std::string msg = s.message();
+    if (!started.empty()) {
+      msg += report.clean() ? "; stopped what this up restarted" : "; still running: " + report.Summary();
+    }
+    msg += "; the daemons that were running are left as they were; to start afresh: " + afresh;
+    return Status(s.code(), msg);
+  }
+  doc["state"] = "up";
+  HOARD_RETURN_IF_ERROR(save());
+  json out = doc;
+  out["resumed"] = true;
+  out["kept"] = std::move(kept);
+  out["restarted"] = std::move(restarted);
+  out["left_out"] = std::move(left_out);
+  return out;
 }
 
 // Deletes the cluster directory `real` that `given` names. When `given` is a
@@ -398,12 +642,11 @@ Result<json> LocalUp(const LocalUpOptions& o) {
     // A record without a state comes from an older hoard, which wrote it once
     // everything was up.
     const std::string state = old.contains("state") ? StringAt(old, "state") : "up";
-    if (state == "up" && !r.coordinator.empty() && Running(r.coordinator[0])) {
-      return Status::AlreadyExists("a local cluster is already running in " + dir +
-                                   "; stop it first with: hoard local down --dir " + ShellWord(dir));
-    }
-    // An `up` that died midway, or a cluster whose coordinator is gone (a
-    // crash, a reboot): stop whatever of it survived, so that there is never a
+    // A cluster that was up, all or part of which died (a crash, a kill, a
+    // reboot): resume it.
+    if (state == "up") return Resume(o, dir, signals, std::move(old));
+    // An `up` that died midway, or one that failed and could not stop
+    // everything: stop whatever of it survived, so that there is never a
     // second set of processes on one store.
     HOARD_RETURN_IF_ERROR(UnmountRecorded(r, dir));
     StopReport report = StopRecorded(r);
@@ -421,9 +664,17 @@ Result<json> LocalUp(const LocalUpOptions& o) {
   HOARD_RETURN_IF_ERROR(Unmount(JoinPath(dir, "mnt")));  // a mount left behind by a crash
 
   json doc = {{"state", "starting"},   {"dir", dir},          {"up_pid", ::getpid()},
-              {"coordinator", nullptr}, {"nodes", json::array()}, {"mount", nullptr}, {"keys", nullptr}};
+              {"coordinator", nullptr}, {"nodes", json::array()}, {"mount", nullptr}, {"keys", nullptr},
+              {"options", OptionsJson(o)}};
   Result<json> up = StartCluster(o, dir, signals, doc);
-  if (up.ok()) return up;
+  if (up.ok()) {
+    json out = std::move(*up);
+    out["resumed"] = false;
+    out["kept"] = json::array();
+    out["restarted"] = json::array();
+    out["left_out"] = json::array();
+    return out;
+  }
 
   // Every failure, a signal included, ends here: stop what the record names.
   Recorded r = ParseRecord(doc);

@@ -19,6 +19,17 @@
 // DIR is resolved (symlinks, "..") once it exists, and every path recorded or
 // compared with /proc/self/mountinfo is the resolved one.
 //
+// Resuming. `up` on a cluster recorded "up" of which some daemons died (the
+// coordinator, a node, the mount) keeps what runs and restarts only the dead
+// ones, each with the command line it was recorded with (its ports, its
+// directories, its keys). A node the coordinator no longer lists (`hoard node
+// remove`) is left out and marked "removed" in the record, never brought
+// back. Where that cannot be done (a recorded port now taken by another
+// program, a record without command lines from an older hoard, an option
+// given that differs from the record) it refuses and names `hoard local down`
+// (after which `up` starts afresh, on new ports). A failed resume stops what
+// it restarted and leaves the rest as it was.
+//
 // Records. `up` writes cluster.json as it goes: every process is recorded
 // before it is allowed to exec (the child waits on a pipe for that), with
 // "state": "starting" until everything is ready, then "up". So whatever
@@ -40,6 +51,7 @@
 // Thread-safety: single-threaded CLI code.
 #pragma once
 
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -57,14 +69,20 @@ struct LocalUpOptions {
   std::string log_level = "info";
   std::string bin_dir;  // where hoard-coordinator, hoard-node, hoard-fuse are
   bool insecure = false;  // daemons without keys (--insecure): to measure what CURVE costs
+  // The options given on the command line ("--nodes", "--capacity",
+  // "--no-mount", "--down-after-ms", "--log-level", "--insecure"): a resume
+  // refuses any of them that differs from what the cluster was started with.
+  std::set<std::string> given;
 };
 
 // Starts everything and waits until it is ready: the coordinator answers, all
 // nodes are registered and up, the mount is mounted. On any failure, or a
 // signal, stops what it started and returns the reason (with the tail of the
-// failing process's log). A cluster already up in the directory is an
-// AlreadyExists error; the leftovers of one that died are stopped first.
-// Returns the contents of cluster.json.
+// failing process's log). A cluster whose daemons all run is an AlreadyExists
+// error; one of which some died is resumed (see "Resuming"); the leftovers of
+// an `up` that died midway are stopped first.
+// Returns the contents of cluster.json, plus "resumed" (bool), "kept" and
+// "restarted" (daemon names) and "left_out" ([{"name", "reason"}]).
 Result<nlohmann::json> LocalUp(const LocalUpOptions& options);
 
 // Unmounts and stops everything `up` recorded in `dir`. With `purge`, also

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "common/result.h"
 #include "proto/messages.h"
 #include "striping/manifest.h"
+#include "striping/manifest_diff.h"
 
 namespace hoard {
 
@@ -37,6 +39,12 @@ class Catalogue {
   struct Dataset {
     proto::DatasetMeta meta;
     Manifest manifest;
+    // After a refresh in this process: the chunks this version kept from
+    // version kept_from (ManifestDiff::kept), so that reports still on that
+    // version count what they hold of it (Progress). Not journaled: after a
+    // restart, nodes report on the current version within a heartbeat.
+    uint32_t kept_from = 0;
+    std::shared_ptr<const std::vector<KeptRun>> kept;
   };
 
   Dataset* Find(const std::string& name);

@@ -385,7 +385,7 @@ Result<proto::DatasetRefreshReply> Coordinator::RefreshDataset(const std::string
   next.version = current.meta.version + 1;
   HOARD_ASSIGN_OR_RETURN(Manifest manifest, WalkSource(what, next, options_.clock->WallSeconds()));
 
-  const ManifestDiff diff = DiffManifests(current.manifest, manifest);
+  const ManifestDiff diff = DiffManifests(current.manifest, manifest, /*max_listed=*/1000);
   proto::DatasetRefreshReply reply;
   reply.previous_version = current.meta.version;
   reply.files_added = diff.files_added;
@@ -394,9 +394,12 @@ Result<proto::DatasetRefreshReply> Coordinator::RefreshDataset(const std::string
   reply.other_changes = diff.other_changes;
   reply.fetch_bytes = diff.fetch_bytes;
   reply.fetch_chunks = diff.fetch_chunks;
+  reply.changed_bytes = diff.changed_bytes;
   for (const ManifestChange& c : diff.files) {
+    if (reply.files.size() == 100) break;
     reply.files.push_back({c.path, ManifestChangeName(c.kind), c.size});
   }
+  for (const OtherChange& c : diff.others) reply.others.push_back({c.path, c.what, 0});
   if (SameNamespace(current.manifest, manifest)) {
     reply.walk_ms = MillisSince(start);
     options_.logger->info("{}: the origin is unchanged since version {}; nothing recorded", what, current.meta.version);
@@ -419,7 +422,8 @@ Result<proto::DatasetRefreshReply> Coordinator::RefreshDataset(const std::string
   // What may have changed during the walk (the warm flag) comes from now.
   next.warm = d->meta.warm;
   Catalogue::Dataset previous = std::move(*d);
-  *d = Catalogue::Dataset{next, std::move(manifest)};
+  *d = Catalogue::Dataset{next, std::move(manifest), current.meta.version,
+                          std::make_shared<const std::vector<KeptRun>>(diff.kept)};
   // The placement does not change: a chunk's owners depend on its key only,
   // and unchanged files keep theirs.
   Status s = CommitLocked(/*placement_changed=*/false);

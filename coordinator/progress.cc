@@ -7,6 +7,29 @@
 #include "proto/ordinals.h"
 
 namespace hoard {
+namespace {
+
+// The bytes of the chunks `ordinals` of manifest `m` (each as often as it
+// is listed): a sort, then one pass over the files, whose ordinals ascend
+// with their entries.
+uint64_t KeptBytes(const Manifest& m, std::vector<uint64_t>& ordinals) {
+  std::sort(ordinals.begin(), ordinals.end());
+  uint64_t bytes = 0;
+  size_t k = 0;
+  for (uint32_t e = 0; e < m.entry_count() && k < ordinals.size(); ++e) {
+    const EntryRecord& r = m.entry(e);
+    if (!r.is_file()) continue;
+    const uint64_t first = r.first_chunk(), n = m.chunk_count(e);
+    while (k < ordinals.size() && ordinals[k] < first) ++k;  // not expected: ordinals are of files
+    for (; k < ordinals.size() && ordinals[k] < first + n; ++k) {
+      const uint64_t offset = (ordinals[k] - first) * m.chunk_size();
+      bytes += std::min<uint64_t>(m.chunk_size(), r.size - offset);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
 
 void Progress::Report(const std::string& node, const std::vector<proto::DatasetReport>& reports, TimePoint now) {
   NodeReports& n = nodes_[node];
@@ -84,7 +107,7 @@ void Progress::UpdateSettled(const Catalogue& catalogue, const Membership& membe
 
 Progress::StatusInput Progress::Input(const Catalogue::Dataset& d, const Membership& members, uint64_t placement_epoch,
                                       TimePoint now) const {
-  StatusInput in{d.meta, d.manifest, placement_epoch, 0, {}};
+  StatusInput in{d.meta, d.manifest, placement_epoch, 0, {}, d.kept_from, d.kept};
   if (auto rate = fill_rates_.find(d.meta.uid); rate != fill_rates_.end()) in.fill_rate = rate->second.Rate(now);
   for (const auto& [name, n] : members.nodes()) {
     StatusInput::Node node{name, n.info.up, proto::PlacementWeight(n.info) > 0, std::nullopt};
@@ -103,11 +126,35 @@ proto::DatasetStatus Progress::Compute(const StatusInput& in, spdlog::logger& lo
   // copies[ordinal] = how many owners report the chunk cached.
   std::vector<uint8_t> copies(in.meta.total_chunks, 0);
   std::vector<uint64_t> ordinals;
+  std::vector<uint64_t> carried;  // new ordinals held on the previous version, one per copy
   bool all_reported = eligible > 0;
   for (const StatusInput::Node& n : in.nodes) {
     st.shares.push_back({n.name, 0, 0, 0, false});
     const bool current =
         n.up && n.report && n.report->version == in.meta.version && n.report->placement_epoch == in.placement_epoch;
+    if (!current && n.up && n.report && in.kept != nullptr && in.kept_from != 0 &&
+        n.report->version == in.kept_from && n.report->placement_epoch == in.placement_epoch) {
+      // A report on the version this one was refreshed from: what it holds
+      // of the kept files counts (see the header), nothing else does.
+      if (n.eligible) all_reported = false;
+      ordinals.clear();
+      // The old version's chunk count is not known here: KeptOrdinal and the
+      // bound below keep what decodes within the new version.
+      auto keep = [&](uint64_t o) {
+        if (auto to = KeptOrdinal(*in.kept, o); to && *to < copies.size()) ordinals.push_back(*to);
+      };
+      Status decoded = proto::DecodeOrdinals(n.report->cached_ordinals, UINT64_MAX, n.report->cached_chunks, keep);
+      if (!decoded.ok()) continue;
+      // Its share stays unreported (NodeShare): its owned set on this
+      // version is not known yet. Its bytes are added up below, in one pass
+      // over the manifest for all such nodes.
+      st.cached_chunks += ordinals.size();
+      for (uint64_t o : ordinals) {
+        if (copies[o] < 255) ++copies[o];
+      }
+      carried.insert(carried.end(), ordinals.begin(), ordinals.end());
+      continue;
+    }
     ordinals.clear();
     Status decoded = current
                          ? proto::DecodeOrdinals(n.report->cached_ordinals, in.meta.total_chunks,
@@ -132,6 +179,7 @@ proto::DatasetStatus Progress::Compute(const StatusInput& in, spdlog::logger& lo
       if (st.failures.size() < 100) st.failures.push_back(f);
     }
   }
+  if (!carried.empty()) st.cached_bytes += KeptBytes(in.manifest, carried);
   // A file counts when each of its chunks has all its copies.
   const Manifest& mf = in.manifest;
   for (uint32_t e = 0; e < mf.entry_count(); ++e) {

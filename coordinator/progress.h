@@ -10,7 +10,11 @@
 // (proto::DatasetReport); progress only adds those up, so its work grows with
 // the chunks held, not members x chunks. Only a report on the dataset's
 // current version at the current placement epoch, from a node that is up,
-// counts.
+// counts; except that, right after a refresh, a report on the previous
+// version counts the chunks the new version kept from it (its unchanged
+// files' chunks keep their names and owners, so the node holds them on the
+// new version too): `hoard status` does not drop to 0% until every node has
+// reported again. Such a report never makes a dataset complete or settled.
 //
 // Settled: a dataset is settled when every node that owns a share (positive
 // placement weight) reports all its owned chunks held, at the current
@@ -35,6 +39,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,6 +96,8 @@ class Progress {
       std::optional<proto::DatasetReport> report;
     };
     std::vector<Node> nodes;  // in member order
+    uint32_t kept_from = 0;   // Catalogue::Dataset::kept_from and kept
+    std::shared_ptr<const std::vector<KeptRun>> kept;
   };
   StatusInput Input(const Catalogue::Dataset& d, const Membership& members, uint64_t placement_epoch,
                     TimePoint now) const;

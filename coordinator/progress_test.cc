@@ -92,6 +92,41 @@ TEST_F(ProgressTest, OnlyCurrentReportsOfUpNodesCount) {
   EXPECT_EQ(st.files_cached, 0u);
 }
 
+// Right after a refresh, nodes still report on the old version: what they
+// hold of the files the new version kept counts (at its new ordinals), what
+// they hold of changed files does not, and the dataset is not complete.
+TEST_F(ProgressTest, ReportsOnThePreviousVersionCountTheChunksItKept) {
+  Catalogue::Dataset v2 = MakeDataset("ds", 42, 2, {kChunk, kChunk});  // f0 changed (1 chunk), f1 kept
+  const ManifestDiff diff = DiffManifests(d_.manifest, v2.manifest);
+  ASSERT_EQ(diff.files_changed, 1u);
+  const std::vector<uint64_t>& f0 = files_[0];
+  const std::vector<uint64_t>& f1 = files_[1];  // ordinal 2 in v1, 1 in v2
+  Progress::StatusInput in{v2.meta, v2.manifest, kEpoch, 0, {}};
+  in.nodes.push_back({"n1", true, true, MakeReport(d_, kEpoch, f0, f0)});
+  in.nodes.push_back({"n2", true, true, MakeReport(d_, kEpoch, f1, f1)});
+  // Without the kept runs (before the fix, or after a coordinator restart): 0.
+  proto::DatasetStatus st = Progress::Compute(in, NullLogger());
+  EXPECT_EQ(st.cached_bytes, 0u);
+  EXPECT_EQ(st.files_cached, 0u);
+
+  in.kept_from = 1;
+  in.kept = std::make_shared<const std::vector<KeptRun>>(diff.kept);
+  st = Progress::Compute(in, NullLogger());
+  EXPECT_EQ(st.cached_bytes, kChunk);
+  EXPECT_EQ(st.cached_chunks, 1u);
+  EXPECT_EQ(st.files_cached, 1u);  // f1, whole
+  EXPECT_FALSE(st.complete);       // f0's new bytes are not fetched yet
+  EXPECT_EQ(st.nodes_reporting, 0u);
+  EXPECT_FALSE(st.shares[1].reported);
+
+  // A report on an older version still, or at another placement, counts nothing.
+  in.kept_from = 7;
+  EXPECT_EQ(Progress::Compute(in, NullLogger()).cached_bytes, 0u);
+  in.kept_from = 1;
+  in.nodes[1].report->placement_epoch = kEpoch - 1;
+  EXPECT_EQ(Progress::Compute(in, NullLogger()).cached_bytes, 0u);
+}
+
 TEST_F(ProgressTest, EtaFromTheFillRate) {
   Progress::StatusInput in = Input(MakeReport(d_, kEpoch, files_[0], {}), MakeReport(d_, kEpoch, files_[1], {}));
   in.fill_rate = double(kChunk);  // one chunk a second

@@ -410,10 +410,16 @@ struct DatasetRefreshReply {
   // Unchanged files keep their chunks, and their owners.
   uint64_t fetch_bytes = 0;
   uint64_t fetch_chunks = 0;
+  // Of fetch_bytes, the changed files': each is fetched again whole, since
+  // a new size or mtime says nothing of which bytes changed.
+  uint64_t changed_bytes = 0;
   std::vector<FileChange> files;  // the first 100 file changes
   uint64_t walk_ms = 0;
+  // The first 1,000 of the other_changes: `change` says what ("directory
+  // added", "mode, owner or mtime changed"...), `size` is 0.
+  std::vector<FileChange> others;
   MSGPACK_DEFINE_MAP(meta, changed, previous_version, files_added, files_changed, files_removed, other_changes,
-                     fetch_bytes, fetch_chunks, files, walk_ms);
+                     fetch_bytes, fetch_chunks, files, walk_ms, others, changed_bytes);
 };
 // Walks the dataset's source again and, if anything changed, records it as
 // the next version (same uid, replicas, chunk size and warm flag). Mounts

@@ -1,5 +1,6 @@
 #include "striping/manifest_diff.h"
 
+#include <algorithm>
 #include <deque>
 
 namespace hoard {
@@ -13,13 +14,27 @@ class Differ {
       : from_(from), to_(to), max_listed_(max_listed) {}
 
   ManifestDiff Run() {
-    if (!SameAttributes(from_.entry(0), to_.entry(0))) ++d_.other_changes;
+    if (!SameAttributes(from_.entry(0), to_.entry(0))) Other(to_, 0, "directory mode, owner or mtime changed");
     queue_.push_back({0, 0});
     while (!queue_.empty()) {  // breadth-first, like the manifests themselves
       const auto [a, b] = queue_.front();
       queue_.pop_front();
       MergeChildren(a, b);
     }
+    std::sort(d_.kept.begin(), d_.kept.end(), [](const KeptRun& a, const KeptRun& b) {
+      return a.from_first < b.from_first;
+    });
+    // Merge what is adjacent in both versions (usually whole directories).
+    std::vector<KeptRun> merged;
+    for (const KeptRun& r : d_.kept) {
+      if (!merged.empty() && merged.back().from_first + merged.back().count == r.from_first &&
+          merged.back().to_first + merged.back().count == r.to_first) {
+        merged.back().count += r.count;
+      } else {
+        merged.push_back(r);
+      }
+    }
+    d_.kept = std::move(merged);
     return std::move(d_);
   }
 
@@ -55,7 +70,7 @@ class Differ {
       List(ManifestChange::Kind::kRemoved, from_, x, r.size);
       return;
     }
-    ++d_.other_changes;
+    Other(from_, x, Kind(r) + " removed");
     if (r.is_dir()) queue_.push_back({x, kAbsent});
   }
 
@@ -68,7 +83,7 @@ class Differ {
       List(ManifestChange::Kind::kAdded, to_, y, r.size);
       return;
     }
-    ++d_.other_changes;
+    Other(to_, y, Kind(r) + " added");
     if (r.is_dir()) queue_.push_back({kAbsent, y});
   }
 
@@ -83,14 +98,20 @@ class Differ {
     if (a.is_file() && a.file_key() != b.file_key()) {
       ++d_.files_changed;
       d_.fetch_bytes += b.size;
+      d_.changed_bytes += b.size;
       d_.fetch_chunks += to_.chunk_count(y);
       d_.dropped_bytes += a.size;
       List(ManifestChange::Kind::kChanged, to_, y, b.size);
       return;
     }
-    bool same = SameAttributes(a, b);
-    if (a.is_symlink()) same = same && from_.symlink_target(x) == to_.symlink_target(y);
-    if (!same) ++d_.other_changes;
+    if (a.is_file() && to_.chunk_count(y) > 0) {
+      d_.kept.push_back({a.first_chunk(), b.first_chunk(), to_.chunk_count(y)});
+    }
+    if (a.is_symlink() && from_.symlink_target(x) != to_.symlink_target(y)) {
+      Other(to_, y, "symlink target changed");
+    } else if (!SameAttributes(a, b)) {
+      Other(to_, y, Kind(a) + " mode, owner or mtime changed");
+    }
     if (a.is_dir()) queue_.push_back({x, y});
   }
 
@@ -99,6 +120,16 @@ class Differ {
   static bool SameAttributes(const EntryRecord& a, const EntryRecord& b) {
     return a.mode == b.mode && a.uid == b.uid && a.gid == b.gid && a.mtime_ns == b.mtime_ns &&
            (a.is_dir() || a.size == b.size);
+  }
+
+  static std::string Kind(const EntryRecord& r) {
+    return r.is_dir() ? "directory" : r.is_symlink() ? "symlink" : r.is_file() ? "file" : "special file";
+  }
+
+  void Other(const Manifest& m, uint32_t e, std::string what) {
+    ++d_.other_changes;
+    // The top directory's path is empty: "." names it.
+    if (d_.others.size() < max_listed_) d_.others.push_back({e == 0 ? "." : m.Path(e), std::move(what)});
   }
 
   void List(ManifestChange::Kind kind, const Manifest& m, uint32_t e, uint64_t size) {
@@ -121,6 +152,16 @@ const char* ManifestChangeName(ManifestChange::Kind kind) {
     case ManifestChange::Kind::kRemoved: return "removed";
   }
   return "unknown";
+}
+
+std::optional<uint64_t> KeptOrdinal(const std::vector<KeptRun>& runs, uint64_t from_ordinal) {
+  // The last run starting at or before the ordinal.
+  auto it = std::upper_bound(runs.begin(), runs.end(), from_ordinal,
+                             [](uint64_t o, const KeptRun& r) { return o < r.from_first; });
+  if (it == runs.begin()) return std::nullopt;
+  --it;
+  if (from_ordinal - it->from_first >= it->count) return std::nullopt;
+  return it->to_first + (from_ordinal - it->from_first);
 }
 
 ManifestDiff DiffManifests(const Manifest& from, const Manifest& to, size_t max_listed) {

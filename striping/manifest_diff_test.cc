@@ -88,10 +88,21 @@ TEST(ManifestDiffTest, CountsFilesByKeyAndEverythingElseAsOther) {
                                                         {"gone/z", "removed"},
                                                         {"d/y", "removed"},
                                                         {"d/y/in", "added"}}));
-  // The list is bounded; the counts are not.
+  // Changed files are fetched again whole: their new sizes.
+  EXPECT_EQ(d.changed_bytes, (3 * kChunk + 1) + 200);
+  // The other changes are listed too, saying what changed.
+  std::map<std::string, std::string> others;
+  for (const OtherChange& c : d.others) others[c.path] = c.what;
+  EXPECT_EQ(others, (std::map<std::string, std::string>{{"d/x", "file mode, owner or mtime changed"},
+                                                        {"link", "symlink target changed"},
+                                                        {"gone", "directory removed"},
+                                                        {"d/y", "directory added"}}));
+  // The lists are bounded; the counts are not.
   ManifestDiff few = DiffManifests(v1, v2, 2);
   EXPECT_EQ(few.files.size(), 2u);
   EXPECT_EQ(few.files_added + few.files_changed + few.files_removed, 6u);
+  EXPECT_EQ(few.others.size(), 2u);
+  EXPECT_EQ(few.other_changes, 4u);
 }
 
 TEST(ManifestDiffTest, ADirectoryMtimeAloneIsANewNamespace) {
@@ -125,6 +136,21 @@ TEST(ManifestDiffTest, UnchangedFilesKeepTheirKeysAndOwnersWhenOrdinalsShift) {
       EXPECT_EQ(placement.Owners(v1.chunk_key(e1, i), 2), placement.Owners(v2.chunk_key(e2, i), 2)) << path;
     }
   }
+  // The diff's kept runs map each of their old ordinals to the new one, and
+  // nothing else (b.bin's chunk, gone in v2, maps to nothing).
+  ManifestDiff d = DiffManifests(v1, v2);
+  uint64_t mapped = 0;
+  for (uint64_t o = 0; o < v1.total_chunks(); ++o) mapped += KeptOrdinal(d.kept, o).has_value() ? 1 : 0;
+  EXPECT_EQ(mapped, v1.total_chunks() - 1);
+  for (const char* path : {"a.bin", "d/x", "d/y", "gone/z"}) {
+    const uint32_t e1 = *v1.Resolve(path), e2 = *v2.Resolve(path);
+    for (uint32_t i = 0; i < v1.chunk_count(e1); ++i) {
+      EXPECT_EQ(KeptOrdinal(d.kept, v1.entry(e1).first_chunk() + i), v2.entry(e2).first_chunk() + i) << path;
+    }
+  }
+  EXPECT_FALSE(KeptOrdinal(d.kept, v1.entry(*v1.Resolve("b.bin")).first_chunk()).has_value());
+  EXPECT_FALSE(KeptOrdinal(d.kept, v1.total_chunks()).has_value());
+  EXPECT_LT(d.kept.size(), 4u) << "adjacent files merge into one run";
   // And what a node owns of them is the same set of chunks.
   for (uint32_t member = 0; member < 4; ++member) {
     std::set<ChunkKey> before, after;

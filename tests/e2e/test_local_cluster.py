@@ -111,6 +111,32 @@ class LocalClusterTest(unittest.TestCase):
         self.assertEqual(ds["percent_cached"], 100.0)
         harness.drop_caches()
         self.assertEqual(harness.file_digests(root), self.want)
+        # A refresh: one file changed (a new mtime), a directory added, a
+        # file's mode changed. It says the changed file is fetched again whole,
+        # and lists the other entries; right after it, status still counts
+        # the cached chunks of the unchanged files (not 0%).
+        shard = os.path.join(self.origin, "shard-01.tar")
+        st = os.stat(shard)
+        os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        os.makedirs(os.path.join(self.origin, "new dir"))
+        small = sorted(p for p in self.want if p.endswith(".jpg"))[0]
+        os.chmod(os.path.join(self.origin, small), 0o600)
+        text = c.cli("dataset", "refresh", "local").stdout
+        ds = c.cli_json("status", "local")["datasets"][0]
+        self.assertGreater(ds["percent_cached"], 50.0, ds)
+        self.assertIn("0 files added, 1 changed, 0 removed, 3 other entries changed", text)
+        self.assertIn("changed files are fetched again whole (9.00 MiB of 1 file)", text)
+        self.assertIn("other entries changed (nothing to fetch):", text)
+        self.assertIn("  directory added  new dir\n", text)
+        self.assertIn(f"  file mode, owner or mtime changed  {small}\n", text)
+        self.assertIn("  directory mode, owner or mtime changed  .\n", text)
+        r = c.cli_json("dataset", "refresh", "local")
+        self.assertFalse(r["changed"])
+        # The docs and --help say the same.
+        with open(os.path.join(harness.REPO, "README.md")) as f:
+            self.assertIn("A changed file (a new size or mtime) is fetched again whole", " ".join(f.read().split()))
+        self.assertIn("is fetched again whole",
+                      " ".join(harness.hoard("dataset", "refresh", "--help").stdout.split()))
         listed = c.cli_json("dataset", "ls")
         self.assertEqual([d["name"] for d in listed], ["local"])
         c.cli("dataset", "rm", "local")
@@ -168,6 +194,31 @@ class LocalClusterTest(unittest.TestCase):
             time.sleep(0.5)
         self.assertFalse(nodes["node2"])
         self.assertTrue(nodes["node1"] and nodes["node3"])
+        # The coordinator dies too: `local up` resumes the cluster, restarting
+        # only the dead, on their recorded ports, and says so.
+        before = record(c.dir)
+        os.kill(before["coordinator_pid"], signal.SIGKILL)
+        self.assertTrue(wait_until(lambda: not harness.alive(before["coordinator_pid"]), 10, 0.05))
+        # Options that differ from the record are refused, not applied.
+        r = c.cli("local", "up", "--nodes", "5", check=False, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--nodes differs", r.stderr)
+        self.assertIn("hoard local down", r.stderr)
+        r = c.cli("local", "up", "--nodes", "3", timeout=120)
+        self.assertIn("resumed: kept node1, node3, mount running; restarted coordinator, node2", r.stdout)
+        after = record(c.dir)
+        self.assertEqual(after["coordinator"], before["coordinator"])
+        self.assertNotEqual(after["coordinator_pid"], before["coordinator_pid"])
+        self.assertEqual([n["endpoint"] for n in after["nodes"]], [n["endpoint"] for n in before["nodes"]])
+        self.assertEqual([n["pid"] for n in after["nodes"]][::2], [n["pid"] for n in before["nodes"]][::2])
+        self.assertEqual(after["mount"]["pid"], before["mount"]["pid"])
+        self.assertTrue(all(harness.alive(p) for p in [after["coordinator_pid"]] + [n["pid"] for n in after["nodes"]]))
+        self.assertTrue(all(n["up"] for n in c.cli_json("status")["nodes"]))
+        self.assertEqual(harness.file_digests(os.path.join(c.mnt, "datasets", "ds")), self.want)
+        # All running: nothing to resume.
+        r = c.cli("local", "up", check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("already running", r.stderr)
 
     def test_drain_then_stop_a_node_loses_nothing(self):
         c = self.start(nodes=3)
@@ -204,6 +255,33 @@ class LocalClusterTest(unittest.TestCase):
         self.assertTrue(c.cli_json("node", "remove", "node2")["removed"])
         st = c.cli_json("status", "ds")
         self.assertEqual(sorted(n["name"] for n in st["nodes"]), ["node1", "node3"])
+        harness.drop_caches()
+        self.assertEqual(harness.file_digests(os.path.join(c.mnt, "datasets", "ds")), self.want)
+        # node3 dies as well: `local up` restarts it on its port, keeps the
+        # coordinator (the same pid), and never brings the removed node2 back.
+        before = record(c.dir)
+        os.kill(before["nodes"][2]["pid"], signal.SIGKILL)
+        self.assertTrue(wait_until(lambda: not harness.alive(before["nodes"][2]["pid"]), 10, 0.05))
+        up = c.cli_json("local", "up", timeout=120)
+        self.assertTrue(up["resumed"])
+        self.assertEqual(up["kept"], ["coordinator", "node1", "mount"])
+        self.assertEqual(up["restarted"], ["node3"])
+        self.assertEqual([x["name"] for x in up["left_out"]], ["node2"])
+        self.assertIn("hoard node remove", up["left_out"][0]["reason"])
+        self.assertEqual(up["coordinator_pid"], before["coordinator_pid"])
+        self.assertEqual(up["nodes"][2]["endpoint"], before["nodes"][2]["endpoint"])
+        self.assertNotEqual(up["nodes"][2]["pid"], before["nodes"][2]["pid"])
+        self.assertTrue(up["nodes"][1]["removed"])
+        self.assertFalse(harness.alive(up["nodes"][1]["pid"]))
+        st = c.cli_json("status", "ds")
+        self.assertEqual({n["name"]: n["up"] for n in st["nodes"]}, {"node1": True, "node3": True})
+        # And the next resume still leaves it out, and says so in its text.
+        os.kill(up["nodes"][2]["pid"], signal.SIGKILL)
+        self.assertTrue(wait_until(lambda: not harness.alive(up["nodes"][2]["pid"]), 10, 0.05))
+        text = c.cli("local", "up", timeout=120).stdout
+        self.assertIn("restarted node3", text)
+        self.assertIn("left out node2: removed from the cluster (hoard node remove)", text)
+        self.assertIn("node2        removed", text)
         harness.drop_caches()
         self.assertEqual(harness.file_digests(os.path.join(c.mnt, "datasets", "ds")), self.want)
 
@@ -463,6 +541,17 @@ class LocalClusterTest(unittest.TestCase):
         rec["nodes"][1]["pid"] = decoy.pid
         with open(os.path.join(c.dir, "cluster.json"), "w") as f:
             json.dump(rec, f)
+        # A stranger now listens on node2's recorded port: `up` cannot resume
+        # the cluster there, refuses, and names what to do.
+        with socket.socket() as stranger:
+            stranger.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            stranger.bind(("127.0.0.1", int(node2["endpoint"].rsplit(":", 1)[1])))
+            stranger.listen(1)
+            r = c.cli("local", "up", check=False, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("cannot restart node2 on its recorded port", r.stderr)
+        self.assertIn("hoard local down --dir", r.stderr)
+        self.assertEqual(record(c.dir), rec)
         r = c.cli_json("local", "down")
         self.assertIn("node2", r["stopped"])
         self.assertEqual(r["not_stopped"], [])
