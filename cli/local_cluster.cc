@@ -263,10 +263,13 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
   // Starts one daemon; `record` adds it to `doc`, which is saved before the
   // daemon may run.
   // Each daemon's argv is recorded with it: a resume restarts it as it was.
-  auto start = [&](Proc p, const std::vector<std::string>& argv,
+  auto start = [&](Proc p, std::vector<std::string> argv,
                    const std::function<void(const Proc&, const json&)>& record) -> Result<Proc> {
     if (int sig = signals.Received()) return Interrupted(sig);
-    Result<pid_t> pid = Spawn(argv, p.log, [&](pid_t child, uint64_t start_time) {
+    // The daemon writes and rotates its log itself: a cluster left up for
+    // weeks never fills the disk with it.
+    argv.insert(argv.end(), {"--log-file", p.log});
+    Result<pid_t> pid = Spawn(argv, StderrPath(p.log), [&](pid_t child, uint64_t start_time) {
       p.pid = child;
       p.start_time = start_time;
       record(p, json(argv));
@@ -516,7 +519,7 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
   auto restart = [&](Daemon& d) -> Status {
     if (int sig = signals.Received()) return Interrupted(sig);
     const std::string pid_key = std::string(d.prefix) + "pid", start_key = std::string(d.prefix) + "start_time";
-    HOARD_ASSIGN_OR_RETURN(pid_t pid, Spawn(d.argv, d.proc.log, [&](pid_t child, uint64_t start_time) {
+    HOARD_ASSIGN_OR_RETURN(pid_t pid, Spawn(d.argv, StderrPath(d.proc.log), [&](pid_t child, uint64_t start_time) {
                              d.proc.pid = child;
                              d.proc.start_time = start_time;
                              (*d.entry)[pid_key] = child;

@@ -259,20 +259,32 @@ std::string BinDir() {
   return DirName(exe);
 }
 
-std::string LogTail(const std::string& path) {
-  Result<std::string> log = ReadFile(path);
-  if (!log.ok() || log->empty()) return "";
-  std::string tail = log->size() > 600 ? log->substr(log->size() - 600) : *log;
-  size_t nl = tail.find_last_not_of('\n');
-  return "; last log lines (" + path + "):\n" + tail.substr(0, nl + 1);
+std::string StderrPath(const std::string& log) {
+  constexpr std::string_view kExt = ".log";
+  const std::string_view base = std::string_view(log).ends_with(kExt)
+                                    ? std::string_view(log).substr(0, log.size() - kExt.size())
+                                    : std::string_view(log);
+  return std::string(base) + ".stderr";
 }
 
-// Starts argv[0] in a new session with stdout and stderr appended to `log`.
+std::string LogTail(const std::string& path) {
+  std::string out;
+  for (const std::string& file : {path, StderrPath(path)}) {
+    Result<std::string> log = ReadFile(file);
+    if (!log.ok() || log->empty()) continue;
+    std::string tail = log->size() > 600 ? log->substr(log->size() - 600) : *log;
+    size_t nl = tail.find_last_not_of('\n');
+    out += "; last log lines (" + file + "):\n" + tail.substr(0, nl + 1);
+  }
+  return out;
+}
+
+// Starts argv[0] in a new session with stdout and stderr appended to `output`.
 // The child waits before exec until record(pid, start_time) has succeeded, so
 // no daemon ever runs unrecorded: if this CLI dies first, the child sees the
 // pipe close and exits. Reports an exec failure (e.g. a missing binary) as an
 // error, not a PID.
-Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log,
+Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& output,
                     const std::function<Status(pid_t, uint64_t)>& record) {
   // Built before fork: the child of a threaded process (libzmq) must not allocate.
   std::vector<char*> args;
@@ -302,7 +314,7 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log
     char ok;
     if (!ReadOne(go[0], &ok)) ::_exit(126);
     int devnull = ::open("/dev/null", O_RDONLY);
-    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int out = ::open(output.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (devnull >= 0) ::dup2(devnull, 0);
     if (out >= 0) {
       ::dup2(out, 1);

@@ -86,13 +86,19 @@ struct StopReport {
 // before each signal.
 void StopGroup(const std::vector<Proc>& group, StopReport* report);
 
-// Starts argv[0] in a new session with stdout and stderr appended to `log`.
+// Starts argv[0] in a new session with stdout and stderr appended to `output`
+// (a daemon given --log-file writes and rotates its log itself; `output`
+// then gets only what bypasses the logger: StderrPath).
 // The child waits before exec until record(pid, start_time) has succeeded, so
 // no daemon ever runs unrecorded: if the CLI dies first, the child sees the
 // pipe close and exits. An exec failure (a missing binary) is an error, not a
 // PID.
-Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log,
+Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& output,
                     const std::function<Status(pid_t, uint64_t)>& record);
+
+// Where a daemon logging to `log` ("logs/node1.log") has its stdout and
+// stderr: "logs/node1.stderr".
+std::string StderrPath(const std::string& log);
 
 // Runs a command to completion with its output discarded; OK if it exits 0.
 Status RunQuiet(const std::vector<std::string>& argv);
@@ -111,7 +117,8 @@ Result<Output> RunOutput(const std::vector<std::string>& argv);
 // next to it.
 std::string BinDir();
 
-// "; last log lines (PATH):\n..." for error messages, or "" without a log.
+// "; last log lines (PATH):\n..." for error messages, from `log` and its
+// StderrPath, or "" when both are empty.
 std::string LogTail(const std::string& path);
 
 }  // namespace hoard::cli

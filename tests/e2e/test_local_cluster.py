@@ -362,6 +362,16 @@ class LocalClusterTest(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(os.path.join(d, "mnt", "datasets", "ds"))), sorted(os.listdir(self.origin)))
         pids = processes_of(real_d)
         self.assertEqual(len(pids), 4, pids)  # coordinator, 2 nodes, mount
+        # Each daemon writes its own log, which it rotates (--log-file); what it
+        # prints outside the logger goes beside it.
+        logs = os.path.join(real_d, "logs")
+        for pid in pids:
+            args = cmdline(pid)
+            log = args[args.index("--log-file") + 1]
+            self.assertEqual(os.path.dirname(log), logs)
+            with open(log) as f:
+                self.assertRegex(f.read(), r" info \w+\[\d+\]: ", log)
+            self.assertTrue(os.path.exists(log[:-len(".log")] + ".stderr"), log)
         r = harness.hoard("--dir", d, "local", "up", check=False)
         self.assertEqual(r.returncode, 1)
         self.assertIn("already running", r.stderr)
