@@ -1,4 +1,5 @@
 // hoard hook prewarm NAME [--timeout S] [--source URL] [--replicas N] [--stall-timeout S]
+//                        [--unreachable-timeout S]
 //
 // For job schedulers (a Slurm prolog or pre-job, a Kubernetes init
 // container, a wrapper script: hooks/README.md): make sure a dataset is
@@ -34,18 +35,18 @@ enum HookExit : int {
 constexpr const char* kHookExitStatus =
     "Exit status (for job schedulers; hooks/README.md):\n"
     "  0   cached: every chunk of the dataset is on all its owners; start the job\n"
-    "  1   the warm-up failed: files gone or changed at the origin (listed), no progress for\n"
-    "      --stall-timeout, the dataset exists with another source, or the coordinator refused\n"
+    "  1   the warm-up failed: files gone or changed at the origin (listed; hoard dataset refresh\n"
+    "      NAME adopts them), no progress for --stall-timeout, the dataset exists with another\n"
+    "      source, or the coordinator refused\n"
     "  2   --timeout passed before the dataset was complete (the warm-up goes on: retry later)\n"
     "  3   no such dataset (and no --source to add it from)\n"
-    "  4   the coordinator could not be reached (at start within ~2 s; during the wait after 30 s\n"
-    "      without an answer)\n"
+    "  4   the coordinator could not be reached (at start within ~2 s; during the wait after\n"
+    "      --unreachable-timeout without an answer, default 30 s: the hook exits 30-33 s after\n"
+    "      the coordinator stopped answering)\n"
     "  64  bad usage";
 
 // A job's dataset is polled by every node's hook at once: poll gently.
 constexpr auto kPoll = std::chrono::seconds(2);
-// A coordinator restart takes a few seconds; a hook rides it out.
-constexpr auto kUnreachableGrace = std::chrono::seconds(30);
 // Progress lines in a job log (not a terminal).
 constexpr auto kLogEvery = std::chrono::seconds(10);
 // Failures listed in the text output (JSON lists them all).
@@ -57,6 +58,9 @@ struct PrewarmArgs {
   uint32_t replicas = 1;
   double timeout_s = 0;         // 0 = no limit
   double stall_timeout_s = 60;  // 0 = no limit
+  // A coordinator restart takes a few seconds; a hook rides it out for this
+  // long without an answer (WaitOptions::unreachable_grace).
+  double unreachable_timeout_s = 30;
 };
 
 // The source as `hoard dataset add` sends it: an nfs:// URL as it is, a local
@@ -88,8 +92,10 @@ class Prewarm {
     if (!warm.ok()) return EndWith(warm.status());
     ProgressBar bar("prewarm " + a_.name, kLogEvery);
     limits_.RestartStall();  // the add's walk is not a stalled warm-up
-    wait_ = WaitDataset(ctx_, a_.name, limits_, bar, {.poll = kPoll, .unreachable_grace = kUnreachableGrace},
-                        /*stop_on_permanent_failure=*/true, &seen_);
+    const WaitOptions options{.poll = kPoll,
+                              .unreachable_grace = std::chrono::milliseconds(
+                                  std::llround(std::min(a_.unreachable_timeout_s, 1e9) * 1000))};
+    wait_ = WaitDataset(ctx_, a_.name, limits_, bar, options, /*stop_on_permanent_failure=*/true, &seen_);
     const proto::DatasetStatus& d = seen_.last;
     // "at 87.5%; 1 node(s) down; 1,273 of 2,000 file(s) not cached" (End
     // lists the first failures).
@@ -264,6 +270,11 @@ void AddHookCommands(CLI::App& app, Action* action) {
       ->capture_default_str();
   pre->add_option("--stall-timeout", args->stall_timeout_s,
                   "Give up after this many seconds without progress (0 = never): exit 1")
+      ->check(CLI::Validator(CheckSeconds, "SECONDS"))
+      ->capture_default_str();
+  pre->add_option("--unreachable-timeout", args->unreachable_timeout_s,
+                  "During the wait, give up after this many seconds without an answer from the coordinator\n"
+                  "(0 = at the first call it does not answer): exit 4")
       ->check(CLI::Validator(CheckSeconds, "SECONDS"))
       ->capture_default_str();
   pre->add_option("--source", args->source,

@@ -126,7 +126,7 @@ void AddLocalCommands(CLI::App& app, Action* action) {
       "Start a coordinator, N node agents and a mount under --dir (default /tmp/hoard), on loopback; on a cluster "
       "there of which some daemons died, restart only those (removed nodes stay out)");
   up->add_option("--nodes", up_args->nodes, "Number of node agents")->capture_default_str();
-  up->add_option("--capacity", up_args->capacity, "Cache size per node, e.g. 10G; 0 = unlimited")
+  up->add_option("--capacity", up_args->capacity, "Cache size per node, e.g. 10G; 0 = the size of the store's disk (no limit but the disk)")
       ->capture_default_str();
   up->add_flag("--no-mount", up_args->no_mount, "Do not start the FUSE mount");
   up->add_option("--down-after-ms", up_args->down_after_ms, "Mark a silent node down after this long")

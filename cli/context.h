@@ -28,7 +28,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -74,11 +76,24 @@ class Context {
       client_->set_connect_timeout(std::chrono::milliseconds(std::min(options_.timeout_ms, 2000)));
     }
     auto t = timeout.count() > 0 ? timeout : std::chrono::milliseconds(options_.timeout_ms);
+    if (call_deadline_) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*call_deadline_ -
+                                                                              std::chrono::steady_clock::now());
+      t = std::min(t, std::max(left, kMinCappedCall));
+    }
     auto r = client_->Call(req, t);
     unreachable_ = !client_->last_call_answered();
     timed_out_ = client_->last_call_timed_out();
     return r;
   }
+
+  // Until ClearCallDeadline, every Call ends by `deadline` (but is given at
+  // least kMinCappedCall): a wait bounded in time (WaitUntil riding out a
+  // coordinator that does not answer) is not overrun by a whole request
+  // timeout.
+  void SetCallDeadline(std::chrono::steady_clock::time_point deadline) { call_deadline_ = deadline; }
+  void ClearCallDeadline() { call_deadline_.reset(); }
+  static constexpr std::chrono::milliseconds kMinCappedCall{200};
 
   // The context of Call's client, for calls to other servers (node agents):
   // its keys are loaded by the first Call.
@@ -115,6 +130,7 @@ class Context {
   std::unique_ptr<proto::RpcClient> client_;
   bool unreachable_ = false;  // the last call got no answer at all: exit status 3
   bool timed_out_ = false;
+  std::optional<std::chrono::steady_clock::time_point> call_deadline_;  // see SetCallDeadline
 };
 
 }  // namespace hoard::cli

@@ -63,7 +63,7 @@ namespace hoard::cli {
 struct LocalUpOptions {
   std::string dir;
   int nodes = 3;
-  uint64_t capacity_bytes = 0;  // per node; 0 = unlimited
+  uint64_t capacity_bytes = 0;  // per node; 0 = the size of the store's disk
   bool mount = true;
   int down_after_ms = 5000;
   std::string log_level = "info";

@@ -1,7 +1,10 @@
 // hoard: the cluster operations CLI.
+#include <algorithm>
 #include <climits>
 #include <csignal>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 
@@ -50,6 +53,40 @@ int main(int argc, char** argv) {
   hoard::cli::AddTopCommand(app, &action);
   hoard::cli::AddScrubCommand(app, &action);
 
+  // `hoard help [COMMAND...]`: what `hoard [COMMAND...] --help` prints (the
+  // command list without a command), exit 0.
+  std::vector<std::string> topic;
+  auto* help = app.add_subcommand("help", "Show the commands, or a command's help: hoard help COMMAND [SUB]");
+  help->add_option("command", topic, "The command (and subcommand) to describe");
+  help->callback([&] {
+    action = [&](hoard::cli::Context&) {
+      std::vector<std::string> args = {"--help"};
+      CLI::App* cmd = &app;
+      for (const std::string& word : topic) {
+        CLI::App* sub = nullptr;
+        for (CLI::App* s : cmd->get_subcommands({})) {
+          if (s->check_name(word) && s->get_name() != "help") sub = s;
+        }
+        if (sub == nullptr) {
+          std::cerr << "hoard: help: no command '" << word << "'"
+                    << (cmd == &app ? "" : " under " + cmd->get_name()) << " (see hoard help)" << std::endl;
+          return 2;
+        }
+        cmd = sub;
+        args.insert(args.end() - 1, word);
+      }
+      // Parsed again as `hoard COMMAND... --help`, so the text is exactly that.
+      app.clear();
+      std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+      try {
+        app.parse(args);
+      } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+      }
+      return 0;
+    };
+  });
+
   app.footer(kExitStatus);
   // Subcommand help lists the global options too: they work after any command.
   // A command that set its own footer keeps it in place of kExitStatus.
@@ -76,6 +113,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // No command at all (`hoard`, `hoard --dir X`): the command list, on
+    // stderr, as the usage error it is (exit 2).
+    if (app.get_subcommands().empty() && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !global.json) {
+      std::cerr << app.help() << "\nhoard: a command is required (hoard help COMMAND describes one)" << std::endl;
+      return 2;
+    }
     return hoard::cli::ParseErrorExit(app, global, e);
   }
   hoard::cli::Context ctx(global);

@@ -39,8 +39,15 @@ WaitOutcome WaitUntil(Context& ctx, WaitLimits& limits, ProgressBar& bar, const 
   bool unanswered = false;  // the coordinator has not answered since `unanswered_since`
   Clock::time_point unanswered_since;
   uint64_t done = 0;  // the last amount seen, for the --stall-timeout
+  const bool ride_out = options.unreachable_grace.count() > 0;
   while (true) {
+    const Clock::time_point sent = Clock::now();
+    // No call may outlast the grace: with a hung coordinator (connected, not
+    // answering) each would otherwise take a whole request timeout (10 s),
+    // and the wait would end up to a timeout plus a poll past its bound.
+    if (ride_out) ctx.SetCallDeadline((unanswered ? unanswered_since : sent) + options.unreachable_grace);
     Result<WaitProgress> p = poll();
+    ctx.ClearCallDeadline();
     if (p.ok()) {
       unanswered = false;
       done = p->done_bytes;
@@ -48,13 +55,16 @@ WaitOutcome WaitUntil(Context& ctx, WaitLimits& limits, ProgressBar& bar, const 
       shown = true;
       if (p->complete) return end(WaitOutcome::End::kComplete, "");
       if (!p->failed.empty()) return end(WaitOutcome::End::kFailed, p->failed);
-    } else if (ctx.unreachable() && options.unreachable_grace.count() > 0) {
-      if (!unanswered) unanswered_since = Clock::now();
+    } else if (ctx.unreachable() && ride_out) {
+      // The grace counts from when the first unanswered call was sent.
+      if (!unanswered) unanswered_since = sent;
       unanswered = true;
-      if (Clock::now() - unanswered_since >= options.unreachable_grace) {
-        return end(WaitOutcome::End::kUnreachable, "no answer from the coordinator for " +
-                                                       Duration(double(options.unreachable_grace.count())) +
-                                                       ": " + p.status().message());
+      // (A call capped to the grace's end may return a moment before it.)
+      if (Clock::now() - unanswered_since >= options.unreachable_grace - std::chrono::milliseconds(50)) {
+        return end(WaitOutcome::End::kUnreachable,
+                   "no answer from the coordinator for " +
+                       Duration(std::chrono::duration<double>(options.unreachable_grace).count()) + ": " +
+                       p.status().message());
       }
     } else {
       out.error = p.status();
@@ -68,8 +78,11 @@ WaitOutcome WaitUntil(Context& ctx, WaitLimits& limits, ProgressBar& bar, const 
     // Jittered, so that the hooks of a many-node job spread out; never much
     // past the --timeout.
     const auto step = options.poll + options.poll * int(rng() % 26) / 100;
-    const auto left = std::chrono::duration<double>(limits.remaining_or(3600) + 0.05);
-    std::this_thread::sleep_for(std::min<std::chrono::duration<double>>(step, left));
+    auto left = std::chrono::duration<double>(limits.remaining_or(3600) + 0.05);
+    // Nor past the end of the grace, when riding out a silent coordinator.
+    using Seconds = std::chrono::duration<double>;
+    if (unanswered) left = std::min<Seconds>(left, unanswered_since + options.unreachable_grace - Clock::now());
+    std::this_thread::sleep_for(std::max(Seconds(0), std::min<Seconds>(step, left)));
   }
 }
 
@@ -103,8 +116,11 @@ WaitOutcome WaitDataset(Context& ctx, const std::string& name, WaitLimits& limit
       size_t permanent = 0;
       for (const auto& f : d.failures) permanent += IsPermanentFailure(f) ? 1 : 0;
       if (permanent > 0) {
+        // Refresh, not remove and add: a new version keeps every cached
+        // chunk of the files that did not change.
         p.failed = std::to_string(permanent) + " file(s) are gone or changed at the origin since the dataset "
-                   "was added: this version can never be complete (remove the dataset and add it again)";
+                   "was added: this version can never be complete (hoard dataset refresh " + name +
+                   " adopts the origin as it is now, keeping the unchanged files' cached chunks)";
       }
     }
     return p;

@@ -38,8 +38,11 @@ struct WaitOptions {
   // Keep polling through a coordinator that does not answer (a restart), for
   // up to this long without an answer; 0 = the first unanswered call ends
   // the wait. Only a poll whose coordinator call got no answer at all
-  // (Context::unreachable()) is ridden out.
-  std::chrono::seconds unreachable_grace{0};
+  // (Context::unreachable()) is ridden out. The grace counts from the start
+  // of the first call that got no answer, and no call (nor sleep) runs past
+  // it: the wait ends at most Context::kMinCappedCall after it, so at most
+  // `poll` (+25%) plus that after the coordinator stopped answering.
+  std::chrono::milliseconds unreachable_grace{0};
 };
 
 // What one poll saw.

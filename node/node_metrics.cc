@@ -96,7 +96,7 @@ void NodeAgent::RegisterMetrics(metrics::Registry* registry) {
                          "Latency of one origin (NFS) read call: a chunk, or a paced piece of one", {},
                          &filler_->origin_read_latency());
   registry->AddGauge("hoard_node_data_channel_sessions",
-                     "Data channel sessions open on this node (proto/data_channel.h): about one per client connection", {},
+                     "Data channel sessions open on this node (proto/data_channel.h): about the most client connections open at once", {},
                      [this] { return double(server_->data_sessions()); });
   registry->AddCounter("hoard_node_rejected_requests_total",
                        "Requests refused as malformed, forged or replayed (on either socket); each is logged, "

@@ -52,10 +52,13 @@
 // frames' pieces (proto/wire_frames.h): ciphertext could look like anything,
 // so the layout always comes.
 //
-// Sessions: one per client connection to the CURVE socket (a connection's
-// new OpenDataChannel replaces its old session, so a member cannot push
-// other members' sessions out by opening many), forgotten after 10 minutes
-// unused, and at most `max_sessions` (the oldest go).
+// Sessions: one per client routing id on the CURVE socket (an id's new
+// OpenDataChannel replaces its old session, so a member cannot push other
+// members' sessions out by opening many), forgotten after 10 minutes unused,
+// and at most `max_sessions` (the oldest go). A client keeps its routing id
+// across reconnects, and ClientPool gives a closed client's id to its next
+// new client (proto/rpc_client.h): so the sessions stay at about the number
+// of clients open at once, not the number ever made.
 //
 // Thread-safety: Seal/Open are pure (thread-local cipher contexts);
 // DataSessions is thread-safe.
@@ -164,7 +167,7 @@ class DataSessions {
   struct Session {
     DataKey key;
     std::string token;  // presented at the data socket's handshake (hex)
-    std::string owner;  // the CURVE connection that opened it (its routing id)
+    std::string owner;  // the routing id of the CURVE client that opened it
     bool admin = false;  // opened over a connection with the admin key (proto/access.h)
     Mutex mu;
     uint64_t last_seq GUARDED_BY(mu) = 0;

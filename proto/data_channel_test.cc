@@ -281,6 +281,59 @@ TEST_F(DataChannelTest, ChunksGoSealedOverTheDataChannelAndTheRestOverCurve) {
   EXPECT_EQ(server_->rejected(), 0u);
 }
 
+// Clients come and go (a pool that opens more clients than it keeps idle,
+// over and over, as a drain's transfers do): the server keeps about one
+// session per client open at once, not one per client ever made (issue 30:
+// 16 -> 1,990 sessions over six drain/undrain cycles). A closed client's
+// routing id goes to the pool's next new client, whose session replaces its.
+TEST_F(DataChannelTest, SessionsStayAtTheClientsOpenAtOnceHoweverManyComeAndGo) {
+  StartServer();
+  ClientPool pool(client_ctx_, /*max_idle_per_endpoint=*/4);
+  constexpr size_t kAtOnce = 12;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<ClientPool::Lease> leases;
+    for (size_t i = 0; i < kAtOnce; ++i) {
+      leases.push_back(pool.Acquire(server_->bound_endpoint()));
+      zmq::message_t payload;
+      Result<ChunkData> r = leases.back()->Call(GetChunk{.dataset = "ds", .length = 1}, 5s, &payload);
+      ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status().ToString();
+      ASSERT_TRUE(leases.back()->on_data_channel());
+    }
+    // Released here: 4 stay idle, 8 are closed.
+  }
+  EXPECT_EQ(pool.idle(server_->bound_endpoint()), 4u);
+  EXPECT_LE(server_->data_sessions(), kAtOnce) << "one per client open at once, not one per client made";
+  EXPECT_GE(server_->data_sessions(), 4u) << "the idle clients keep theirs";
+}
+
+// A client made with a closed client's routing id (as ClientPool makes
+// them; a reconnect keeps the id too) replaces that client's session; a
+// client with a fresh id adds its own.
+TEST_F(DataChannelTest, ANewClientWithAnOldRoutingIdReplacesItsSession) {
+  StartServer();
+  auto get = [&](RpcClient& c) {
+    zmq::message_t payload;
+    Result<ChunkData> r = c.Call(GetChunk{.dataset = "ds", .length = 1}, 5s, &payload);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(c.on_data_channel());
+  };
+  std::string id;
+  {
+    RpcClient a(client_ctx_, server_->bound_endpoint());
+    get(a);
+    id = a.routing_id();
+  }
+  EXPECT_EQ(id.size(), 16u);
+  EXPECT_NE(id[0], '\0') << "ZeroMQ reserves routing ids starting with 0";
+  RpcClient b(client_ctx_, server_->bound_endpoint(), id);
+  get(b);
+  EXPECT_EQ(server_->data_sessions(), 1u) << "b's session replaced a's";
+  RpcClient c(client_ctx_, server_->bound_endpoint());
+  EXPECT_NE(c.routing_id(), id);
+  get(c);
+  EXPECT_EQ(server_->data_sessions(), 2u);
+}
+
 // After a restart, a call that races the client's noticing the old
 // connection close fails like any call to a server going away (Unavailable:
 // "connection ... lost"), and callers retry such a call. So the test does

@@ -1,6 +1,8 @@
 #include "proto/rpc_client.h"
 
 #include <algorithm>
+#include <cstring>
+#include <random>
 
 #include <zmq_addon.hpp>
 
@@ -15,8 +17,26 @@ constexpr std::chrono::milliseconds kConnectionCheck{25};
 // How long an established data channel may take to (re)connect.
 constexpr std::chrono::milliseconds kDataReconnectWait{300};
 
-RpcClient::RpcClient(zmq::context_t& context, std::string endpoint)
-    : context_(context), endpoint_(std::move(endpoint)) {
+namespace {
+
+// 16 random bytes, the first not zero (ZeroMQ reserves ids starting with 0).
+std::string RandomRoutingId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  std::string id(16, '\0');
+  for (size_t i = 0; i < id.size(); i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(id.data() + i, &r, 8);
+  }
+  if (id[0] == '\0') id[0] = 1;
+  return id;
+}
+
+}  // namespace
+
+RpcClient::RpcClient(zmq::context_t& context, std::string endpoint, std::string routing_id)
+    : context_(context),
+      endpoint_(std::move(endpoint)),
+      routing_id_(routing_id.empty() ? RandomRoutingId() : std::move(routing_id)) {
   Reconnect();
 }
 
@@ -45,7 +65,11 @@ std::unique_ptr<zmq::socket_t> MakeSocket(zmq::context_t& context, const std::st
 void RpcClient::Reconnect() {
   socket_.reset();
   try {
-    socket_ = MakeSocket(context_, endpoint_, /*curve=*/true);
+    // The same routing id on every reconnect: the server's data channel
+    // session for it is replaced, not doubled (proto/data_channel.h).
+    auto s = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    s->set(zmq::sockopt::routing_id, zmq::const_buffer(routing_id_.data(), routing_id_.size()));
+    socket_ = MakeSocket(context_, endpoint_, /*curve=*/true, std::move(s));
     connect_error_.clear();
   } catch (const zmq::error_t& e) {
     // A malformed endpoint (from a peer's registration) or no file
@@ -310,16 +334,34 @@ ClientPool::Lease ClientPool::Acquire(const std::string& endpoint) {
       return Lease(this, std::move(client));
     }
   }
-  auto client = std::make_unique<RpcClient>(context_, endpoint);
+  std::string id;  // a closed client's, if any: its server session is replaced
+  {
+    MutexLock lock(&mu_);
+    if (auto spare = spare_ids_.find(endpoint); spare != spare_ids_.end()) {
+      id = std::move(spare->second.back());
+      spare->second.pop_back();
+      if (spare->second.empty()) spare_ids_.erase(spare);
+    }
+  }
+  auto client = std::make_unique<RpcClient>(context_, endpoint, std::move(id));
   client->set_connect_timeout(connect_timeout_);
   return Lease(this, std::move(client));
+}
+
+void ClientPool::KeepIdLocked(const RpcClient& closed) {
+  std::vector<std::string>& ids = spare_ids_[closed.endpoint()];
+  if (ids.size() < kMaxSpareIds) ids.push_back(closed.routing_id());
 }
 
 void ClientPool::Release(std::unique_ptr<RpcClient> client) {
   std::unique_ptr<RpcClient> closed;  // destroyed after the lock is released
   MutexLock lock(&mu_);
   auto& mine = idle_[client->endpoint()];
-  if (mine.size() >= max_idle_per_endpoint_) return;
+  if (mine.size() >= max_idle_per_endpoint_) {
+    KeepIdLocked(*client);
+    closed = std::move(client);
+    return;
+  }
   lru_.push_front(std::move(client));
   mine.push_back(lru_.begin());
   if (lru_.size() <= max_idle_) return;
@@ -328,6 +370,7 @@ void ClientPool::Release(std::unique_ptr<RpcClient> client) {
   auto it = idle_.find((*oldest)->endpoint());
   it->second.pop_front();
   if (it->second.empty()) idle_.erase(it);
+  KeepIdLocked(**oldest);
   closed = std::move(*oldest);
   lru_.erase(oldest);
 }

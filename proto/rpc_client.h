@@ -28,6 +28,12 @@
 // unsealed answer on the data channel (the server restarted and forgot the
 // session) makes the client open a new session and send once more.
 //
+// Identity: a client's CURVE socket has a routing id of its own (random, or
+// one handed down from a closed client by ClientPool), kept across
+// reconnects. The server keeps one data channel session per routing id, so a
+// client that reconnects, or a pool that replaces a closed client, replaces
+// its old session instead of leaving it behind (proto/data_channel.h).
+//
 // Thread-safety: an RpcClient belongs to one thread at a time (a ZeroMQ socket
 // is not thread-safe). ClientPool hands clients out to concurrent callers.
 #pragma once
@@ -66,11 +72,14 @@ inline constexpr int kKeepaliveIdleS = 1;
 
 class RpcClient {
  public:
-  RpcClient(zmq::context_t& context, std::string endpoint);
+  // `routing_id`: the identity above (at most 255 bytes, not starting with a
+  // zero byte); empty for a fresh random one.
+  RpcClient(zmq::context_t& context, std::string endpoint, std::string routing_id = "");
   RpcClient(const RpcClient&) = delete;
   RpcClient& operator=(const RpcClient&) = delete;
 
   const std::string& endpoint() const { return endpoint_; }
+  const std::string& routing_id() const { return routing_id_; }
 
   // Whether the last call got an answer from the peer (possibly an error
   // reply). False after a timeout or an unreachable peer: lets callers tell
@@ -141,6 +150,7 @@ class RpcClient {
 
   zmq::context_t& context_;
   std::string endpoint_;
+  const std::string routing_id_;           // of every CURVE socket this client makes
   std::unique_ptr<zmq::socket_t> socket_;  // null after a failed connect
   std::string connect_error_;
   uint64_t next_id_ = 0;
@@ -168,6 +178,11 @@ class RpcClient {
 // closed. Each client holds up to two ZeroMQ sockets, and a context has 1,023
 // by default: a mount that read from every node of a 1,000-node cluster
 // would otherwise keep a client per node and fail to open new sockets.
+//
+// A closed client's routing id is kept (up to kMaxSpareIds per endpoint) and
+// given to the next client the pool makes for that endpoint, so the server's
+// data channel sessions stay at about the most clients this pool had open to
+// it at once, however many it opens and closes over time.
 //
 // Thread-safety: Acquire may be called from any thread; a Lease is used by one.
 class ClientPool {
@@ -197,12 +212,17 @@ class ClientPool {
 
   Lease Acquire(const std::string& endpoint);
 
+  // Routing ids of closed clients kept per endpoint (see above).
+  static constexpr size_t kMaxSpareIds = 64;
+
   size_t idle() const;                              // idle clients in all
   size_t idle(const std::string& endpoint) const;   // ... of one endpoint
 
  private:
   using Lru = std::list<std::unique_ptr<RpcClient>>;  // most recently released first
   void Release(std::unique_ptr<RpcClient> client);
+  // Keeps the routing id of `closed` for the endpoint's next new client.
+  void KeepIdLocked(const RpcClient& closed) REQUIRES(mu_);
 
   zmq::context_t& context_;
   const size_t max_idle_per_endpoint_;
@@ -212,6 +232,8 @@ class ClientPool {
   Lru lru_ GUARDED_BY(mu_);  // every idle client
   // Per endpoint, its idle clients' places in lru_, oldest first.
   std::map<std::string, std::deque<Lru::iterator>> idle_ GUARDED_BY(mu_);
+  // Per endpoint, the routing ids of closed clients, for new ones.
+  std::map<std::string, std::vector<std::string>> spare_ids_ GUARDED_BY(mu_);
 };
 
 }  // namespace hoard::proto

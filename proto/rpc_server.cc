@@ -57,6 +57,10 @@ Status RpcServer::Start() {
   try {
     router_ = std::make_unique<zmq::socket_t>(*options_.context, zmq::socket_type::router);
     ConfigureListener(*router_, kControlHandshake);
+    // A client keeps its routing id across reconnects (proto/rpc_client.h):
+    // its new connection takes the id over from the old one the server has
+    // not seen close yet, instead of being refused until it has.
+    router_->set(zmq::sockopt::router_handover, 1);
     if (Status s = ApplyServerKeys(*options_.context, *router_); !s.ok()) {
       router_.reset();
       return s.Annotate(options_.name);
@@ -361,8 +365,9 @@ void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
     if (env->type == MsgType::kOpenDataChannel && !job.from_data) {
       // Answered here, not by a handler: the key is this server's. Never over
       // the data channel itself: its key must come over CURVE.
-      // One session per CURVE connection (its routing id): a new one replaces
-      // its own old one, never another client's.
+      // One session per client routing id: a new one replaces its own old
+      // one (the same client reconnected, or a pool's new client with a
+      // closed one's id: proto/rpc_client.h), never another client's.
       Result<DataChannel> channel = OpenChannel(job.admin, job.route.empty() ? "" : job.route[0].to_string());
       *header = channel.ok() ? EncodeHeader(MsgType::kDataChannel, id, Status::Ok(), *channel)
                              : EncodeError(id, channel.status());

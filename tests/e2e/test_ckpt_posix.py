@@ -139,6 +139,14 @@ shutil.rmtree({os.path.join(job, "step_100")!r})
             os.waitpid(pid, 0)
             subprocess.run(["true"], check=True, pass_fds=(fd,))  # a subprocess call
             self.assertEqual(self.level(path), "-")
+            # `checkpoint status --json` counts it at level "-", and
+            # docs/cli-json.md says what each level it shows means.
+            job = self.cluster.cli_json("checkpoint", "status", "fork")["jobs"][0]
+            self.assertEqual(job["files_by_level"]["-"], 1, job)
+            with open(os.path.join(harness.REPO, "docs", "cli-json.md")) as f:
+                row = next(line for line in f if line.startswith("| `files_by_level` |"))
+            for level in job["files_by_level"]:
+                self.assertIn(f"`{level}`: ", row, f"level {level!r} is not explained in docs/cli-json.md")
             self.assertEqual(os.stat(self.m(2, "fork", "shard.pt")).st_size, 0,
                              "node 2 sees a half-written file as committed")
             os.write(fd, data[5 << 20:])

@@ -41,6 +41,33 @@ class CliInputTest(unittest.TestCase):
             self.assertEqual(doc["code"], "InvalidArgument", args)
             self.assertLess(took, 10, args)
 
+    def test_help_shows_the_commands(self):
+        """`hoard help` is `hoard --help` (exit 0), `hoard help CMD [SUB]` is
+        `hoard CMD [SUB] --help`; `hoard` alone prints the same command list,
+        on stderr, as the usage error it is (exit 2)."""
+        listing = harness.hoard("--help")
+        for cmd in ("status", "dataset", "warm", "hook", "checkpoint", "help"):
+            self.assertRegex(listing.stdout, rf"(?m)^\s+{cmd}\s")
+        r = harness.hoard("help", check=False)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, listing.stdout, ""))
+        for cmd in (["dataset"], ["dataset", "add"], ["hook", "prewarm"], ["local", "up"]):
+            want = harness.hoard(*cmd, "--help")
+            r = harness.hoard("help", *cmd, check=False)
+            self.assertEqual((r.returncode, r.stdout), (0, want.stdout), f"hoard help {' '.join(cmd)}: {r.stderr}")
+        for cmd in (["no-such-command"], ["dataset", "nope"]):
+            r = harness.hoard("help", *cmd, check=False)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn(f"no command '{cmd[-1]}'", r.stderr)
+        for args in ([], ["--dir", "/tmp/nowhere"]):
+            r = harness.hoard(*args, check=False)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stdout}{r.stderr}")
+            self.assertEqual(r.stdout, "")
+            self.assertIn(listing.stdout.strip(), r.stderr)
+            self.assertNotIn("A subcommand is required", r.stderr)
+        # With --json it stays one JSON error document.
+        doc, _ = self.run_json(want=2)
+        self.assertIn("subcommand", doc["error"])
+
     def test_timeouts_must_be_positive(self):
         # A negative --timeout-ms used to wait forever, 0 to fail every call.
         for ms in ("-5", "0"):

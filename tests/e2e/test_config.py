@@ -271,6 +271,23 @@ allow-other = true
             for key in re.findall(r"^\| `([a-z0-9-]+)` \|", section, flags=re.M):
                 self.assertIn(key, options + positionals, f"{DOCS} documents {key} that {binary} does not have")
 
+    def test_capacity_zero_means_one_thing_everywhere(self):
+        """`--capacity 0` (issue 30): the node's store fills its disk and
+        registers the disk's size as its weight (NodeAgent::Capacity). Every
+        help text and doc that says what 0 means says exactly that."""
+        meaning = "the size of the store's disk (no limit but the disk)"
+        texts = {"hoard-node --help": run("hoard-node", "--help").stdout,
+                 "hoard local up --help": run("hoard", "local", "up", "--help").stdout}
+        with open(DOCS) as f:
+            row = next(line for line in f if line.startswith("| `capacity` |"))
+        texts[DOCS] = row
+        with open(os.path.join(harness.REPO, "ansible", "README.md")) as f:
+            texts["ansible/README.md"] = next(line for line in f if line.startswith("| `hoard_node_capacity` |"))
+        for where, text in texts.items():
+            said = re.findall(r"(?:\b0 = |`0`: )([^|\n]*\))", text)
+            self.assertEqual(said, [meaning], f"{where} says 0 means {said}: {text}")
+            self.assertNotIn("unlimited", text.split("--capacity")[-1].split("\n")[0], where)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

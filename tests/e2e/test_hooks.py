@@ -9,6 +9,7 @@ its dataset was cached, a dataset that really is complete.
 """
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -189,6 +190,9 @@ class HooksTest(unittest.TestCase):
     # ---- 0: cached -------------------------------------------------------
 
     def test_ready_dataset_exits_0_and_the_job_runs(self):
+        # The wrapper passes the hook's limits on.
+        r, ran = self.run_when_cached("--stall-timeout", "30", "--unreachable-timeout=20", "--timeout", "60", "ready")
+        self.assertEqual((r.returncode, ran), (CACHED, True), r.stderr)
         doc, r = self.hook_json("ready", "--timeout", "60", want=CACHED)
         self.assertEqual(doc["outcome"], "cached")
         self.assertEqual(doc["percent_cached"], 100.0)
@@ -273,6 +277,16 @@ class HooksTest(unittest.TestCase):
         doc, r = self.hook_json("broken", "--timeout", "60", want=FAILED)
         self.assertEqual(doc["outcome"], "failed")
         self.assertIn("gone or changed at the origin", doc["reason"])
+        # The way out is a refresh (it keeps the unchanged files cached), not
+        # removing the dataset and adding it again; the help and the README
+        # say the same.
+        self.assertIn("hoard dataset refresh broken", doc["reason"])
+        self.assertNotIn("add it again", doc["reason"])
+        self.assertIn("hoard dataset refresh", run([HOARD, "hook", "prewarm", "--help"], self.env()).stdout)
+        with open(os.path.join(HOOKS, "README.md")) as f:
+            row = next(line for line in f if line.startswith("| 1 |"))
+        self.assertIn("`hoard dataset refresh NAME`", row)
+        self.assertNotIn("re-add", row)
         gone = [f for f in doc["failures"] if f["path"] == "sub/gone.bin"]
         self.assertTrue(gone, doc["failures"])
         self.assertTrue(gone[0]["error"].startswith("NotFound"), gone)
@@ -348,6 +362,25 @@ class HooksTest(unittest.TestCase):
                 os.kill(coord, signal.SIGCONT)
             self.assertEqual(p.returncode, want, out + err)
             self.assertIn(reason, json.loads(out)["reason"])
+        # --unreachable-timeout bounds the ride-out from the moment the
+        # coordinator stops answering, though each call's own timeout (10 s
+        # by default) is longer: it counts from the first call that got no
+        # answer, and no call runs past it (it took 47-49 s for 30 s).
+        p = subprocess.Popen([HOARD, "--json", "hook", "prewarm", "held2", "--unreachable-timeout", "3"],
+                             env=self.env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertIn("prewarm held2 [", p.stderr.readline())
+        os.kill(coord, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            out, err = p.communicate(timeout=30)
+        finally:
+            os.kill(coord, signal.SIGCONT)
+        took = time.monotonic() - stopped
+        self.assertEqual(p.returncode, UNREACHABLE, out + err)
+        self.assertIn("no answer from the coordinator for 3", json.loads(out)["reason"])
+        # 3 s from the first unanswered call, which starts within one poll
+        # (2-2.5 s) of the stop.
+        self.assertTrue(2.5 < took < 6.5, took)
 
     # ---- 3: no such dataset ----------------------------------------------
 
@@ -419,6 +452,22 @@ class HooksTest(unittest.TestCase):
         for line in ("0   cached", "1   the warm-up failed", "2   --timeout passed", "3   no such dataset",
                      "4   the coordinator could not be reached", "64  bad usage", "--coordinator EP"):
             self.assertIn(line, r.stdout)
+        # The ride-out's default is the one hooks/README.md gives.
+        default = re.search(r"--unreachable-timeout \S*=(\d+)\n", r.stdout)
+        self.assertTrue(default, r.stdout)
+        with open(os.path.join(HOOKS, "README.md")) as f:
+            row = next(line for line in f if line.startswith("| 4 |"))
+        self.assertIn(f"(default {default.group(1)} s, counted from the first call it did not answer", row)
+        # The wrapper's help: its options, exit 0.
+        for flag in ("--help", "-h"):
+            r = run([RUN_WHEN_CACHED, flag], self.env())
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for option in ("--timeout S", "--stall-timeout S", "--unreachable-timeout S", "--source URL"):
+                self.assertIn(option, r.stdout)
+        # Its limits reach the hook, which checks them.
+        r, ran = self.run_when_cached("--stall-timeout", "soon", "ready")
+        self.assertEqual((r.returncode, ran), (USAGE, False), r.stderr)
+        self.assertIn("--stall-timeout", r.stderr)
 
         for args in ([], ["ready"], ["ready", "--"], ["--bogus", "ready", "--", "true"], ["--timeout"],
                      ["ready", "true"]):
