@@ -114,10 +114,17 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // No command at all (`hoard`, `hoard --dir X`): the command list, on
-    // stderr, as the usage error it is (exit 2).
-    if (app.get_subcommands().empty() && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !global.json) {
+    // stderr, as the usage error it is (exit 2). A word that is no command
+    // (`hoard frobnicate`) gets CLI11's one line naming it instead.
+    if (app.get_subcommands().empty() && app.remaining_size() == 0 &&
+        dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && !global.json) {
       std::cerr << app.help() << "\nhoard: a command is required (hoard help COMMAND describes one)" << std::endl;
       return 2;
+    }
+    if (app.get_subcommands().empty() && app.remaining_size() > 0) {
+      hoard::cli::Context ctx(global);
+      return ctx.Fail(hoard::Status::InvalidArgument("unknown command '" + app.remaining().front() +
+                                                     "' (hoard help lists the commands)"));
     }
     return hoard::cli::ParseErrorExit(app, global, e);
   }

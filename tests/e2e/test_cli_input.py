@@ -67,6 +67,10 @@ class CliInputTest(unittest.TestCase):
         # With --json it stays one JSON error document.
         doc, _ = self.run_json(want=2)
         self.assertIn("subcommand", doc["error"])
+        # A word that is no command is named, in one line.
+        r = harness.hoard("frobnicate", check=False)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertEqual(r.stderr.strip(), "hoard: unknown command 'frobnicate' (hoard help lists the commands)")
 
     def test_timeouts_must_be_positive(self):
         # A negative --timeout-ms used to wait forever, 0 to fail every call.
