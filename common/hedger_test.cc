@@ -9,6 +9,7 @@
 #include <atomic>
 #include <future>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -97,6 +98,10 @@ class HedgerTest : public ::testing::Test {
   // wait never outlives its gate.
   Gate a_open_, b_open_, rounds_[3];
   std::atomic<int> calls0_{0}, calls1_{0}, calls2_{0};
+  // A PeerHealth a test shares with its Hedger: declared before hedger_ so
+  // that a request still ending when the test body returns reports to a
+  // live one (a local in the test body was gone by then).
+  std::optional<PeerHealth> shared_health_;
   std::unique_ptr<Hedger> hedger_;
 };
 
@@ -366,7 +371,7 @@ TEST_F(HedgerTest, APeerSlowThreeTimesInARowIsSkippedUntilItsSuspicionEnds) {
 // PeerChunkClient) is the Hedger's: a peer the other found unreachable is
 // skipped, and what the Hedger learns the other sees.
 TEST_F(HedgerTest, ASharedPeerHealthIsTheOneSuspicionState) {
-  PeerHealth shared({.suspect_for = 5000ms, .slow_after = 3}, &clock_);
+  PeerHealth& shared = shared_health_.emplace(PeerHealth::Options{.suspect_for = 5000ms, .slow_after = 3}, &clock_);
   Hedger::Options o = FixedDelay(1h, &clock_);
   o.shared_health = &shared;
   hedger_ = std::make_unique<Hedger>(o);
