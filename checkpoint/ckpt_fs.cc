@@ -34,10 +34,6 @@ std::string Join(const std::string& dir, std::string_view name) {
   return dir.empty() ? std::string(name) : dir + "/" + std::string(name);
 }
 
-uint64_t RandomMountId() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32 | rd()) | 1;  // never 0
-}
 
 // Whether the caller of `req` is in group `gid` (its primary group or a
 // supplementary one).
@@ -56,7 +52,7 @@ bool InGroup(fuse_req_t req, gid_t gid) {
 
 CkptFs::CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view)
     : options_(std::move(options)),
-      mount_id_(RandomMountId()),
+      mount_id_(LoadOrMakeMountId(options_)),
       current_view_(std::move(current_view)),
       pool_(*options_.context, 16, std::chrono::milliseconds(500)),
       chunks_(CkptChunks::Options{.node_name = options_.node_name,

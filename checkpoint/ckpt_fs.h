@@ -87,6 +87,19 @@
 // remembers the last path it saw for each id (an id of an entry renamed by
 // another mount is found again at its next lookup).
 //
+// Takeover (Options::state_dir): the mount's FUSE connection may outlive
+// this process (fuse/supervisor.h), so what the kernel still refers to is
+// kept where a successor finds it: the session's mount id (so locks, holds
+// and "open for writing" at the coordinator stay this session's), and one
+// small file per open handle (its id, path, whether it writes, its opener,
+// and for a reader the entry it reads). A successor (Options::takeover)
+// opens the local files of writing handles again and counts them as holding
+// uncommitted bytes: the next fsync or last close commits them, as it would
+// have before the restart, and nothing commits earlier. Locks held through
+// the mount are the coordinator's (checkpoint/ckpt_sessions.h) and stay
+// under the kept mount id; this process does not know them, so it re-asserts
+// none after a coordinator restart and releases them at the session's end.
+//
 // Errors: coordinator statuses go through ToErrno (common/errno.h); an
 // unreachable coordinator is EIO for metadata operations, while writes and
 // reads of open files go on (they need only the local disk), and commits
@@ -163,6 +176,11 @@ class CkptFs {
     // Times the session renewals and blocking lock retries (tests pass a
     // FakeClock).
     Clock* clock = Clock::Real();
+    // Where the session's mount id and open handles are kept for a
+    // successor process ("" = nowhere), and whether this process is one
+    // (see Takeover above).
+    std::string state_dir;
+    bool takeover = false;
   };
 
   CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view);
@@ -205,6 +223,11 @@ class CkptFs {
   }
   void SetXattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { fuse_reply_err(req, ENOTSUP); }
 
+  // Takes over the handles an earlier process of this mount left in
+  // Options::state_dir (see Takeover above); call before Start. Handles that
+  // cannot be restored are logged and dropped (their reads and writes then
+  // fail with EBADF).
+  Status TakeOver();
   // Starts the session thread (see Sessions above). Idempotent.
   void Start();
   // Ends the session: releases this mount's locks and holds at the
@@ -307,6 +330,11 @@ class CkptFs {
   // `writing`: the file stays open for writing here after this commit.
   Status CommitIfDirty(LocalFile& f, bool writing);
   uint64_t NewHandle(Handle h);
+  // Keeps handle `fh` in Options::state_dir (see Takeover), or drops it.
+  void SaveHandle(uint64_t fh, const Handle& h) REQUIRES(mu_);
+  void DropHandle(uint64_t fh);
+  // The session's mount id: kept in Options::state_dir, or a new random one.
+  static uint64_t LoadOrMakeMountId(const Options& options);
   // Flush (`closing`) and Fsync: commits the handle's file if it is dirty
   // and the call is one that commits (see the top).
   void Sync(fuse_req_t req, fuse_file_info* fi, bool closing);

@@ -27,6 +27,9 @@ bool Writable(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
 uint64_t CkptFs::NewHandle(Handle h) {
   MutexLock lock(&mu_);
   const uint64_t fh = next_fh_++;
+  // Kept before the kernel hears of it: a successor must know every handle
+  // the kernel may name.
+  SaveHandle(fh, h);
   handles_[fh] = std::move(h);
   return fh;
 }
@@ -475,6 +478,7 @@ void CkptFs::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (it != handles_.end()) {
       h = std::move(it->second);
       handles_.erase(it);
+      DropHandle(fi->fh);
     }
     // Counted by handle, not by use_count(): the write-behind holds the file
     // for a moment while it sends a chunk.

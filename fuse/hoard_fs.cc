@@ -96,9 +96,17 @@ HoardFs::HoardFs(Options options)
                                                      .open_origin = options_.open_ckpt_origin,
                                                      .uncached_writes = [this] { return passthrough_.direct_io_mmap(); },
                                                      .mountpoint = options_.mountpoint,
-                                                     .clock = options_.clock},
+                                                     .clock = options_.clock,
+                                                     .state_dir = options_.session_dir.empty()
+                                                                      ? ""
+                                                                      : options_.session_dir + "/ckpt",
+                                                     .takeover = options_.takeover},
                                      [this] { return watcher_.Current(); })),
       passthrough_(options_.logger),
+      session_io_(SessionIo::Options{.init_file = options_.session_dir.empty() ? "" : options_.session_dir + "/init",
+                                     .takeover = options_.takeover,
+                                     .passthrough = &passthrough_,
+                                     .logger = options_.logger}),
       start_time_(options_.clock->WallSeconds()),
       datasets_(DatasetFs::Options{.dataset_timeout = options_.dataset_timeout,
                                    .top_timeout = options_.top_timeout,
@@ -115,24 +123,38 @@ HoardFs::HoardFs(Options options)
 
 HoardFs::~HoardFs() { Stop(); }
 
-void HoardFs::SetSession(fuse_session* session) {
-  if (session != nullptr && options_.passthrough && session_.load() == nullptr) {
+Status HoardFs::SetSession(fuse_session* session) {
+  if (session != nullptr && session_.load() == nullptr) {
+    if (!options_.session_dir.empty()) {
+      if (Status s = passthrough_.Persist(options_.session_dir + "/open-files", options_.takeover); !s.ok()) {
+        options_.logger->warn("passthrough opens will not survive a restart of the mount: {}", s.ToString());
+      }
+    }
+    passthrough_.Start(session, options_.passthrough);
     // The session's userdata is this HoardFs (fuse_session_new in main.cc).
-    (void)passthrough_.Install(
+    HOARD_RETURN_IF_ERROR(session_io_.Install(
         session,
-        [](int fd, iovec* iov, int count, void* userdata) {
-          return static_cast<HoardFs*>(userdata)->passthrough_.Writev(fd, iov, count);
-        },
         [](int fd, void* buf, size_t len, void* userdata) {
-          return static_cast<HoardFs*>(userdata)->passthrough_.Read(fd, buf, len);
-        });
+          return static_cast<HoardFs*>(userdata)->session_io_.Read(fd, buf, len);
+        },
+        [](int fd, iovec* iov, int count, void* userdata) {
+          return static_cast<HoardFs*>(userdata)->session_io_.Writev(fd, iov, count);
+        }));
   }
   session_.store(session);
   ckpt_->SetSession(session);
+  return Status::Ok();
 }
 
 Status HoardFs::Start() {
   HOARD_RETURN_IF_ERROR(MakeDirs(options_.cache_dir));
+  if (!options_.session_dir.empty()) {
+    HOARD_RETURN_IF_ERROR(MakeDirs(options_.session_dir));
+    if (Status s = ns_.KeepSlots(options_.session_dir + "/slots", options_.takeover); !s.ok()) {
+      options_.logger->warn("dataset slots will not survive a restart of the mount: {}", s.ToString());
+    }
+    if (Status s = ckpt_->TakeOver(); !s.ok()) options_.logger->warn("checkpoint handles: {}", s.ToString());
+  }
   if (Status s = watcher_.LoadCached(); !s.ok() && s.code() != Code::kNotFound) {
     options_.logger->warn("saved cluster map not used: {}", s.ToString());
   }

@@ -63,6 +63,7 @@
 #include "fuse/mount_stats.h"
 #include "fuse/namespace.h"
 #include "fuse/passthrough.h"
+#include "fuse/session_io.h"
 
 namespace hoard::fuse {
 
@@ -113,6 +114,13 @@ class HoardFs {
     proto::CkptLevel ckpt_sync_level = proto::CkptLevel::kR;
     int ckpt_write_behind_threads = 2;  // CkptFs::Options::write_behind_threads
     std::function<Result<std::unique_ptr<CkptOrigin>>()> open_ckpt_origin;
+    // What a successor process needs to take over this mount's FUSE
+    // connection (fuse/supervisor.h): the INIT request, dataset slots, open
+    // passthrough inodes and checkpoint handles. "" = nothing kept.
+    std::string session_dir;
+    // This process takes over a connection an earlier one served: its INIT
+    // is replayed from session_dir, not read from the kernel.
+    bool takeover = false;
   };
 
   explicit HoardFs(Options options);
@@ -123,9 +131,12 @@ class HoardFs {
   Status Start();
   void Stop();
   // Lets the watcher ask the kernel to drop names of changed datasets. A
-  // session given here must be mounted and not yet looping: this also
-  // negotiates kernel passthrough on it (Options::passthrough).
-  void SetSession(fuse_session* session);
+  // session given here must be mounted and not yet looping: this also puts
+  // the session I/O on it (fuse/session_io.h: INIT kept or replayed, kernel
+  // passthrough negotiated where Options::passthrough). Fails only if
+  // libfuse refuses that I/O. Null: the session is going away.
+  Status SetSession(fuse_session* session);
+  const SessionIo& session_io() const { return session_io_; }
   const Passthrough& passthrough() const { return passthrough_; }
   Passthrough& TEST_passthrough() { return passthrough_; }
 
@@ -175,6 +186,7 @@ class HoardFs {
   std::unique_ptr<CkptFs> ckpt_;
   MountStats stats_;
   Passthrough passthrough_;
+  SessionIo session_io_;
   std::atomic<fuse_session*> session_{nullptr};
   std::atomic<bool> initialized_{false};
   bool read_ahead_done_ = false;  // watch thread only

@@ -1,6 +1,7 @@
 // hoard-fuse: the POSIX mount of a node (MOUNT/datasets/NAME/...).
 #include <limits.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include "common/metrics_server.h"
 #include "common/units.h"
 #include "fuse/hoard_fs.h"
+#include "fuse/supervisor.h"
 #include "proto/curve.h"
 
 int main(int argc, char** argv) {
@@ -89,6 +91,19 @@ int main(int argc, char** argv) {
   std::string metrics_addr;
   hoard::metrics::AddMetricsAddrFlag(app, &metrics_addr, "CACHE_DIR");
   app.add_flag("--fuse-debug", debug, "Print every FUSE request");
+  bool no_supervisor = false;
+  app.add_flag("--no-supervisor", no_supervisor,
+               "Serve in this process, with no supervisor holding the mount (fuse/supervisor.h): a crash of it then "
+               "ends the mount and SIGHUP does not restart it");
+  // Set by the supervisor on the command lines it runs (kSupervisorFlags).
+  int serve_fd = -1, adopt_fd = -1, supervisor_pid = 0;
+  uint64_t generation = 0;
+  bool takeover = false;
+  app.add_option("--serve-fd", serve_fd)->group("");
+  app.add_option("--adopt-fd", adopt_fd)->group("");
+  app.add_option("--generation", generation)->group("");
+  app.add_option("--supervisor-pid", supervisor_pid)->group("");
+  app.add_flag("--takeover", takeover)->group("");
   hoard::LogOptions log_options;
   hoard::AddLogFlags(app, &log_options);
   if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "mount", argc, argv)) return *exit_code;
@@ -106,6 +121,27 @@ int main(int argc, char** argv) {
     return 1;
   }
   mountpoint = resolved;
+  // The kernel checks modes and owners itself; datasets answer EROFS to
+  // every change, checkpoints take them.
+  std::string opts = "fsname=hoard,subtype=hoard,default_permissions";
+  if (allow_other) opts += ",allow_other";
+  const std::string session_dir = hoard::JoinPath(o.cache_dir, "session");
+  if (serve_fd < 0 && !no_supervisor) {
+    if (hoard::Status s = hoard::MakeDirs(session_dir); !s.ok()) {
+      log->critical("cannot start: {}", s.ToString());
+      return 1;
+    }
+    hoard::fuse::SupervisorOptions so{.mountpoint = mountpoint,
+                                      .fuse_options = opts,
+                                      .binary = hoard::fuse::BinaryPath(argv[0]),
+                                      .args = hoard::fuse::ArgsWithoutSupervisorFlags(argc, argv),
+                                      .session_dir = session_dir,
+                                      .state_file = hoard::JoinPath(o.cache_dir, "server.json"),
+                                      .adopt_fd = adopt_fd,
+                                      .generation = generation,
+                                      .logger = log};
+    return hoard::fuse::RunSupervisor(std::move(so));
+  }
   hoard::KeepFreedBuffers();
   const uint64_t files = hoard::RaiseFileLimit();
   zmq::context_t context(io_threads);
@@ -131,6 +167,10 @@ int main(int argc, char** argv) {
   o.logger = log;
   o.context = &context;
   o.ckpt_sync_level = ckpt_sync_level == "L" ? hoard::proto::CkptLevel::kL : hoard::proto::CkptLevel::kR;
+  // Under a supervisor the connection may outlive this process: keep what a
+  // successor needs, and take over what a predecessor kept.
+  if (serve_fd >= 0) o.session_dir = session_dir;
+  o.takeover = takeover;
   if (!ckpt_origin.empty()) o.open_ckpt_origin = [ckpt_origin] { return hoard::OpenCkptOrigin(ckpt_origin); };
   const std::string cache_dir = o.cache_dir, coordinator = o.coordinator, node_store = o.local_store;
   hoard::fuse::HoardFs fs(std::move(o));
@@ -148,10 +188,6 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // The kernel checks modes and owners itself; datasets answer EROFS to
-  // every change, checkpoints take them.
-  std::string opts = "fsname=hoard,subtype=hoard,default_permissions";
-  if (allow_other) opts += ",allow_other";
   std::vector<std::string> fuse_argv = {argv[0], "-o", opts};
   if (debug) fuse_argv.push_back("-d");
   std::vector<char*> cargv;
@@ -164,25 +200,53 @@ int main(int argc, char** argv) {
     return 1;
   }
   int rc = 1;
+  // Under a supervisor the session is the descriptor it holds (libfuse takes
+  // /dev/fd/N as "mounted already").
+  const std::string target = serve_fd >= 0 ? "/dev/fd/" + std::to_string(serve_fd) : mountpoint;
   if (fuse_set_signal_handlers(se) == 0) {
-    if (fuse_session_mount(se, mountpoint.c_str()) == 0) {
-      fs.SetSession(se);
-      log->info("mounted on {} (coordinator {}, local store {}, up to {} open files)", mountpoint, coordinator,
-                node_store.empty() ? "none" : node_store, files);
-      fuse_loop_config* config = fuse_loop_cfg_create();
-      fuse_loop_cfg_set_clone_fd(config, 1);
-      fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(threads));
-      // Readers blocked on a peer or the origin hold a thread each; leave room
-      // for local hits to keep flowing past them.
-      fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(4 * threads));
-      rc = fuse_session_loop_mt(se, config);
-      fuse_loop_cfg_destroy(config);
+    if (fuse_session_mount(se, target.c_str()) == 0) {
+      if (hoard::Status s = fs.SetSession(se); !s.ok()) {
+        log->critical("cannot serve {}: {}", mountpoint, s.ToString());
+      } else {
+        log->info("{} {} (coordinator {}, local store {}, up to {} open files{})",
+                  takeover ? "took over the mount on" : "mounted on", mountpoint, coordinator,
+                  node_store.empty() ? "none" : node_store, files,
+                  serve_fd >= 0 ? ", generation " + std::to_string(generation) : "");
+        if (serve_fd >= 0) {
+          hoard::fuse::ServerState state{.pid = ::getpid(),
+                                         .supervisor_pid = supervisor_pid,
+                                         .generation = generation,
+                                         .took_over = takeover};
+          if (hoard::Status s = hoard::fuse::WriteServerState(hoard::JoinPath(cache_dir, "server.json"), state);
+              !s.ok()) {
+            log->warn("{}", s.ToString());
+          }
+        }
+        fuse_loop_config* config = fuse_loop_cfg_create();
+        // One descriptor for every worker: a cloned one per thread would die
+        // with this process, and the kernel fails the requests read through
+        // a closed clone (ECONNABORTED) where those read through the
+        // supervisor's descriptor wait for a successor (fuse/supervisor.h).
+        fuse_loop_cfg_set_clone_fd(config, serve_fd >= 0 ? 0 : 1);
+        fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(threads));
+        // Readers blocked on a peer or the origin hold a thread each; leave room
+        // for local hits to keep flowing past them.
+        fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(4 * threads));
+        rc = fuse_session_loop_mt(se, config);
+        fuse_loop_cfg_destroy(config);
+      }
       // The watch thread may be about to notify the kernel through the
       // session: stop it before the session goes away.
-      fs.SetSession(nullptr);
+      (void)fs.SetSession(nullptr);
       fs.Stop();
-      fuse_session_unmount(se);
-      log->info("unmounted {}", mountpoint);
+      if (serve_fd < 0) {
+        fuse_session_unmount(se);
+        log->info("unmounted {}", mountpoint);
+      } else if (supervisor_pid > 0 && ::getppid() != supervisor_pid) {
+        // The supervisor is gone (killed): nobody else will unmount.
+        if (hoard::Status s = hoard::fuse::Unmount(mountpoint); !s.ok()) log->warn("{}", s.ToString());
+        else log->info("the supervisor is gone: unmounted {}", mountpoint);
+      }
     } else {
       log->critical("cannot mount on {}", mountpoint);
     }

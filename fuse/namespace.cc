@@ -3,6 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <sstream>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "common/file_util.h"
 
 namespace hoard::fuse {
 
@@ -11,7 +17,35 @@ Namespace::Namespace()
   for (uint32_t i = 0; i < kSlotCount; ++i) slots_[i].store(nullptr, std::memory_order_relaxed);
 }
 
-Namespace::~Namespace() = default;
+Namespace::~Namespace() {
+  MutexLock lock(&mu_);
+  if (journal_fd_ >= 0) ::close(journal_fd_);
+}
+
+Status Namespace::KeepSlots(const std::string& path, bool takeover) {
+  MutexLock lock(&mu_);
+  kept_.clear();
+  if (takeover) {
+    // Lines "SLOT UID VERSION"; a line cut short by a crash is ignored (its
+    // slot is skipped: next_slot_ passes it).
+    Result<std::string> text = ReadFile(path);
+    if (!text.ok() && text.status().code() != Code::kNotFound) return text.status();
+    std::istringstream in(text.ok() ? *text : "");
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      uint64_t slot = 0, uid = 0;
+      uint32_t version = 0;
+      if (!(fields >> slot >> uid >> version) || slot == 0 || slot >= kSlotCount) continue;
+      kept_[{uid, version}] = static_cast<uint32_t>(slot);
+      next_slot_ = std::max(next_slot_, static_cast<uint32_t>(slot) + 1);
+    }
+  }
+  if (journal_fd_ >= 0) ::close(journal_fd_);
+  journal_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (takeover ? 0 : O_TRUNC), 0600);
+  if (journal_fd_ < 0) return Status::FromErrno(errno, "open " + path);
+  return Status::Ok();
+}
 
 const MountedDataset* Namespace::Find(std::string_view name) const {
   std::shared_ptr<const Listing> l = List();
@@ -54,6 +88,15 @@ std::vector<std::string> Namespace::Update(const ClusterView& view) {
       current.erase(it);
       continue;
     }
+    auto kept = kept_.find({ds->meta.uid, ds->meta.version});
+    if (kept != kept_.end() && slots_[kept->second].load(std::memory_order_relaxed) == nullptr) {
+      auto md = std::make_unique<MountedDataset>(name, kept->second, ds);
+      slots_[md->slot].store(md.get(), std::memory_order_release);
+      listing->datasets.emplace_back(name, md.get());
+      all_.push_back(std::move(md));
+      changed.push_back(name);
+      continue;
+    }
     if (next_slot_ >= kSlotCount) {
       // Slots are never reused (an inode number keeps its meaning while
       // mounted); after 65,535 dataset versions the mount must be restarted.
@@ -64,6 +107,14 @@ std::vector<std::string> Namespace::Update(const ClusterView& view) {
       continue;
     }
     auto md = std::make_unique<MountedDataset>(name, next_slot_++, ds);
+    if (journal_fd_ >= 0) {
+      const std::string line =
+          std::to_string(md->slot) + " " + std::to_string(ds->meta.uid) + " " + std::to_string(ds->meta.version) + "\n";
+      if (::write(journal_fd_, line.data(), line.size()) != ssize_t(line.size())) {
+        fprintf(stderr, "hoard-fuse: cannot keep dataset slot %u: a restart of the mount would make its open files stale\n",
+                md->slot);
+      }
+    }
     slots_[md->slot].store(md.get(), std::memory_order_release);
     listing->datasets.emplace_back(name, md.get());
     all_.push_back(std::move(md));

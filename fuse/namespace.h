@@ -9,12 +9,19 @@
 // still hold its inode numbers). The name list for /datasets is an immutable
 // snapshot swapped under a mutex that readers hold only to copy a shared_ptr.
 //
+// Slots outlive the process (KeepSlots): the kernel's inode numbers name
+// slots, and a process that takes over the mount's FUSE connection
+// (fuse/supervisor.h) must give each dataset version the slot it had. Each
+// slot given is one line appended to a file (no fsync: it must outlive the
+// process, not the machine, whose crash ends the connection too).
+//
 // Thread-safety: Update from one thread (the map watcher); everything else
 // from any thread.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +29,7 @@
 
 #include "cluster/cluster_view.h"
 #include "common/mutex.h"
+#include "common/status.h"
 #include "common/thread_annotations.h"
 
 namespace hoard::fuse {
@@ -74,6 +82,11 @@ class Namespace {
   // the names whose entries in /datasets changed (for kernel invalidation).
   std::vector<std::string> Update(const ClusterView& view);
 
+  // Keeps the slots given in `path` (see the top). `takeover`: give the
+  // versions listed there their slots again, and new ones past them; else
+  // the file starts empty. Call before the first Update.
+  Status KeepSlots(const std::string& path, bool takeover);
+
  private:
   static constexpr uint32_t kSlotCount = 1u << 16;
 
@@ -83,6 +96,10 @@ class Namespace {
   uint32_t next_slot_ GUARDED_BY(mu_) = 1;
   bool out_of_slots_logged_ GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<MountedDataset>> all_ GUARDED_BY(mu_);  // owns every object ever made
+  // KeepSlots: the slot of each (uid, version) an earlier process gave, and
+  // the file new slots are appended to (-1: none).
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> kept_ GUARDED_BY(mu_);
+  int journal_fd_ GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace hoard::fuse

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/file_util.h"
+#include "common/testing.h"
 #include "fuse/inode.h"
 
 namespace hoard::fuse {
@@ -46,6 +48,41 @@ TEST(NamespaceTest, SlotsAreNeverReused) {
   EXPECT_EQ(changed, std::vector<std::string>{"b"});
   EXPECT_EQ(ns.Find("b"), nullptr);
   ASSERT_EQ(ns.List()->datasets.size(), 1u);
+}
+
+uint32_t SlotOfName(const Namespace& ns, const std::string& name) {
+  const MountedDataset* md = ns.Find(name);
+  return md == nullptr ? 0 : md->slot;
+}
+
+// A process taking over the mount's connection (fuse/supervisor.h) gives
+// each dataset version the inode slot the last one gave it.
+TEST(NamespaceTest, ASuccessorGivesEachDatasetVersionItsSlot) {
+  hoard::testing::TempDir dir;
+  const std::string path = JoinPath(dir.path(), "slots");
+  uint32_t a, b2;
+  {
+    Namespace first;
+    ASSERT_TRUE(first.KeepSlots(path, /*takeover=*/false).ok());
+    first.Update(View({Dataset("a", 1, 1), Dataset("b", 2, 1)}));
+    first.Update(View({Dataset("a", 1, 1), Dataset("b", 2, 2)}));  // b's new version: a new slot
+    a = SlotOfName(first, "a");
+    b2 = SlotOfName(first, "b");
+    ASSERT_EQ(b2, 3u);
+  }
+  Namespace successor;
+  ASSERT_TRUE(successor.KeepSlots(path, /*takeover=*/true).ok());
+  // The map it starts from lists them in another order, with a new dataset.
+  successor.Update(View({Dataset("c", 3, 1), Dataset("b", 2, 2), Dataset("a", 1, 1)}));
+  EXPECT_EQ(SlotOfName(successor, "a"), a);
+  EXPECT_EQ(SlotOfName(successor, "b"), b2);
+  EXPECT_EQ(SlotOfName(successor, "c"), 4u) << "a new version takes a slot no earlier process gave";
+
+  // A fresh mount (not a takeover) starts the slots afresh.
+  Namespace fresh;
+  ASSERT_TRUE(fresh.KeepSlots(path, /*takeover=*/false).ok());
+  fresh.Update(View({Dataset("b", 2, 2)}));
+  EXPECT_EQ(SlotOfName(fresh, "b"), 1u);
 }
 
 TEST(InodeTest, EncodingRoundTrips) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <linux/fuse.h>
 
 #include "common/status.h"
+#include "common/file_util.h"
 
 namespace hoard::fuse {
 namespace {
@@ -49,69 +51,119 @@ static_assert(sizeof(OpenOut) == 16);
 // 1 leaves room for the mount itself to be an overlay's lower layer.
 constexpr uint32_t kMaxStackDepth = 1;
 
-ssize_t Splice(int fdin, off_t* offin, int fdout, off_t* offout, size_t len, unsigned flags, void*) {
-  return ::splice(fdin, offin, fdout, offout, len, flags);
-}
-
 }  // namespace
 
-bool Passthrough::Install(fuse_session* se, WritevFn writev, ReadFn read) {
-  fuse_custom_io io{};
-  io.writev = writev;
-  io.read = read;
-  // Without these libfuse would stop splicing local chunks to the kernel.
-  io.splice_send = &Splice;
-  io.splice_receive = &Splice;
-  // The mounted session keeps its /dev/fuse fd; libfuse only starts using
-  // our functions on it.
-  if (const int rc = fuse_session_custom_io(se, &io, fuse_session_fd(se)); rc != 0) {
-    logger_->warn("kernel passthrough off: libfuse refused custom I/O ({})", std::strerror(-rc));
-    return false;
+Passthrough::~Passthrough() {
+  MutexLock lock(&mu_);
+  if (records_ != nullptr) ::munmap(records_, sizeof(Record) * kRecords);
+}
+
+Status Passthrough::Persist(const std::string& path, bool takeover) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
+  const size_t bytes = sizeof(Record) * kRecords;
+  // A fresh session starts from an empty table: truncating to 0 first
+  // zeroes whatever an earlier mount left.
+  if (!takeover && ::ftruncate(fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + path);
+  if (::ftruncate(fd.get(), off_t(bytes)) != 0) return Status::FromErrno(errno, "size " + path);
+  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (m == MAP_FAILED) return Status::FromErrno(errno, "map " + path);
+  MutexLock lock(&mu_);
+  records_ = static_cast<Record*>(m);
+  inodes_.clear();
+  free_records_.clear();
+  size_t loaded = 0;
+  for (uint32_t i = kRecords; i-- > 0;) {
+    Record& r = records_[i];
+    const uint64_t ino = __atomic_load_n(&r.ino, __ATOMIC_ACQUIRE);
+    if (ino == 0 || (r.cached == 0 && r.passthrough == 0) || inodes_.contains(ino)) {
+      r.ino = 0;
+      free_records_.push_back(i);  // popped from the back: low records first
+      continue;
+    }
+    inodes_[ino] = Inode{.cached = r.cached, .passthrough = r.passthrough, .backing_id = r.backing_id, .record = i};
+    ++loaded;
   }
-  // A new session (the same file system mounted again) starts afresh: the
-  // backing ids of the last one died with its connection.
+  loaded_ = loaded > 0;
+  if (loaded > 0) logger_->info("passthrough: took over the opens of {} inode(s) from the last process", loaded);
+  return Status::Ok();
+}
+
+void Passthrough::Save(fuse_ino_t ino, Inode& in) {
+  if (records_ == nullptr) return;
+  if (in.cached == 0 && in.passthrough == 0) {
+    if (in.record != kNoRecord) {
+      __atomic_store_n(&records_[in.record].ino, uint64_t(0), __ATOMIC_RELEASE);
+      free_records_.push_back(in.record);
+      in.record = kNoRecord;
+    }
+    return;
+  }
+  if (in.record == kNoRecord) {
+    if (free_records_.empty()) {
+      // Only a takeover needs the record: the open itself goes on.
+      if (!table_full_logged_) {
+        table_full_logged_ = true;
+        logger_->warn("passthrough: more than {} inodes open at once; opens past that would not survive a restart "
+                      "of the mount",
+                      kRecords);
+      }
+      return;
+    }
+    in.record = free_records_.back();
+    free_records_.pop_back();
+  }
+  // The counts before the inode number: a record is live once it has one.
+  Record& r = records_[in.record];
+  r.backing_id = in.backing_id;
+  r.cached = in.cached;
+  r.passthrough = in.passthrough;
+  __atomic_store_n(&r.ino, uint64_t(ino), __ATOMIC_RELEASE);
+}
+
+void Passthrough::Start(fuse_session* se, bool enable) {
   {
+    // A new session (the same file system mounted again) starts afresh: the
+    // backing ids of the last one died with its connection. A takeover's
+    // (Persist) are the connection's still.
     MutexLock lock(&mu_);
-    inodes_.clear();
+    if (!loaded_) {
+      for (auto& [ino, in] : inodes_) {
+        in.cached = in.passthrough = 0;
+        Save(ino, in);
+      }
+      inodes_.clear();
+    }
   }
   se_ = se;
   init_replied_.store(false);
   init_read_.store(false);
   kernel_flags2_.store(0);
   direct_io_mmap_.store(false);
-  enabled_.store(true, std::memory_order_relaxed);
-  return true;
+  enabled_.store(enable, std::memory_order_relaxed);
 }
 
-ssize_t Passthrough::Read(int fd, void* buf, size_t len) {
-  const ssize_t n = ::read(fd, buf, len);
-  // INIT is the first request a session reads; libfuse reads it (with
-  // read(2), not splice) before it calls the file system's init.
-  if (n < 0 || init_read_.load(std::memory_order_acquire)) return n;
+void Passthrough::NoteInitRequest(const void* buf, size_t n) {
   const char* in = static_cast<const char*>(buf);
-  if (size_t(n) >= kInitInFlags2Offset + 4 &&
-      reinterpret_cast<const fuse_in_header*>(in)->opcode == kOpcodeInit) {
+  if (n >= kInitInFlags2Offset + 4 && reinterpret_cast<const fuse_in_header*>(in)->opcode == kOpcodeInit) {
     uint32_t flags = 0, flags2 = 0;
     std::memcpy(&flags, in + kInitInFlagsOffset, 4);
     if (flags & kInitExtFlag) std::memcpy(&flags2, in + kInitInFlags2Offset, 4);
     kernel_flags2_.store(flags2);
   }
   init_read_.store(true, std::memory_order_release);
-  return n;
 }
 
-ssize_t Passthrough::Writev(int fd, iovec* iov, int count) {
-  // The kernel sends no request before INIT is answered, so the first reply
-  // is INIT's: its header, then fuse_init_out. Notifications (unique 0) may
-  // come first, from the thread that watches the cluster.
-  if (init_replied_.load(std::memory_order_acquire) || count < 1 || iov[0].iov_len < sizeof(fuse_out_header) ||
-      static_cast<const fuse_out_header*>(iov[0].iov_base)->unique == 0 || init_replied_.exchange(true)) {
-    return ::writev(fd, iov, count);
-  }
+ssize_t Passthrough::SendInitReply(int fd, iovec* iov, int count, bool send) {
+  size_t total = 0;
+  for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+  auto write = [&](iovec* v, int n) -> ssize_t { return send ? ::writev(fd, v, n) : ssize_t(total); };
+  init_replied_.store(true);
+  if (!enabled()) return write(iov, count);
   if (count != 2 || iov[1].iov_len < kInitOutStackDepthOffset + 4 || iov[1].iov_len > kInitOutSize) {
     // Not the reply we know (an error, or a protocol too old for flags2).
     enabled_.store(false, std::memory_order_relaxed);
-    return ::writev(fd, iov, count);
+    return write(iov, count);
   }
   char out[kInitOutSize] = {};
   std::memcpy(out, iov[1].iov_base, iov[1].iov_len);
@@ -119,7 +171,7 @@ ssize_t Passthrough::Writev(int fd, iovec* iov, int count) {
   std::memcpy(&flags, out + kInitOutFlagsOffset, 4);
   if (!(flags & kInitExtFlag)) {
     enabled_.store(false, std::memory_order_relaxed);
-    return ::writev(fd, iov, count);
+    return write(iov, count);
   }
   uint32_t flags2 = 0;
   std::memcpy(&flags2, out + kInitOutFlags2Offset, 4);
@@ -134,7 +186,7 @@ ssize_t Passthrough::Writev(int fd, iovec* iov, int count) {
   std::memcpy(out + kInitOutFlags2Offset, &flags2, 4);
   std::memcpy(out + kInitOutStackDepthOffset, &kMaxStackDepth, 4);
   iovec patched[2] = {iov[0], {out, iov[1].iov_len}};
-  const ssize_t n = ::writev(fd, patched, 2);
+  const ssize_t n = write(patched, 2);
   if (n >= 0 && mmap) direct_io_mmap_.store(true, std::memory_order_release);
   return n;
 }
@@ -145,10 +197,12 @@ Passthrough::Decision Passthrough::Open(fuse_ino_t ino, int fd) {
   if (in.passthrough > 0) {
     // Open for passthrough already: this open must share the backing file.
     ++in.passthrough;
+    Save(ino, in);
     return {.passthrough = true, .backing_id = in.backing_id};
   }
   if (in.cached > 0 || fd < 0 || !enabled()) {
     ++in.cached;
+    Save(ino, in);
     return {};
   }
   BackingMap map{.fd = fd, .flags = 0, .padding = 0};
@@ -156,10 +210,12 @@ Passthrough::Decision Passthrough::Open(fuse_ino_t ino, int fd) {
   if (id < 0) {
     Disable(errno);
     ++in.cached;
+    Save(ino, in);
     return {};
   }
   in.passthrough = 1;
   in.backing_id = id;
+  Save(ino, in);
   return {.passthrough = true, .backing_id = id};
 }
 
@@ -175,6 +231,7 @@ void Passthrough::Release(fuse_ino_t ino, bool passthrough) {
     } else if (!passthrough && in.cached > 0) {
       --in.cached;
     }
+    Save(ino, in);
     if (in.passthrough == 0 && in.cached == 0) inodes_.erase(it);
   }
   // The kernel holds its own reference while files use it; the id only lets

@@ -9,15 +9,16 @@
 // backing file to its end: chunk files keep their record in an xattr for
 // that (store/chunk_file.h).
 //
-// libfuse 3.14 predates passthrough, so this class negotiates it itself:
-//   - Install puts custom I/O on the mounted session whose writev adds
-//     FUSE_PASSTHROUGH and a stack depth of 1 to the INIT reply (the first
-//     reply a session sends). A kernel without passthrough ignores them.
-//     The same patch asks for FUSE_DIRECT_IO_ALLOW_MMAP when the INIT
-//     request (seen by the custom read) offers it along with passthrough
-//     (Linux 6.9; the flag's first kernels mishandled such mappings): then a
-//     file opened with direct_io can still be mapped shared, which checkpoint
-//     files opened for writing need (checkpoint/ckpt_fs.h).
+// libfuse 3.14 predates passthrough, so this class negotiates it itself,
+// through the session's custom I/O (fuse/session_io.h), which hands it the
+// INIT request and reply:
+//   - the INIT reply gets FUSE_PASSTHROUGH and a stack depth of 1. A kernel
+//     without passthrough ignores them. The same patch asks for
+//     FUSE_DIRECT_IO_ALLOW_MMAP when the INIT request offers it along with
+//     passthrough (Linux 6.9; the flag's first kernels mishandled such
+//     mappings): then a file opened with direct_io can still be mapped
+//     shared, which checkpoint files opened for writing need
+//     (checkpoint/ckpt_fs.h).
 //   - An open is answered with FOPEN_PASSTHROUGH and a backing id that
 //     FUSE_DEV_IOC_BACKING_OPEN registered for the chunk file (it needs
 //     CAP_SYS_ADMIN). The first failure of that ioctl (an older kernel, no
@@ -32,6 +33,17 @@
 // kernel forgets an open before it sends us its RELEASE, so this table never
 // says "no open files" while the kernel has some.
 //
+// The table outlives the process (Persist): backing ids belong to the FUSE
+// connection, not to the process that registered them, and a server that
+// takes over the connection after a crash (fuse/supervisor.h) must answer
+// opens of inodes that are still open by the kernel's rules above. Each
+// inode with opens has a fixed-size record in a file mapped shared; stores
+// into it reach the file's pages at once, so a process killed at any
+// instruction leaves every record but the one it was changing intact. (A
+// crash between a record's change and the reply the kernel then asks again
+// for, FUSE_NOTIFY_RESEND, counts that open or release twice: the inode then
+// keeps its backing id until the mount ends, or drops it one release early.)
+//
 // Thread-safety: all methods from any thread; one mutex guards the table.
 #pragma once
 
@@ -42,11 +54,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "common/mutex.h"
+#include "common/status.h"
 #include "common/thread_annotations.h"
 
 namespace hoard::fuse {
@@ -55,15 +70,16 @@ class Passthrough {
  public:
   explicit Passthrough(std::shared_ptr<spdlog::logger> logger) : logger_(std::move(logger)) {}
 
-  // Puts custom I/O on `se`, which must be mounted and not yet looping (its
-  // INIT not answered), and forgets any earlier session's opens. `writev` is
-  // the session's writev: it gets the session's userdata and must call this
-  // object's Writev. Returns false (and passthrough stays off) if libfuse
-  // refuses.
-  // `read` likewise must call Read.
-  using WritevFn = ssize_t (*)(int fd, iovec* iov, int count, void* userdata);
-  using ReadFn = ssize_t (*)(int fd, void* buf, size_t len, void* userdata);
-  bool Install(fuse_session* se, WritevFn writev, ReadFn read);
+  ~Passthrough();
+
+  // Binds to `se`, mounted and not yet looping (its INIT not answered);
+  // `enable`: offer passthrough in the INIT reply. Forgets the opens of any
+  // earlier session unless they were loaded by Persist.
+  void Start(fuse_session* se, bool enable);
+  // Keeps the table in `path` (see the top). `takeover`: load the opens an
+  // earlier process of this connection left there; else start it empty.
+  // Called before Start; an error leaves the table in memory only.
+  Status Persist(const std::string& path, bool takeover);
 
   // How an open of a dataset file goes.
   struct Decision {
@@ -93,20 +109,37 @@ class Passthrough {
     return inodes_.size();
   }
 
-  // The session's writev: patches the INIT reply, sends everything else as is.
-  ssize_t Writev(int fd, iovec* iov, int count);
-  // The session's read: notes what the INIT request offers.
-  ssize_t Read(int fd, void* buf, size_t len);
+  // The INIT request, as read from the kernel (or replayed): notes what it
+  // offers.
+  void NoteInitRequest(const void* buf, size_t len);
+  // Sends the INIT reply `iov` with passthrough's flags added, or only
+  // notes what it grants when `send` is false (a takeover: the kernel has
+  // its answer). Returns writev's result, or the length when not sending.
+  ssize_t SendInitReply(int fd, iovec* iov, int count, bool send);
 
  private:
   struct Inode {
     uint32_t cached = 0;       // opens in the kernel's cached mode
     uint32_t passthrough = 0;  // opens backed by backing_id
     int32_t backing_id = -1;
+    uint32_t record = kNoRecord;  // in the persisted table
   };
+  // One inode's line in the persisted table; ino 0 = free.
+  struct Record {
+    uint64_t ino;
+    int32_t backing_id;
+    uint32_t cached;
+    uint32_t passthrough;
+    uint32_t pad;
+  };
+  static constexpr uint32_t kNoRecord = ~0u;
+  static constexpr uint32_t kRecords = 1u << 18;  // inodes open at once (6 MiB, sparse)
 
   void CloseBacking(int32_t id);
   void Disable(int err);
+  // Mirrors `in` into its record (taking one if it has none), or frees the
+  // record when the inode has no opens left.
+  void Save(fuse_ino_t ino, Inode& in) REQUIRES(mu_);
 
   std::shared_ptr<spdlog::logger> logger_;
   std::atomic<fuse_session*> se_{nullptr};  // set by Install, before the session loops
@@ -117,6 +150,10 @@ class Passthrough {
   std::atomic<bool> direct_io_mmap_{false};
   mutable Mutex mu_;
   std::unordered_map<fuse_ino_t, Inode> inodes_ GUARDED_BY(mu_);  // only inodes with opens
+  Record* records_ GUARDED_BY(mu_) = nullptr;  // the persisted table (mapped), or null
+  std::vector<uint32_t> free_records_ GUARDED_BY(mu_);
+  bool loaded_ GUARDED_BY(mu_) = false;  // Persist loaded a takeover's opens
+  bool table_full_logged_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace hoard::fuse

@@ -32,6 +32,18 @@ def hoard(*args, check=True, timeout=600):
     return r
 
 
+def wait_until(pred, timeout, step=0.01):
+    """Polls `pred` until it returns something true or `timeout` seconds pass;
+    returns its last value."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
 def format_bytes(n):
     """`n` bytes as the CLI prints them (common/units.cc FormatBytes): "1.00 MiB", "262.6 MiB"."""
     units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
