@@ -1,12 +1,15 @@
 // hoard-fuse: the POSIX mount of a node (MOUNT/datasets/NAME/...).
 #include <limits.h>
 #include <stdlib.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -98,8 +101,9 @@ int main(int argc, char** argv) {
   // Set by the supervisor on the command lines it runs (kSupervisorFlags).
   int serve_fd = -1, adopt_fd = -1, supervisor_pid = 0;
   uint64_t generation = 0;
-  bool takeover = false;
+  bool takeover = false, fd_stored = false;
   app.add_option("--serve-fd", serve_fd)->group("");
+  app.add_flag("--fd-stored", fd_stored)->group("");
   app.add_option("--adopt-fd", adopt_fd)->group("");
   app.add_option("--generation", generation)->group("");
   app.add_option("--supervisor-pid", supervisor_pid)->group("");
@@ -116,6 +120,10 @@ int main(int argc, char** argv) {
   auto log = *made_log;
   // mountinfo holds resolved paths; the read-ahead knob is found through it.
   char resolved[PATH_MAX];
+  if (::realpath(mountpoint.c_str(), resolved) == nullptr && errno == ENOTCONN && serve_fd < 0 && adopt_fd < 0) {
+    // A mount whose every process died: detach it and mount afresh.
+    if (hoard::Status s = hoard::fuse::Unmount(mountpoint); s.ok()) log->warn("detached a dead mount on {}", mountpoint);
+  }
   if (::realpath(mountpoint.c_str(), resolved) == nullptr) {
     log->critical("cannot mount on {}: {}", mountpoint, std::strerror(errno));
     return 1;
@@ -139,8 +147,34 @@ int main(int argc, char** argv) {
                                       .state_file = hoard::JoinPath(o.cache_dir, "server.json"),
                                       .adopt_fd = adopt_fd,
                                       .generation = generation,
+                                      .fd_in_systemd = fd_stored,
                                       .logger = log};
     return hoard::fuse::RunSupervisor(std::move(so));
+  }
+  if (serve_fd >= 0) {
+    // The supervisor's death (kSupervisorGone, blocked here before any
+    // thread starts, so only this one takes it): nobody holds the connection
+    // for a successor, so end it now rather than stop gracefully: detach the
+    // mount (unless systemd keeps the descriptor and restarts the
+    // supervisor) and exit. Requests in flight then fail, as when the whole
+    // mount is killed; a graceful stop could wait on them for ever.
+    sigset_t gone;
+    sigemptyset(&gone);
+    sigaddset(&gone, hoard::fuse::kSupervisorGone);
+    ::pthread_sigmask(SIG_BLOCK, &gone, nullptr);
+    std::thread([gone, mountpoint, fd_stored, log] {
+      int sig = 0;
+      while (::sigwait(&gone, &sig) != 0) {
+      }
+      if (!fd_stored) {
+        hoard::Status s = hoard::fuse::Unmount(mountpoint);
+        log->warn("the supervisor is gone: {}", s.ok() ? "detached the mount on " + mountpoint : s.ToString());
+      }
+      log->flush();
+      ::_exit(1);
+    }).detach();
+    // It may have died before the signal was armed.
+    if (supervisor_pid > 0 && ::getppid() != supervisor_pid) ::kill(::getpid(), hoard::fuse::kSupervisorGone);
   }
   hoard::KeepFreedBuffers();
   const uint64_t files = hoard::RaiseFileLimit();
@@ -242,10 +276,6 @@ int main(int argc, char** argv) {
       if (serve_fd < 0) {
         fuse_session_unmount(se);
         log->info("unmounted {}", mountpoint);
-      } else if (supervisor_pid > 0 && ::getppid() != supervisor_pid) {
-        // The supervisor is gone (killed): nobody else will unmount.
-        if (hoard::Status s = hoard::fuse::Unmount(mountpoint); !s.ok()) log->warn("{}", s.ToString());
-        else log->info("the supervisor is gone: unmounted {}", mountpoint);
       }
     } else {
       log->critical("cannot mount on {}", mountpoint);

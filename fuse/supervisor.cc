@@ -18,6 +18,7 @@
 #include <deque>
 
 #include "common/file_util.h"
+#include "fuse/systemd_fdstore.h"
 
 namespace hoard::fuse {
 namespace {
@@ -26,22 +27,24 @@ using Clock = std::chrono::steady_clock;
 
 // Starts a child running `binary` with `args` plus the serving flags; the
 // child inherits `fd` (the supervisor cleared its close-on-exec flag).
-pid_t StartChild(const SupervisorOptions& o, int fd, uint64_t generation, bool takeover, const sigset_t& old_mask) {
+pid_t StartChild(const SupervisorOptions& o, int fd, uint64_t generation, bool takeover, bool fd_in_systemd,
+                 const sigset_t& old_mask) {
   std::vector<std::string> args = {o.binary};
   args.insert(args.end(), o.args.begin(), o.args.end());
   args.push_back("--serve-fd=" + std::to_string(fd));
   args.push_back("--generation=" + std::to_string(generation));
   args.push_back("--supervisor-pid=" + std::to_string(::getpid()));
   if (takeover) args.push_back("--takeover");
+  if (fd_in_systemd) args.push_back("--fd-stored");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
-  // The child: the supervisor's death stops it (it then unmounts).
+  // The child: the supervisor's death reaches it as kSupervisorGone.
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  ::prctl(PR_SET_PDEATHSIG, kSupervisorGone);
   if (::getppid() != parent) ::_exit(1);
   ::execv(argv[0], argv.data());
   // The binary's path is gone or broken: the running binary still exists.
@@ -144,6 +147,18 @@ int RunSupervisor(SupervisorOptions o) {
   ::sigprocmask(SIG_BLOCK, &set, &old_mask);
 
   int fd = o.adopt_fd;
+  bool fd_in_systemd = o.fd_in_systemd;
+  uint64_t generation = o.generation;
+  if (fd < 0) {
+    // systemd kept the descriptor when the last supervisor died.
+    fd = FdFromSystemd(kFuseFdName);
+    if (fd >= 0) {
+      fd_in_systemd = true;
+      generation = ServingGeneration(o.state_file);
+      log->info("took the mount's FUSE connection back from systemd's descriptor store");
+    }
+    for (const char* var : {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"}) ::unsetenv(var);
+  }
   bool takeover = fd >= 0;
   if (fd < 0) {
     // A fresh mount: nothing a successor could take over yet. libfuse makes
@@ -161,13 +176,15 @@ int RunSupervisor(SupervisorOptions o) {
       return 1;
     }
     fd = fuse_session_fd(se);  // the session object is never destroyed: it would close fd
+    Result<bool> stored = StoreFdInSystemd(fd, kFuseFdName);
+    if (!stored.ok()) log->warn("systemd's descriptor store: {}", stored.status().ToString());
+    fd_in_systemd = stored.ok() && *stored;
   }
   if (::fcntl(fd, F_SETFD, 0) != 0) {
     log->critical("cannot keep the FUSE descriptor across exec: {}", std::strerror(errno));
     (void)Unmount(o.mountpoint);
     return 1;
   }
-  uint64_t generation = o.generation;
   std::deque<Clock::time_point> crashes;
   int early_deaths = 0;  // in a row, before serving
   bool stopping = false, restarting = false;
@@ -176,7 +193,7 @@ int RunSupervisor(SupervisorOptions o) {
   constexpr auto kStopGrace = std::chrono::seconds(15);
   Clock::time_point kill_at = Clock::time_point::max();
   int exit_code = 0;
-  pid_t child = StartChild(o, fd, ++generation, takeover, old_mask);
+  pid_t child = StartChild(o, fd, ++generation, takeover, fd_in_systemd, old_mask);
   if (child < 0) {
     log->critical("cannot start the serving process: {}", std::strerror(errno));
     (void)Unmount(o.mountpoint);
@@ -223,6 +240,7 @@ int RunSupervisor(SupervisorOptions o) {
       args.insert(args.end(), o.args.begin(), o.args.end());
       args.push_back("--adopt-fd=" + std::to_string(fd));
       args.push_back("--generation=" + std::to_string(generation));
+      if (fd_in_systemd) args.push_back("--fd-stored");
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -261,7 +279,7 @@ int RunSupervisor(SupervisorOptions o) {
         if (const int s = WaitSignal(set, pause); s == SIGTERM || s == SIGINT) break;
       }
     }
-    child = StartChild(o, fd, ++generation, takeover, old_mask);
+    child = StartChild(o, fd, ++generation, takeover, fd_in_systemd, old_mask);
     if (child < 0) {
       log->critical("cannot start the serving process: {}", std::strerror(errno));
       exit_code = 1;
@@ -274,6 +292,9 @@ int RunSupervisor(SupervisorOptions o) {
     // but a give-up can): it must not serve a connection about to end.
     ::kill(child, SIGKILL);
     (void)::waitpid(child, nullptr, 0);
+  }
+  if (fd_in_systemd) {
+    if (Status s = RemoveFdFromSystemd(kFuseFdName); !s.ok()) log->warn("systemd's descriptor store: {}", s.ToString());
   }
   if (Status s = Unmount(o.mountpoint); !s.ok()) log->warn("{}", s.ToString());
   ::close(fd);

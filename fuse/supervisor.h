@@ -17,8 +17,12 @@
 //                    its path again (a binary replaced there takes over:
 //                    an upgrade), keeping the descriptor, and starts a child.
 //   SIGTERM, SIGINT  stop: the child exits, then the supervisor unmounts.
-// If the supervisor itself dies, its child (PR_SET_PDEATHSIG) stops and
-// unmounts, so the mount never outlives both.
+// If the supervisor itself dies, its child gets kSupervisorGone
+// (PR_SET_PDEATHSIG): it detaches the mount and exits at once, so the mount
+// never outlives both, and requests in flight end with an error rather than
+// wait on a stop (as when the whole mount is killed). Under systemd with the
+// descriptor in its store (fuse/systemd_fdstore.h) it only exits: systemd
+// restarts the supervisor, which takes the descriptor back.
 //
 // A child that dies while serving is replaced at once. One that dies before
 // it served (a broken binary or configuration after an upgrade) is replaced
@@ -34,6 +38,7 @@
 // and executes); it handles signals synchronously (sigwaitinfo).
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -61,14 +66,20 @@ struct SupervisorOptions {
   // descriptor it holds and the last child's generation.
   int adopt_fd = -1;
   uint64_t generation = 0;
+  // `adopt_fd` is also in systemd's descriptor store (a restart in place
+  // keeps it there).
+  bool fd_in_systemd = false;
   std::shared_ptr<spdlog::logger> logger;
 };
 
 // The flags the supervisor adds to the command lines it runs: dropped from
 // `args` when it executes itself again.
-inline constexpr const char* kSupervisorFlags[] = {"--serve-fd=", "--takeover", "--generation=", "--adopt-fd=",
-                                                   "--supervisor-pid="};
+inline constexpr const char* kSupervisorFlags[] = {"--serve-fd=",      "--takeover", "--generation=",
+                                                   "--adopt-fd=",      "--fd-stored", "--supervisor-pid="};
 inline constexpr int kMaxCrashes = 10;
+// The signal a serving child gets when its supervisor dies (not SIGTERM,
+// which asks it to stop gracefully).
+inline constexpr int kSupervisorGone = SIGUSR1;
 
 // The path a restart should execute for a program started as `argv0`: as
 // given (absolute), or found on PATH; symlinks are kept, so that a link

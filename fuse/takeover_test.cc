@@ -6,6 +6,8 @@
 // The whole restart, with a real kernel mount and kill -9, is
 // tests/e2e/test_mount_restart.py.
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include "common/testing.h"
 #include "fuse/passthrough.h"
 #include "fuse/session_io.h"
+#include "fuse/systemd_fdstore.h"
 
 namespace hoard::fuse {
 namespace {
@@ -127,6 +130,63 @@ TEST(TakeoverTest, TheInitIsKeptThenReplayedAndItsReplyBecomesAResend) {
   ASSERT_EQ(::unlink(init_file.c_str()), 0);
   SessionIo orphan(SessionIo::Options{.init_file = init_file, .takeover = true, .passthrough = &pt, .logger = log});
   EXPECT_TRUE(orphan.Prepare());
+}
+
+// Under systemd the supervisor keeps a copy of the FUSE descriptor in
+// systemd's store: the datagram sd_notify(3) describes, with the descriptor
+// attached; and a restarted supervisor finds it among the ones passed back.
+TEST(TakeoverTest, TheDescriptorGoesToSystemdsStoreAndComesBack) {
+  hoard::testing::TempDir dir;
+  const std::string path = JoinPath(dir.path(), "notify");
+  UniqueFd sock(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  UniqueFd p0(p[0]), p1(p[1]);
+
+  ::unsetenv("NOTIFY_SOCKET");
+  Result<bool> none = StoreFdInSystemd(p0.get(), kFuseFdName);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(*none) << "no systemd: nothing sent";
+
+  ::setenv("NOTIFY_SOCKET", path.c_str(), 1);
+  Result<bool> stored = StoreFdInSystemd(p0.get(), kFuseFdName);
+  ::unsetenv("NOTIFY_SOCKET");
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_TRUE(*stored);
+  char text[256] = {};
+  iovec iov{text, sizeof text - 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ASSERT_GT(::recvmsg(sock.get(), &msg, 0), 0);
+  EXPECT_STREQ(text, "FDSTORE=1\nFDNAME=hoard-fuse");
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->cmsg_type, SCM_RIGHTS);
+  int got = -1;
+  std::memcpy(&got, CMSG_DATA(c), sizeof got);
+  UniqueFd received(got);
+  struct stat a, b;
+  ASSERT_EQ(::fstat(p0.get(), &a), 0);
+  ASSERT_EQ(::fstat(received.get(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino) << "the same pipe";
+
+  // Passed back to a restarted supervisor, second of two, from fd 3 on.
+  ::setenv("LISTEN_PID", std::to_string(::getpid()).c_str(), 1);
+  ::setenv("LISTEN_FDS", "2", 1);
+  ::setenv("LISTEN_FDNAMES", "other:hoard-fuse", 1);
+  EXPECT_EQ(FdFromSystemd(kFuseFdName), 4);
+  EXPECT_EQ(FdFromSystemd("nope"), -1);
+  ::setenv("LISTEN_PID", "1", 1);
+  EXPECT_EQ(FdFromSystemd(kFuseFdName), -1) << "passed to another process";
+  for (const char* var : {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"}) ::unsetenv(var);
 }
 
 }  // namespace

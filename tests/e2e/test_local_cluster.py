@@ -361,7 +361,7 @@ class LocalClusterTest(unittest.TestCase):
         harness.hoard("--dir", d, "dataset", "add", "ds", self.origin)
         self.assertEqual(sorted(os.listdir(os.path.join(d, "mnt", "datasets", "ds"))), sorted(os.listdir(self.origin)))
         pids = processes_of(real_d)
-        self.assertEqual(len(pids), 4, pids)  # coordinator, 2 nodes, mount
+        self.assertEqual(len(pids), 5, pids)  # coordinator, 2 nodes, the mount's supervisor and serving process
         # Each daemon writes its own log, which it rotates (--log-file); what it
         # prints outside the logger goes beside it.
         logs = os.path.join(real_d, "logs")
@@ -534,7 +534,7 @@ class LocalClusterTest(unittest.TestCase):
             self.assertIn(f"hoard local up (pid {p.pid}) is running in", r.stderr)
         out, err = p.communicate(timeout=120)
         self.assertEqual(p.returncode, 0, err)
-        self.assertEqual(len(processes_of(d)), 4)  # coordinator, 2 nodes, mount: one set
+        self.assertEqual(len(processes_of(d)), 5)  # coordinator, 2 nodes, mount (supervisor, server): one set
         harness.hoard("--dir", d, "local", "down", timeout=120)
         self.assert_nothing_left(d)
 
