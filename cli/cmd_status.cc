@@ -1,5 +1,6 @@
 // hoard status [DATASET]
 #include <ctime>
+#include <map>
 #include <sstream>
 
 #include "cli/ckpt_health.h"
@@ -37,6 +38,41 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+// A build as the tables show it: "0.1.0 1a2b3c4d5e6f"; "-" for a node
+// agent from before builds were reported.
+std::string BuildText(const proto::Build& b) { return b.version.empty() ? "-" : b.version + " " + b.commit; }
+
+// Who runs one build: the coordinator, up nodes, live mounts.
+struct BuildUse {
+  bool coordinator = false;
+  uint64_t nodes = 0;
+  uint64_t mounts = 0;
+};
+
+// The builds running, so a rolling upgrade (or one left half done) shows at
+// a glance. An up node that reports no build counts as one build of its own:
+// it is older than every build that does.
+std::map<proto::Build, BuildUse> BuildsRunning(const proto::ClusterStatusReply& st) {
+  std::map<proto::Build, BuildUse> builds;
+  if (!st.build.version.empty()) builds[st.build].coordinator = true;
+  for (const auto& n : st.nodes) {
+    if (n.up) ++builds[n.build].nodes;
+  }
+  for (const auto& m : st.mounts) ++builds[m.build].mounts;
+  return builds;
+}
+
+std::string BuildLine(const proto::Build& b, const BuildUse& u) {
+  std::string who;
+  auto add = [&](const std::string& part) { who += (who.empty() ? "" : ", ") + part; };
+  if (u.coordinator) add("the coordinator");
+  if (u.nodes > 0) add(Thousands(u.nodes) + (u.nodes == 1 ? " node" : " nodes"));
+  if (u.mounts > 0) add(Thousands(u.mounts) + (u.mounts == 1 ? " mount" : " mounts"));
+  const std::string build =
+      b.version.empty() ? "unknown (from before builds were reported)" : b.version + " (commit " + b.commit + ")";
+  return build + " on " + who;
+}
+
 int RunStatus(Context& ctx, const std::string& dataset) {
   Result<proto::ClusterStatusReply> st = ctx.Call(proto::ClusterStatus{.dataset = dataset});
   if (!st.ok()) return ctx.Fail(st.status());
@@ -48,7 +84,7 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   doc["datasets"] = nlohmann::json::array();
   size_t up = 0;
   std::vector<std::vector<std::string>> nodes = {
-      {"NODE", "STATE", "USED", "CAPACITY", "WEIGHT", "CHUNKS", "SCRUBBED", "CORRUPT", "ENDPOINT"}};
+      {"NODE", "STATE", "USED", "CAPACITY", "WEIGHT", "CHUNKS", "SCRUBBED", "CORRUPT", "BUILD", "ENDPOINT"}};
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
   double total_weight = 0;
   for (const auto& n : st->nodes) total_weight += proto::PlacementWeight(n);
@@ -62,7 +98,24 @@ int RunStatus(Context& ctx, const std::string& dataset) {
     nodes.push_back({n.name, !n.up ? "DOWN" : n.draining ? "draining" : "up", FormatBytes(double(n.used_bytes)),
                      n.capacity_bytes == 0 ? "unlimited" : FormatBytes(double(n.capacity_bytes)),
                      Share(proto::PlacementWeight(n), total_weight), Thousands(n.chunks), scrubbed,
-                     Thousands(n.scrub_corrupt), n.endpoint});
+                     Thousands(n.scrub_corrupt), BuildText(n.build), n.endpoint});
+  }
+  // The mounts heard from in the last minute (they poll every second).
+  doc["mounts"] = nlohmann::json::array();
+  std::vector<std::vector<std::string>> mounts = {{"MOUNT", "NODE", "BUILD", "LAST SEEN"}};
+  for (const auto& m : st->mounts) {
+    doc["mounts"].push_back(ToJson(m));
+    mounts.push_back({m.mountpoint, m.node, BuildText(m.build),
+                      Duration(double(std::max<int64_t>(0, now - m.last_seen_unix))) + " ago"});
+  }
+  const std::map<proto::Build, BuildUse> builds = BuildsRunning(*st);
+  doc["builds"] = nlohmann::json::array();
+  for (const auto& [b, use] : builds) {
+    doc["builds"].push_back({{"build_version", b.version},
+                             {"build_commit", b.commit},
+                             {"coordinator", use.coordinator},
+                             {"nodes", use.nodes},
+                             {"mounts", use.mounts}});
   }
   std::vector<std::vector<std::string>> datasets = {
       {"DATASET", "FILES", "SIZE", "REPLICAS", "CACHED", "FILES CACHED", "RATE", "ETA", "WARM", "SOURCE"}};
@@ -86,9 +139,18 @@ int RunStatus(Context& ctx, const std::string& dataset) {
        << (lim.max_bytes_per_s > 0 ? FormatBytes(double(lim.max_bytes_per_s)) + "/s" : std::string("no rate limit"))
        << ", " << (lim.max_connections > 0 ? std::to_string(lim.max_connections) + " reads in flight"
                                            : std::string("each node's --origin-connections"))
-       << "\n\n";
+       << "\n";
+  // Mixed builds stand out: a rolling upgrade in progress, or one left half done.
+  if (builds.size() == 1) {
+    text << "build: " << BuildLine(builds.begin()->first, builds.begin()->second) << "\n";
+  } else if (builds.size() > 1) {
+    text << "note: " << builds.size() << " builds running:\n";
+    for (const auto& [b, use] : builds) text << "  " << BuildLine(b, use) << "\n";
+  }
+  text << "\n";
   if (st->nodes.empty()) text << "no nodes registered\n";
   else text << Table(nodes);
+  if (!st->mounts.empty()) text << "\n" << Table(mounts);
   text << "\n";
   if (st->datasets.empty()) text << "no datasets (add one with: hoard dataset add NAME SOURCE)\n";
   else text << Table(datasets);

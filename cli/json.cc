@@ -21,7 +21,17 @@ nlohmann::json ToJson(const proto::NodeInfo& n) {
           {"draining", n.draining},
           {"last_seen_unix", n.last_seen_unix},
           {"scrub_last_pass_unix", n.scrub_last_pass_unix},
-          {"corrupt_chunks", n.scrub_corrupt}};
+          {"corrupt_chunks", n.scrub_corrupt},
+          {"build_version", n.build.version},
+          {"build_commit", n.build.commit}};
+}
+
+nlohmann::json ToJson(const proto::MountInfo& m) {
+  return {{"node", m.node},
+          {"mountpoint", m.mountpoint},
+          {"build_version", m.build.version},
+          {"build_commit", m.build.commit},
+          {"last_seen_unix", m.last_seen_unix}};
 }
 
 nlohmann::json ToJson(const proto::DatasetMeta& d) {

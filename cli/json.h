@@ -27,6 +27,7 @@ inline nlohmann::json Id(uint64_t id) { return std::to_string(id); }
 int64_t WallClockMs();
 
 nlohmann::json ToJson(const proto::NodeInfo& n);
+nlohmann::json ToJson(const proto::MountInfo& m);
 nlohmann::json ToJson(const proto::DatasetMeta& d);
 nlohmann::json ToJson(const proto::DatasetStatus& s);
 

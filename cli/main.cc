@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "common/build_info.h"
 
 namespace {
 
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
   app.add_option("--keys", global.keys,
                  "Directory with the cluster's keys (cluster.key or cluster.pub, and admin.key for changes; "
                  "default: $HOARD_KEYS, else the local cluster's)");
+  app.set_version_flag("--version", hoard::VersionLine(hoard::ProgramName(argv[0])),
+                       "Print the program's name, version and commit, and exit");
   app.add_option("--timeout-ms", global.timeout_ms, "Per-request timeout")
       ->capture_default_str()
       ->check(CLI::Range(1, INT_MAX));  // a negative one would wait forever, 0 fail every call
@@ -112,6 +115,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);  // "hoard 0.1.0 (commit 1a2b3c4d5e6f)" on stdout, exit 0
   } catch (const CLI::ParseError& e) {
     // No command at all (`hoard`, `hoard --dir X`): the command list, on
     // stderr, as the usage error it is (exit 2). A word that is no command

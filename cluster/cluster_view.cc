@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <set>
 
+#include <unistd.h>
+
 #include "common/file_util.h"
 #include "common/msgpack_codec.h"
 
@@ -41,8 +43,29 @@ const DatasetView* ClusterView::dataset(uint64_t uid, uint32_t version) const {
   return nullptr;
 }
 
+namespace {
+
+// The Ping a mount's polls send: Options::mount completed with this host's
+// name and this program's build, the mountpoint cut to its last
+// kMaxMountpointBytes so the request stays within its size limit.
+proto::Ping PollPing(proto::MountInfo mount) {
+  if (mount.mountpoint.empty()) return {};
+  if (mount.node.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) == 0) mount.node = host;
+  }
+  if (mount.mountpoint.size() > proto::kMaxMountpointBytes) {
+    mount.mountpoint = mount.mountpoint.substr(mount.mountpoint.size() - proto::kMaxMountpointBytes);
+  }
+  mount.build = proto::OwnBuild();
+  return {.mount = std::move(mount)};
+}
+
+}  // namespace
+
 ClusterWatcher::ClusterWatcher(Options options)
     : options_(std::move(options)),
+      poll_ping_(PollPing(options_.mount)),
       client_(*options_.context, options_.coordinator),
       view_(std::make_shared<ClusterView>(proto::ClusterMap{}, std::map<std::string, std::shared_ptr<const DatasetView>>{},
                                           options_.self)),
@@ -62,7 +85,7 @@ Status ClusterWatcher::Poll() {
   std::shared_ptr<const ClusterView> cur = Current();
   Result<proto::Pong> pong = [&] {
     MutexLock lock(&sync_mu_);
-    return client_.Call(proto::Ping{}, options_.timeout);
+    return client_.Call(poll_ping_, options_.timeout);
   }();
   if (!pong.ok()) return pong.status();
   if (pong->epoch == cur->epoch() && cur->epoch() != 0) return Status::Ok();

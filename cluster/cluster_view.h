@@ -71,6 +71,12 @@ class ClusterWatcher {
   struct Options {
     std::string coordinator;  // endpoint
     std::string self;         // this node's name; empty for a mount
+    // A mount names itself here (node: hoard-fuse --node-name, or empty for
+    // this host's name; mountpoint), and Poll then sends that with this
+    // program's build (proto::Ping::mount), so the coordinator lists the
+    // mount and its build in `hoard status` (coordinator/mount_list.h).
+    // Empty mountpoint: a node agent, whose heartbeats say as much.
+    proto::MountInfo mount;
     std::string cache_dir;    // manifests are kept in cache_dir/manifests/
     std::chrono::milliseconds timeout{5000};
     std::shared_ptr<spdlog::logger> logger;
@@ -89,7 +95,8 @@ class ClusterWatcher {
   // current view stays and the error is returned.
   Status Sync(uint64_t known_epoch = 0);
 
-  // Asks the coordinator for its epoch (a Ping) and syncs if it moved.
+  // Asks the coordinator for its epoch (a Ping, naming the mount:
+  // Options::mount) and syncs if it moved.
   Status Poll();
 
   // Poll for request paths (a lookup of an unknown name, a chunk request for
@@ -126,6 +133,7 @@ class ClusterWatcher {
   void PruneCache(const proto::ClusterMap& map);
 
   Options options_;
+  const proto::Ping poll_ping_;  // what Poll sends: the mount, as Options::mount names it
   Mutex sync_mu_;  // serialises Sync; held while talking to the coordinator
   proto::RpcClient client_ GUARDED_BY(sync_mu_);
   mutable Mutex view_mu_ ACQUIRED_AFTER(sync_mu_);  // guards view_ only, never held across I/O

@@ -102,11 +102,11 @@ bool Accepts(Kind kind, const toml::node& n) {
   return false;
 }
 
-// The options a file may not set: it cannot name another file, ask for help,
-// or turn a start into a check.
+// The options a file may not set: it cannot name another file, ask for help
+// or the version, or turn a start into a check.
 bool Reserved(CLI::App& app, const CLI::Option* opt) {
-  return opt == app.get_help_ptr() || opt == app.get_help_all_ptr() || opt->check_lname("config") ||
-         opt->check_lname("check-config");
+  return opt == app.get_help_ptr() || opt == app.get_help_all_ptr() || opt == app.get_version_ptr() ||
+         opt->check_lname("config") || opt->check_lname("check-config");
 }
 
 CLI::Option* FindOption(CLI::App& app, const std::string& key) {

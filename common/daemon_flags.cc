@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/build_info.h"
 #include "common/units.h"
 
 namespace hoard {
@@ -68,6 +69,10 @@ std::vector<ConfigError> DaemonFlags::Parse(int argc, const char* const* argv) {
 }
 
 std::optional<int> ParseDaemonFlags(CLI::App& app, const std::string& table, int argc, char** argv) {
+  // --version prints the build (common/build_info.h) and exits 0, whatever
+  // else is given: CLI11 throws CallForVersion before it checks anything.
+  app.set_version_flag("--version", VersionLine(ProgramName(argv[0])),
+                       "Print the program's name, version and commit, and exit");
   DaemonFlags flags(app, table);
   std::vector<ConfigError> errors;
   try {

@@ -1,8 +1,8 @@
 // File: common/daemon_flags.h
 //
 // A daemon's command line: its CLI11 options, plus `--config FILE` (the
-// daemon's table of a TOML file, common/config_file.h) and `--check-config`
-// (parse both, report, exit: what `hoard config check` runs). main() declares
+// daemon's table of a TOML file, common/config_file.h), `--check-config`
+// (parse both, report, exit: what `hoard config check` runs) and `--version`. main() declares
 // its options on a CLI::App and calls ParseDaemonFlags where it would call
 // CLI11_PARSE.
 //
@@ -49,8 +49,9 @@ class DaemonFlags {
 };
 
 // What main() calls in place of CLI11_PARSE: returns the exit status when
-// main() should return now (--help, an error, --check-config) and nullopt to
-// start the daemon. Errors go to stderr, one per line. --check-config prints
+// main() should return now (--help, --version, an error, --check-config) and
+// nullopt to start the daemon. --version prints one line on stdout, "NAME
+// VERSION (commit SHA[, dirty])" (common/build_info.h), and exits 0. Errors go to stderr, one per line. --check-config prints
 // {"table", "file", "ok", "errors": [{"line", "option", "message"}]} on stdout
 // and exits 0 when ok, 2 otherwise.
 std::optional<int> ParseDaemonFlags(CLI::App& app, const std::string& table, int argc, char** argv);

@@ -9,6 +9,7 @@
 
 #include <boost/asio.hpp>
 
+#include "common/build_info.h"
 #include "common/file_util.h"
 #include "common/metrics.h"
 
@@ -250,10 +251,17 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(Options options) {
 
 const std::string& MetricsServer::address() const { return impl_->address(); }
 
-Result<std::unique_ptr<MetricsServer>> ServeMetrics(const std::string& address, const Registry* registry,
+void AddBuildInfo(Registry* registry) {
+  const BuildInfo& build = ThisBuild();
+  registry->AddGauge("hoard_build_info", "The version and commit this daemon was built from (always 1)",
+                     {{"version", std::string(build.version)}, {"commit", build.CommitLabel()}}, [] { return 1.0; });
+}
+
+Result<std::unique_ptr<MetricsServer>> ServeMetrics(const std::string& address, Registry* registry,
                                                     const std::shared_ptr<spdlog::logger>& logger,
                                                     const std::string& addr_file) {
   if (address.empty()) return std::unique_ptr<MetricsServer>();
+  AddBuildInfo(registry);
   HOARD_ASSIGN_OR_RETURN(
       std::unique_ptr<MetricsServer> server,
       MetricsServer::Start({.address = address, .render = [registry] { return registry->Render(); }, .logger = logger}));

@@ -93,12 +93,19 @@ class MetricsServer {
 class Registry;
 
 // What each daemon does with its --metrics-addr: nothing when `address` is
-// empty (returns null); else serves `registry`, logs "metrics on
-// http://ADDR/metrics" and, when `addr_file` is not empty, writes the bound
-// address there (one line), so launchers and tests find a port 0 choice.
-Result<std::unique_ptr<MetricsServer>> ServeMetrics(const std::string& address, const Registry* registry,
+// empty (returns null); else adds the build gauge to `registry`
+// (AddBuildInfo), serves it, logs "metrics on http://ADDR/metrics" and, when
+// `addr_file` is not empty, writes the bound address there (one line), so
+// launchers and tests find a port 0 choice.
+Result<std::unique_ptr<MetricsServer>> ServeMetrics(const std::string& address, Registry* registry,
                                                     const std::shared_ptr<spdlog::logger>& logger,
                                                     const std::string& addr_file);
+
+// hoard_build_info{version="0.1.0",commit="1a2b3c4d5e6f"} 1: what this
+// binary was built from (common/build_info.h; commit with "-dirty" for a
+// build of a modified tree), so a dashboard sees which daemons run which
+// build during a rolling upgrade.
+void AddBuildInfo(Registry* registry);
 
 // Splits "HOST:PORT" / "[V6]:PORT" into its parts; kInvalidArgument if it
 // does not parse or the port is not 0..65535.

@@ -40,7 +40,9 @@ bool IsValidName(std::string_view name) {
 }
 
 Coordinator::Coordinator(Options options)
-    : options_(std::move(options)), store_(options_.data_dir, {.logger = options_.logger}) {
+    : options_(std::move(options)),
+      store_(options_.data_dir, {.logger = options_.logger}),
+      mounts_({.clock = options_.clock}) {
   if (!options_.open_origin) {
     OriginOptions o = options_.origin;
     options_.open_origin = [o](const std::string& source) { return OpenOrigin(source, o); };
@@ -518,6 +520,8 @@ Result<proto::ClusterStatusReply> Coordinator::GetStatus(const std::string& data
     }
   }
   for (const Progress::StatusInput& in : inputs) r.datasets.push_back(Progress::Compute(in, *options_.logger));
+  r.mounts = mounts_.Live();
+  r.build = proto::OwnBuild();
   r.ckpt_jobs = ckpt_table_->JobSummaries();
   r.ckpt_origin = CkptOriginHealth();
   return r;

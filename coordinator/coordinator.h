@@ -67,6 +67,7 @@
 #include "common/result.h"
 #include "coordinator/catalogue.h"
 #include "coordinator/membership.h"
+#include "coordinator/mount_list.h"
 #include "coordinator/progress.h"
 #include "coordinator/state_store.h"
 #include "origin/ckpt_origin.h"
@@ -176,7 +177,11 @@ class Coordinator {
   // Forgets a node. kInvalidArgument if it still owns chunks (up and not
   // draining) unless `force`; kNotFound for an unknown node.
   Result<proto::NodeRemoveReply> RemoveNode(const std::string& name, bool force);
-  // Nodes and datasets with cached amounts; `dataset` narrows to one.
+  // A mount's map poll named it (proto::Ping::mount): `hoard status` lists
+  // it, with its build, until it is silent for a minute (coordinator/mount_list.h).
+  void HeardMount(const proto::MountInfo& mount) { mounts_.Heard(mount); }
+  // Nodes and datasets with cached amounts (`dataset` narrows to one), the
+  // live mounts, and every party's build.
   Result<proto::ClusterStatusReply> GetStatus(const std::string& dataset) const;
   // Adds the coordinator's metrics (coordinator/coordinator_metrics.cc: members,
   // warm-up per dataset, checkpoint backlog) to `registry`, which must not
@@ -258,6 +263,8 @@ class Coordinator {
   Progress progress_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point last_liveness_check_ GUARDED_BY(mu_);
   std::atomic<bool> shutting_down_{false};
+  // The live mounts; its own lock, so mounts' polls do not wait for mu_.
+  mutable MountList mounts_;
   // Checkpoints; the publisher is declared last so it stops first.
   std::unique_ptr<CkptTable> ckpt_table_;
   std::unique_ptr<CkptSessions> ckpt_sessions_;  // after the table: it calls the table

@@ -292,6 +292,24 @@ TEST_F(CoordinatorTest, HeartbeatFromAnUnknownNodeAsksItToRegister) {
   EXPECT_EQ(coord_->RegisterNode({.name = "n", .endpoint = "http://x"}).status().code(), Code::kInvalidArgument);
 }
 
+// A rolling upgrade shows in the status: each node's build as it last
+// heartbeat, each mount's as it last polled, and the coordinator's own.
+TEST_F(CoordinatorTest, StatusShowsEveryPartysBuild) {
+  ASSERT_TRUE(coord_->RegisterNode({.name = "n1", .endpoint = "tcp://127.0.0.1:1", .build = {"0.1.0", "aaaa"}}).ok());
+  ASSERT_TRUE(coord_->Heartbeat({.name = "n1", .build = {"0.2.0", "bbbb"}}).ok());
+  coord_->HeardMount({.node = "n1", .mountpoint = "/mnt/hoard", .build = {"0.1.0", "aaaa"}});
+  Result<proto::ClusterStatusReply> st = coord_->GetStatus("");
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->nodes.size(), 1u);
+  EXPECT_EQ(st->nodes[0].build, (proto::Build{"0.2.0", "bbbb"}));
+  ASSERT_EQ(st->mounts.size(), 1u);
+  EXPECT_EQ(st->mounts[0].mountpoint, "/mnt/hoard");
+  EXPECT_EQ(st->mounts[0].build, (proto::Build{"0.1.0", "aaaa"}));
+  EXPECT_EQ(st->build, proto::OwnBuild());
+  clock_.Advance(61s);
+  EXPECT_TRUE(coord_->GetStatus("")->mounts.empty()) << "a mount silent for a minute is forgotten";
+}
+
 // Nodes report the ordinals of the owned chunks they hold; the coordinator
 // turns them into bytes, files and completeness.
 TEST_F(CoordinatorTest, StatusCountsWholeFilesFromNodeReports) {

@@ -20,6 +20,7 @@ Membership::Registration Membership::Register(const proto::RegisterNode& req, Ti
   n.info.endpoint = req.endpoint;
   n.info.capacity_bytes = req.capacity_bytes;
   n.info.used_bytes = req.used_bytes;
+  n.info.build = req.build;
   n.info.weight = proto::CapacityWeight(req.capacity_bytes);
   n.info.up = true;
   n.info.last_seen_unix = wall_unix;
@@ -51,6 +52,7 @@ Membership::Node* Membership::Heard(const proto::Heartbeat& req, TimePoint now, 
   n.info.chunks = req.chunks;
   n.info.scrub_last_pass_unix = req.scrub_last_pass_unix;
   n.info.scrub_corrupt = req.scrub_corrupt;
+  n.info.build = req.build;
   return &n;
 }
 
@@ -122,6 +124,7 @@ std::vector<proto::NodeInfo> Membership::DurableInfos() const {
     info.used_bytes = 0;
     info.chunks = 0;
     info.last_seen_unix = 0;
+    info.build = {};
   }
   return out;
 }

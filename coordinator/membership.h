@@ -61,8 +61,8 @@ class Membership {
   // Undoes Register after a failed commit.
   void UndoRegister(const std::string& name, const Registration& r);
 
-  // The volatile facts of a heartbeat (usage, chunk count, scrub results),
-  // heard now. nullptr for an unknown node.
+  // The volatile facts of a heartbeat (usage, chunk count, scrub results,
+  // build), heard now. nullptr for an unknown node.
   Node* Heard(const proto::Heartbeat& req, TimePoint now, int64_t wall_unix);
 
   Node* Find(const std::string& name);
@@ -84,7 +84,7 @@ class Membership {
                    std::set<std::string>* lost, std::set<std::string>* leaving) const;
   // Every member's NodeInfo, by name: the cluster map's and status's view.
   std::vector<proto::NodeInfo> Infos() const;
-  // The same without the volatile facts (usage, chunks, last seen): what is
+  // The same without the volatile facts (usage, chunks, last seen, build): what is
   // saved, so that heartbeats do not make every commit rewrite every node.
   std::vector<proto::NodeInfo> DurableInfos() const;
 

@@ -114,6 +114,27 @@ TEST(MembershipTest, HeartbeatFactsAreServedButNotSaved) {
   EXPECT_EQ(saved[0].weight, served[0].weight);
 }
 
+// The node agent's build (`hoard status` shows it per node): from its
+// registration, then from each heartbeat; volatile, so never saved, and a new
+// build is no news for the map.
+TEST(MembershipTest, BuildIsServedButNotSaved) {
+  Membership m;
+  proto::RegisterNode req = Req("n1");
+  req.build = {"0.1.0", "1a2b3c4d5e6f"};
+  m.Register(req, At(0ms), 100);
+  EXPECT_EQ(m.Infos()[0].build, (proto::Build{"0.1.0", "1a2b3c4d5e6f"}));
+  // Upgraded in place: the next registration says so, and is not news.
+  req.build = {"0.2.0", "abcdefabcdef"};
+  EXPECT_FALSE(m.Register(req, At(1s), 101).news);
+  EXPECT_EQ(m.Infos()[0].build.version, "0.2.0");
+  ASSERT_NE(m.Heard({.name = "n1", .build = {"0.2.0", "abcdefabcdef-dirty"}}, At(2s), 102), nullptr);
+  EXPECT_EQ(m.Infos()[0].build.commit, "abcdefabcdef-dirty");
+  EXPECT_EQ(m.DurableInfos()[0].build, proto::Build{});
+  // An agent from before builds were reported sends none: unknown, not the last one seen.
+  ASSERT_NE(m.Heard({.name = "n1"}, At(3s), 103), nullptr);
+  EXPECT_EQ(m.Infos()[0].build, proto::Build{});
+}
+
 TEST(MembershipTest, RemoveAndRestoreAndLoad) {
   Membership m;
   m.Register(Req("n1"), At(0ms), 0);

@@ -29,7 +29,8 @@ CoordinatorService::~CoordinatorService() { Stop(); }
 
 void CoordinatorService::RegisterHandlers() {
   Coordinator* c = coordinator_;
-  server_.Handle<proto::Ping>([c](const proto::Ping&, const Envelope&, std::string*) {
+  server_.Handle<proto::Ping>([c](const proto::Ping& r, const Envelope&, std::string*) {
+    c->HeardMount(r.mount);
     return Result<proto::Pong>(proto::Pong{.role = "coordinator", .name = "coordinator", .epoch = c->epoch()});
   });
   server_.Handle<proto::RegisterNode>(

@@ -57,6 +57,7 @@ HoardFs::HoardFs(Options options)
       watcher_(ClusterWatcher::Options{
           .coordinator = options_.coordinator,
           .self = "",
+          .mount = {.node = options_.node_name, .mountpoint = options_.mountpoint},
           .cache_dir = options_.cache_dir,
           .timeout = std::chrono::milliseconds(3000),
           .logger = options_.logger,

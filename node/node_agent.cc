@@ -147,6 +147,7 @@ Status NodeAgent::Init() {
                                  .corrupt = p.corrupt_found + store_->corrupt_chunks()};
     r.node.scrub_last_pass_unix = r.scrub.last_pass_unix;
     r.node.scrub_corrupt = r.scrub.corrupt;
+    r.node.build = proto::OwnBuild();
     return Result<proto::NodeStatusReply>(std::move(r));
   });
   server_->Handle<proto::Scrub>([this](const proto::Scrub&, const proto::Envelope&, std::string*) {
@@ -224,7 +225,7 @@ Status NodeAgent::RegisterSelf() {
   ChunkStore::Usage u = store_->usage();
   Result<proto::RegisterNodeReply> r = coordinator_->Call(
       proto::RegisterNode{.name = options_.name, .endpoint = Advertised(), .capacity_bytes = capacity_,
-                          .used_bytes = u.used_bytes},
+                          .used_bytes = u.used_bytes, .build = proto::OwnBuild()},
       options_.coordinator_timeout);
   if (!r.ok()) return r.status().Annotate("register with " + options_.coordinator);
   registered_ = true;
@@ -240,7 +241,8 @@ Status NodeAgent::Tick() {
                       .epoch = watcher_->Current()->epoch(),
                       .capacity_bytes = capacity_,
                       .used_bytes = u.used_bytes,
-                      .chunks = u.chunks};
+                      .chunks = u.chunks,
+                      .build = proto::OwnBuild()};
   // Reports cost a pass over the owned chunks: send them when what they say
   // may have changed (chunks stored or dropped, a new map, a new failure),
   // when the coordinator asks (it restarted), and every 30 s regardless.

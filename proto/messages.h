@@ -34,10 +34,12 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <msgpack.hpp>
 
+#include "common/build_info.h"
 #include "proto/message_types.h"
 
 // A body with no fields: an empty msgpack map (MSGPACK_DEFINE_MAP needs at
@@ -116,6 +118,22 @@ struct ErrorBody {
   HOARD_EMPTY_BODY
 };
 
+// What a program was built from (common/build_info.h), as node agents,
+// mounts and the coordinator report it, so `hoard status` shows a rolling
+// upgrade. Empty: a peer from before builds were reported.
+struct Build {
+  std::string version;  // CMake's project() version, "0.1.0"
+  // 12 hex digits, with "-dirty" for a tree with uncommitted changes
+  // (BuildInfo::CommitLabel), or "unknown" (built without git)
+  std::string commit;
+  MSGPACK_DEFINE_MAP(version, commit);
+  bool operator==(const Build&) const = default;
+  bool operator<(const Build& o) const { return std::tie(version, commit) < std::tie(o.version, o.commit); }
+};
+
+// This program's build.
+inline Build OwnBuild() { return {std::string(ThisBuild().version), ThisBuild().CommitLabel()}; }
+
 struct NodeInfo {
   std::string name;
   std::string endpoint;         // tcp://host:port of its peer service
@@ -136,9 +154,26 @@ struct NodeInfo {
   // found since the node was set up. Like used_bytes, not part of placement.
   int64_t scrub_last_pass_unix = 0;
   uint64_t scrub_corrupt = 0;
+  // The node agent's build, as it last registered or heartbeat (volatile,
+  // like used_bytes: not saved, empty until the node speaks after a
+  // coordinator restart).
+  Build build;
   MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, chunks, weight, up, last_seen_unix, draining,
-                     scrub_last_pass_unix, scrub_corrupt);
+                     scrub_last_pass_unix, scrub_corrupt, build);
 };
+
+// A mount as it names itself in its map polls (Ping::mount), and as the
+// coordinator lists the mounts it heard from (ClusterStatusReply::mounts).
+// (node, mountpoint) is a mount's identity: a restarted or upgraded mount
+// replaces its entry.
+struct MountInfo {
+  std::string node;        // its node's name (hoard-fuse --node-name), else its host's name
+  std::string mountpoint;  // at most kMaxMountpointBytes: a longer one is sent as its last bytes
+  Build build;
+  int64_t last_seen_unix = 0;  // filled in by the coordinator: when it last heard from the mount
+  MSGPACK_DEFINE_MAP(node, mountpoint, build, last_seen_unix);
+};
+inline constexpr size_t kMaxMountpointBytes = 1024;  // keeps a Ping under kSmallHeaderBytes
 
 // The weight a node of `capacity_bytes` registers with: its capacity in MiB
 // (at least 1), so a node with twice the disk owns twice the chunks.
@@ -206,7 +241,11 @@ struct Pong {
 struct Ping {
   static constexpr MsgType kType = MsgType::kPing;
   using Reply = Pong;
-  HOARD_EMPTY_BODY
+  // A mount's periodic polls (cluster/cluster_view.h) name it, so the
+  // coordinator can list the live mounts and their builds; empty otherwise
+  // (and from a mount before this field), and ignored by node agents.
+  MountInfo mount;
+  MSGPACK_DEFINE_MAP(mount);
 };
 
 // The key of a data channel (proto/data_channel.h): asked over the CURVE
@@ -241,7 +280,8 @@ struct RegisterNode {
   std::string endpoint;
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;
-  MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes);
+  Build build;  // the node agent's (OwnBuild)
+  MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, build);
 };
 
 // A dataset version every chunk of which is on all its owners at a
@@ -275,8 +315,9 @@ struct Heartbeat {
   std::map<std::string, uint64_t> counters;  // node metrics
   int64_t scrub_last_pass_unix = 0;  // as NodeInfo
   uint64_t scrub_corrupt = 0;
+  Build build;  // the node agent's (OwnBuild)
   MSGPACK_DEFINE_MAP(name, epoch, capacity_bytes, used_bytes, chunks, datasets, datasets_included,
-                     counters, scrub_last_pass_unix, scrub_corrupt);
+                     counters, scrub_last_pass_unix, scrub_corrupt, build);
 };
 
 // Cluster-wide limits on what the nodes together ask of the central storage,
@@ -364,7 +405,11 @@ struct ClusterStatusReply {
   OriginLimits origin_limits;
   std::vector<CkptJobStatus> ckpt_jobs;  // every checkpoint job, by name
   CkptOriginHealth ckpt_origin;          // whether the checkpoint origin takes the drain
-  MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits, ckpt_jobs, ckpt_origin);
+  // The mounts heard from within the last minute (their polls: Ping::mount),
+  // by node and mountpoint, and the coordinator's own build.
+  std::vector<MountInfo> mounts;
+  Build build;
+  MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits, ckpt_jobs, ckpt_origin, mounts, build);
 };
 struct ClusterStatus {
   static constexpr MsgType kType = MsgType::kClusterStatus;

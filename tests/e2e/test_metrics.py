@@ -16,11 +16,16 @@ happens:
     shows undrained bytes and an oldest age > 0; once it drains, both are 0.
 
 `hoard top --json --once` shows the same per node and per dataset.
+
+Builds (issue 31): the four programs' --version name one build, which every
+daemon exports as hoard_build_info and `hoard status` shows for each node
+and the mount; docs/metrics.md lists every metric family a daemon serves.
 """
 import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 import unittest
@@ -45,6 +50,10 @@ MOUNT_METRICS = ["hoard_mount_read_bytes_total", "hoard_mount_hit_ratio", "hoard
                  "hoard_origin_read_seconds", "hoard_peer_request_seconds", "hoard_mount_read_tier_bytes",
                  "hoard_mount_read_tier_capacity_bytes", "hoard_mount_read_tier_stored_bytes_total",
                  "hoard_mount_read_tier_evicted_bytes_total", "hoard_mount_read_tier_dropped_total"]
+
+PROGRAMS = ["hoard", "hoard-node", "hoard-fuse", "hoard-coordinator"]
+VERSION_LINE = re.compile(r"(\S+) (\d+\.\d+\.\d+) \(commit ([0-9a-f]{12}|unknown)(, dirty)?\)\n")
+METRICS_DOC = os.path.join(harness.REPO, "docs", "metrics.md")
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -115,6 +124,51 @@ class MetricsTest(unittest.TestCase):
                 self.fail(f"timed out after {timeout} s waiting for {what}")
             time.sleep(0.2)
 
+    def check_builds(self):
+        # --- every program's --version: one line, exit 0, all of one build
+        builds = {}
+        for program in PROGRAMS:
+            r = subprocess.run([os.path.join(harness.BIN, program), "--version"], text=True, capture_output=True,
+                               timeout=30)
+            self.assertEqual(r.returncode, 0, f"{program} --version: {r.stderr}")
+            m = VERSION_LINE.fullmatch(r.stdout)
+            self.assertTrue(m, f"{program} --version printed {r.stdout!r}")
+            self.assertEqual(m.group(1), program)
+            # The commit as metrics and status name it: "-dirty" for a modified tree.
+            builds[program] = (m.group(2), m.group(3) + ("-dirty" if m.group(4) else ""))
+        self.assertEqual(len(set(builds.values())), 1, f"the programs were built from different trees: {builds}")
+        version, commit = builds["hoard"]
+
+        # --- hoard_build_info on every daemon, and every family a daemon serves is documented
+        with open(METRICS_DOC) as f:
+            doc = f.read()
+        for addr in [self.coordinator, self.mount] + list(self.nodes.values()):
+            s = scrape(addr)
+            self.assertEqual(s.types.get("hoard_build_info"), "gauge", f"http://{addr}/metrics")
+            self.assertEqual([(ls, v) for n, ls, v in s.samples if n == "hoard_build_info"],
+                             [({"version": version, "commit": commit}, 1.0)], f"http://{addr}/metrics")
+            for name in s.types:
+                self.assertRegex(doc, rf"`{name}[{{`]", f"{name} (http://{addr}/metrics) is not in {METRICS_DOC}")
+
+        # --- hoard status: each node's build and the mount's (it polls every second)
+        mnt = os.path.realpath(self.cluster.mnt)
+
+        def status():
+            return self.cluster.cli_json("status")
+
+        self.wait_for(lambda: any(m["mountpoint"] == mnt for m in status()["mounts"]), "the mount in hoard status")
+        st = status()
+        self.assertEqual(sorted((n["name"], n["build_version"], n["build_commit"]) for n in st["nodes"]),
+                         [("node1", version, commit), ("node2", version, commit)], st["nodes"])
+        self.assertEqual([(m["node"], m["mountpoint"], m["build_version"], m["build_commit"]) for m in st["mounts"]],
+                         [("node1", mnt, version, commit)], st["mounts"])
+        self.assertGreater(st["mounts"][0]["last_seen_unix"], 0)
+        self.assertEqual(st["builds"], [{"build_version": version, "build_commit": commit, "coordinator": True,
+                                         "nodes": 2, "mounts": 1}])
+        text = self.cluster.cli("status").stdout
+        self.assertIn(f"build: {version} (commit {commit}) on the coordinator, 2 nodes, 1 mount\n", text)
+        self.assertRegex(text, rf"(?m)^{re.escape(mnt)} +node1 +{re.escape(version)} {commit} +\d+s ago$")
+
     def test_metrics_move_with_their_events(self):
         c = self.cluster
         # --- every daemon serves every listed metric, with HELP and TYPE
@@ -123,6 +177,7 @@ class MetricsTest(unittest.TestCase):
             s = scrape(addr)
             for name in names:
                 self.assertIn(name, s.types, f"{name} missing from http://{addr}/metrics")
+        self.check_builds()
         m0 = scrape(self.mount)
         self.assertEqual(m0.get("hoard_mount_read_bytes_total"), 0)
         self.assertEqual(scrape(self.coordinator).get("hoard_nodes", state="up"), 2)
