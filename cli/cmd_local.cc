@@ -1,8 +1,9 @@
-// hoard local up|down
+// hoard local up|down|restart|upgrade
 #include <unistd.h>
 
 #include <climits>
 #include <cstdlib>
+#include <iostream>
 #include <set>
 #include <sstream>
 
@@ -114,6 +115,49 @@ int RunDown(Context& ctx, bool purge) {
   return ctx.Done(doc, text);
 }
 
+// One line per daemon restarted, as it happens: on stdout as the text, on
+// stderr beside --json (whose stdout is the one document).
+std::string StepLine(const nlohmann::json& step) {
+  std::ostringstream t;
+  t.setf(std::ios::fixed);
+  t.precision(1);
+  const std::string name = step["name"].get<std::string>();
+  t << "  " << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ');
+  if (step["how"] == "in_place") {
+    t << " restarted in place (SIGHUP; pid " << step["pid"].get<int>() << " kept, mount kept), generation "
+      << step["previous_generation"].get<int64_t>() << " -> " << step["generation"].get<int64_t>();
+  } else if (step["how"] == "started") {
+    t << " started (was not running; pid " << step["pid"].get<int>() << ")";
+  } else {
+    t << " restarted (pid " << step["previous_pid"].get<int>() << " -> " << step["pid"].get<int>() << ")";
+  }
+  t << " in " << step["seconds"].get<double>() << " s";
+  return t.str();
+}
+
+int RunRestart(Context& ctx, LocalRestartOptions o) {
+  o.dir = Absolute(ctx.LocalDir());
+  const bool json = ctx.json();
+  if (!json) {
+    std::cout << (o.upgrade_from.empty() ? "restarting" : "upgrading") << " the hoard local cluster in " << o.dir
+              << ", one daemon at a time:" << std::endl;
+  }
+  o.on_step = [json](const nlohmann::json& step) { (json ? std::cerr : std::cout) << StepLine(step) << std::endl; };
+  LocalRestartResult r = LocalRestart(o);
+  if (!r.status.ok()) {
+    return ctx.FailWith(r.status.Annotate(o.upgrade_from.empty() ? "local restart" : "local upgrade"), r.doc,
+                        /*reached=*/true);
+  }
+  std::string names;
+  for (const auto& n : r.doc["restarted"]) names += (names.empty() ? "" : ", ") + n.get<std::string>();
+  std::string text = "restarted " + std::to_string(r.doc["restarted"].size()) + " daemon(s): " + names;
+  if (!o.upgrade_from.empty()) {
+    text = "upgraded: " + r.doc["bin_dir"].get<std::string>() + " now holds the binaries of " + o.upgrade_from +
+           "; " + text;
+  }
+  return ctx.Done(r.doc, text);
+}
+
 }  // namespace
 
 void AddLocalCommands(CLI::App& app, Action* action) {
@@ -141,6 +185,36 @@ void AddLocalCommands(CLI::App& app, Action* action) {
       if (up->count(flag) > 0) up_args->given.insert(flag);
     }
     *action = [up_args](Context& ctx) { return RunUp(ctx, *up_args); };
+  });
+
+  auto restart_args = std::make_shared<LocalRestartOptions>();
+  auto timeout_s = std::make_shared<int>(60);
+  auto* restart = local->add_subcommand(
+      "restart",
+      "Restart the running daemons in place, one at a time, each waited for: the coordinator, then node by node the "
+      "agent and its mount (the mount keeps its FUSE connection: readers see a pause, never an error; open files stay "
+      "open). With --node or --coordinator, only those");
+  restart->add_option("--node", restart_args->nodes, "Restart this node's agent and its mount (repeatable)");
+  restart->add_flag("--coordinator", restart_args->coordinator, "Restart the coordinator");
+  restart->add_option("--timeout", *timeout_s, "Seconds each daemon has to come back")->capture_default_str();
+  restart->callback([action, restart_args, timeout_s] {
+    restart_args->timeout = std::chrono::seconds(*timeout_s);
+    *action = [restart_args](Context& ctx) { return RunRestart(ctx, *restart_args); };
+  });
+
+  auto upgrade_args = std::make_shared<LocalRestartOptions>();
+  auto* upgrade = local->add_subcommand(
+      "upgrade",
+      "Copy hoard, hoard-coordinator, hoard-node and hoard-fuse from --bin-dir into the cluster's DIR/bin (each "
+      "renamed into place), then restart every daemon on them as `local restart` does; the first daemon that does "
+      "not come back stops it, the others are left running");
+  upgrade->add_option("--bin-dir", upgrade_args->upgrade_from, "Directory with the new binaries (a build's bin/)")
+      ->required();
+  upgrade->add_option("--timeout", *timeout_s, "Seconds each daemon has to come back")->capture_default_str();
+  upgrade->callback([action, upgrade_args, timeout_s] {
+    upgrade_args->timeout = std::chrono::seconds(*timeout_s);
+    upgrade_args->upgrade_from = Absolute(upgrade_args->upgrade_from);
+    *action = [upgrade_args](Context& ctx) { return RunRestart(ctx, *upgrade_args); };
   });
 
   auto purge = std::make_shared<bool>(false);

@@ -5,7 +5,9 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -214,6 +216,85 @@ StopReport StopRecorded(const Recorded& r) {
   return report;
 }
 
+// ---- Binaries --------------------------------------------------------------
+
+// Copies the executable `from` to `to` without ever changing the file a
+// running daemon executes: into a temporary name, then renamed over `to`
+// (the old inode lives on for whoever runs it). A reflink where the
+// filesystem offers one, else an in-kernel copy.
+Status CopyExecutable(const std::string& from, const std::string& to) {
+  UniqueFd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in.valid()) return Status::FromErrno(errno, "open " + from);
+  struct stat st;
+  if (::fstat(in.get(), &st) != 0) return Status::FromErrno(errno, "stat " + from);
+  const std::string tmp = JoinPath(DirName(to), "." + to.substr(to.rfind('/') + 1) + ".new");
+  UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755));
+  if (!out.valid()) return Status::FromErrno(errno, "create " + tmp);
+  if (::ioctl(out.get(), FICLONE, in.get()) != 0) {
+    bool plain = false;  // copy_file_range refused (an old kernel across filesystems): read and write
+    for (off_t done = 0; done < st.st_size;) {
+      ssize_t n = -1;
+      if (!plain) {
+        n = ::copy_file_range(in.get(), &done, out.get(), nullptr, static_cast<size_t>(st.st_size - done), 0);
+        if (n > 0) continue;  // `done` moved on
+        if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+          plain = true;
+          continue;
+        }
+      } else {
+        char buf[1 << 16];
+        n = ::pread(in.get(), buf, sizeof buf, done);
+        if (n > 0) {
+          if (Status w = PwriteAll(out.get(), buf, static_cast<size_t>(n), done); !w.ok()) {
+            ::unlink(tmp.c_str());
+            return w;
+          }
+        }
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        Status s = n < 0 ? Status::FromErrno(errno, "copy " + from + " to " + tmp)
+                         : Status::IoError(from + " ended early (" + std::to_string(done) + " bytes)");
+        ::unlink(tmp.c_str());
+        return s;
+      }
+      done += n;
+    }
+  }
+  if (::fchmod(out.get(), 0755) != 0 || ::fsync(out.get()) != 0) {
+    Status s = Status::FromErrno(errno, "write " + tmp);
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  if (::rename(tmp.c_str(), to.c_str()) != 0) {
+    Status s = Status::FromErrno(errno, "rename " + tmp + " to " + to);
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return Status::Ok();
+}
+
+// Puts the binaries of `from` into `bin` (DIR/bin), each replaced atomically.
+// All four are checked before any is copied: a missing one leaves `bin` as it
+// was. Returns the names copied.
+Result<json> InstallBinaries(const std::string& from, const std::string& bin) {
+  for (const char* name : kLocalBinaries) {
+    const std::string src = JoinPath(from, name);
+    if (::access(src.c_str(), X_OK) != 0) {
+      return Status::InvalidArgument("no executable " + src + " (the directory needs " +
+                                     "hoard, hoard-coordinator, hoard-node and hoard-fuse: a build's bin/)");
+    }
+  }
+  HOARD_RETURN_IF_ERROR(MakeDirs(bin));
+  json installed = json::array();
+  for (const char* name : kLocalBinaries) {
+    HOARD_RETURN_IF_ERROR(CopyExecutable(JoinPath(from, name), JoinPath(bin, name)));
+    installed.push_back(name);
+  }
+  HOARD_RETURN_IF_ERROR(SyncDir(bin));
+  return installed;
+}
+
 // ---- Starting --------------------------------------------------------------
 
 // Polls `ready` every 50 ms until it holds, or fails: when a process of
@@ -221,13 +302,13 @@ StopReport StopRecorded(const Recorded& r) {
 // when a signal asks `up` to stop.
 template <typename Pred>
 Status WaitFor(Pred ready, std::chrono::seconds limit, const std::vector<Proc>& watch, SignalBlock& signals,
-               const std::string& what) {
+               const std::string& what, const char* during = "start-up") {
   const auto deadline = Clock::now() + limit;
   while (true) {
     if (int sig = signals.Received()) return Interrupted(sig);
     if (ready()) return Status::Ok();
     for (const Proc& p : watch) {
-      if (!Running(p)) return Status::Unavailable(p.name + " exited during start-up" + LogTail(p.log));
+      if (!Running(p)) return Status::Unavailable(p.name + " exited during " + during + LogTail(p.log));
     }
     if (Clock::now() >= deadline) {
       std::string log = watch.empty() ? "" : LogTail(watch.back().log);
@@ -259,7 +340,8 @@ json OptionsJson(const LocalUpOptions& o) {
 Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, SignalBlock& signals, json& doc) {
   const std::string cluster_file = JoinPath(dir, kClusterFile);
   auto save = [&] { return WriteFileAtomic(cluster_file, Dump(doc)); };
-  auto bin = [&](const char* name) { return JoinPath(o.bin_dir, name); };
+  // The daemons run from the cluster's own copy (DIR/bin, made by LocalUp).
+  auto bin = [&](const char* name) { return JoinPath(dir, std::string("bin/") + name); };
   // Starts one daemon; `record` adds it to `doc`, which is saved before the
   // daemon may run.
   // Each daemon's argv is recorded with it: a resume restarts it as it was.
@@ -432,6 +514,20 @@ struct Daemon {
   bool running = false;
 };
 
+// Starts `d` again with its recorded command line, its new PID and start
+// time written into its entry and saved (`save`) before it may exec.
+Status Respawn(Daemon& d, const std::function<Status()>& save) {
+  const std::string pid_key = std::string(d.prefix) + "pid", start_key = std::string(d.prefix) + "start_time";
+  return Spawn(d.argv, StderrPath(d.proc.log), [&](pid_t child, uint64_t start_time) {
+           d.proc.pid = child;
+           d.proc.start_time = start_time;
+           (*d.entry)[pid_key] = child;
+           (*d.entry)[start_key] = start_time;
+           return save();
+         })
+      .status();
+}
+
 // Resumes the cluster recorded "up" in `doc` (see "Resuming" in the header).
 // `doc` is updated (and saved) as daemons are restarted; on failure, what this
 // call restarted is stopped again and the rest is left as it was.
@@ -518,16 +614,8 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
   }
   auto restart = [&](Daemon& d) -> Status {
     if (int sig = signals.Received()) return Interrupted(sig);
-    const std::string pid_key = std::string(d.prefix) + "pid", start_key = std::string(d.prefix) + "start_time";
-    HOARD_ASSIGN_OR_RETURN(pid_t pid, Spawn(d.argv, StderrPath(d.proc.log), [&](pid_t child, uint64_t start_time) {
-                             d.proc.pid = child;
-                             d.proc.start_time = start_time;
-                             (*d.entry)[pid_key] = child;
-                             (*d.entry)[start_key] = start_time;
-                             started.push_back(d.proc);
-                             return save();
-                           }));
-    (void)pid;
+    HOARD_RETURN_IF_ERROR(Respawn(d, save));
+    started.push_back(d.proc);
     restarted.push_back(d.proc.name);
     return Status::Ok();
   };
@@ -607,6 +695,35 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
   return out;
 }
 
+// ---- Restarting and upgrading ----------------------------------------------
+
+// The value of `flag` in a recorded command line, or "".
+std::string FlagValue(const std::vector<std::string>& argv, const std::string& flag) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == flag) return argv[i + 1];
+  }
+  return "";
+}
+
+// The generation of the mount's serving process, as its last start wrote it
+// in CACHE_DIR/server.json ({"pid", "supervisor_pid", "generation",
+// "version", "commit"}); -1 if there is no such record of `supervisor`'s (a
+// hoard-fuse that predates in-place restarts, or one not serving yet).
+int64_t ServingGeneration(const std::string& cache_dir, pid_t supervisor) {
+  Result<std::string> text = ReadFile(JoinPath(cache_dir, "server.json"));
+  if (!text.ok()) return -1;
+  const json server = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!server.is_object() || PidAt(server, "supervisor_pid") != supervisor) return -1;
+  auto it = server.find("generation");
+  return it != server.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
+}
+
+std::string Names(const json& list) {
+  std::string out;
+  for (const json& n : list) out += (out.empty() ? "" : ", ") + n.get<std::string>();
+  return out.empty() ? "none" : out;
+}
+
 // Deletes the cluster directory `real` that `given` names. When `given` is a
 // symlink, the link and its target are the user's: only the contents go.
 Status Purge(const std::string& given, const std::string& real) {
@@ -665,8 +782,11 @@ Result<json> LocalUp(const LocalUpOptions& o) {
     HOARD_RETURN_IF_ERROR(MakeDirs(JoinPath(dir, sub)));
   }
   HOARD_RETURN_IF_ERROR(Unmount(JoinPath(dir, "mnt")));  // a mount left behind by a crash
+  // Nothing of this cluster runs now: its copy of the binaries is taken
+  // afresh from beside this `hoard`.
+  HOARD_RETURN_IF_ERROR(InstallBinaries(o.bin_dir, JoinPath(dir, "bin")).status());
 
-  json doc = {{"state", "starting"},   {"dir", dir},          {"up_pid", ::getpid()},
+  json doc = {{"state", "starting"},   {"dir", dir},          {"up_pid", ::getpid()}, {"bin_dir", JoinPath(dir, "bin")},
               {"coordinator", nullptr}, {"nodes", json::array()}, {"mount", nullptr}, {"keys", nullptr},
               {"options", OptionsJson(o)}};
   Result<json> up = StartCluster(o, dir, signals, doc);
@@ -739,6 +859,206 @@ Result<json> LocalDown(const std::string& given, bool purge) {
   }
   if (purge) HOARD_RETURN_IF_ERROR(Purge(given, dir));
   return result;
+}
+
+
+LocalRestartResult LocalRestart(const LocalRestartOptions& o) {
+  const bool upgrade = !o.upgrade_from.empty();
+  LocalRestartResult out;
+  out.doc = {{"dir", o.dir},          {"upgrade", upgrade},          {"bin_dir", nullptr},
+             {"installed", json::array()}, {"daemons", json::array()},    {"restarted", json::array()},
+             {"not_restarted", json::array()}, {"failed", nullptr}};
+  json& result = out.doc;
+  auto fail = [&](Status s) {
+    out.status = std::move(s);
+    return std::move(out);
+  };
+  Result<std::string> resolved = RealPath(o.dir);
+  if (!resolved.ok()) {
+    if (resolved.status().code() != Code::kNotFound) return fail(resolved.status());
+    return fail(Status::NotFound("no hoard local cluster in " + o.dir + " (hoard local up starts one)"));
+  }
+  const std::string dir = *resolved;
+  const std::string again = "hoard local up --dir " + ShellWord(dir);
+  const std::string afresh = "hoard local down --dir " + ShellWord(dir) + ", then hoard local up";
+  result["dir"] = dir;
+  result["bin_dir"] = JoinPath(dir, "bin");
+  Result<DirLock> lock = DirLock::Acquire(dir, upgrade ? "upgrade" : "restart");
+  if (!lock.ok()) return fail(lock.status());
+  SignalBlock signals;
+  const std::string cluster_file = JoinPath(dir, kClusterFile);
+  Result<json> read = ReadRecord(cluster_file);
+  if (!read.ok()) return fail(read.status());
+  json doc = std::move(*read);
+  if (doc.empty() || (doc.contains("state") && StringAt(doc, "state") != "up")) {
+    return fail(Status::NotFound("no hoard local cluster is up in " + dir + " (hoard local up starts one)"));
+  }
+  Recorded r = ParseRecord(doc);
+  if (r.coordinator.empty()) {
+    return fail(Status::Unavailable("the record of the cluster in " + dir + " names no coordinator; start afresh: " +
+                                    afresh));
+  }
+
+  // The daemons to restart, in order: the coordinator first (the mounts serve
+  // from their last map meanwhile, the nodes retry their heartbeats), then
+  // each node's agent followed by its mount.
+  const bool everything = upgrade || (o.nodes.empty() && !o.coordinator);
+  const std::set<std::string> wanted(o.nodes.begin(), o.nodes.end());
+  std::vector<Daemon> order;
+  if (everything || o.coordinator) order.push_back({r.coordinator[0], ArgvAt(doc, "coordinator_argv"), &doc,
+                                                    "coordinator_"});
+  json& recorded_nodes = doc["nodes"];
+  std::optional<Daemon> mount;
+  if (!r.mount.empty()) mount = Daemon{r.mount[0], ArgvAt(doc["mount"], "argv"), &doc["mount"], ""};
+  const std::string mount_node = mount ? StringAt(*mount->entry, "node") : "";
+  std::set<std::string> known;
+  bool mount_placed = false;
+  for (size_t i = 0; i < r.nodes.size() && i < recorded_nodes.size(); ++i) {
+    json& n = recorded_nodes[i];
+    if (n.value("removed", false)) continue;
+    known.insert(r.nodes[i].name);
+    if (!everything && wanted.count(r.nodes[i].name) == 0) continue;
+    order.push_back({r.nodes[i], ArgvAt(n, "argv"), &n, ""});
+    if (mount && r.nodes[i].name == mount_node) {
+      order.push_back(*mount);
+      mount_placed = true;
+    }
+  }
+  if (mount && everything && !mount_placed) order.push_back(*mount);
+  for (const std::string& name : wanted) {
+    if (known.count(name) == 0) {
+      std::string names;
+      for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
+      return fail(Status::InvalidArgument("no node named " + name + " in the cluster in " + dir + " (its nodes: " +
+                                          names + ")"));
+    }
+  }
+
+  // Refuse before anything is touched: a record without command lines, an
+  // upgrade of daemons that do not run from DIR/bin, a running mount that
+  // cannot restart in place. A daemon that is not running is simply started
+  // in its turn (after a half-done upgrade, the one that did not come back).
+  const std::string bin = JoinPath(dir, "bin");
+  for (Daemon& d : order) {
+    d.running = Running(d.proc);
+    if (d.argv.empty()) {
+      return fail(Status::Unavailable(d.proc.name + " of the cluster in " + dir +
+                                      " has no recorded command line (started by an older hoard); start afresh: " +
+                                      afresh));
+    }
+    if (upgrade && d.argv[0] != JoinPath(bin, d.proc.binary)) {
+      return fail(Status::Unavailable(d.proc.name + " runs " + d.argv[0] + ", not the cluster's copy in " + bin +
+                                      " (a cluster started by an older hoard): upgrade it by starting afresh on "
+                                      "the new binaries: " + afresh));
+    }
+    if (d.proc.binary == "hoard-fuse" && d.running) {
+      const std::string cache = FlagValue(d.argv, "--cache-dir");
+      if (ServingGeneration(cache, d.proc.pid) < 0) {
+        return fail(Status::Unavailable(
+            "the mount (pid " + std::to_string(d.proc.pid) + ") cannot restart in place: its supervisor wrote no " +
+            JoinPath(cache, "server.json") + " (a hoard-fuse older than in-place restarts); restart it by " +
+            "starting afresh: " + afresh));
+      }
+    }
+  }
+  if (upgrade) {
+    Result<json> installed = InstallBinaries(o.upgrade_from, bin);
+    if (!installed.ok()) return fail(installed.status().Annotate("install the binaries of " + o.upgrade_from));
+    result["installed"] = std::move(*installed);
+  }
+
+  zmq::context_t zmq;
+  std::unique_ptr<proto::CurveSecurity> security;
+  if (const std::string keys = StringAt(doc, "keys"); !keys.empty()) {
+    Result<std::unique_ptr<proto::CurveSecurity>> s = ConnectAsMember(zmq, keys);
+    if (!s.ok()) return fail(s.status());
+    security = std::move(*s);
+  }
+  proto::RpcClient client(zmq, StringAt(doc, "coordinator"));
+  auto save = [&] { return WriteFileAtomic(cluster_file, Dump(doc)); };
+
+  // One daemon: stopped and started (the coordinator, a node agent), or
+  // restarted in place (the mount). Fills `step`.
+  auto restart = [&](Daemon& d, json& step) -> Status {
+    const bool is_mount = d.proc.binary == "hoard-fuse";
+    if (!Running(d.proc)) {
+      // Not running: started as `up` would resume it.
+      step["how"] = "started";
+      if (is_mount) HOARD_RETURN_IF_ERROR(Unmount(StringAt(*d.entry, "path")));  // ENOTCONN left by a dead one
+    } else if (is_mount) {
+      const std::string cache = FlagValue(d.argv, "--cache-dir");
+      const std::string path = StringAt(*d.entry, "path");
+      const int64_t before = ServingGeneration(cache, d.proc.pid);
+      int64_t now = before;
+      step["how"] = "in_place";
+      step["node"] = StringAt(*d.entry, "node");
+      step["previous_generation"] = before;
+      if (!Running(d.proc)) return Status::Unavailable("the mount exited" + LogTail(d.proc.log));
+      if (::kill(d.proc.pid, SIGHUP) != 0) return Status::FromErrno(errno, "SIGHUP to the mount");
+      HOARD_RETURN_IF_ERROR(WaitFor(
+          [&] {
+            now = ServingGeneration(cache, d.proc.pid);
+            return now > before && Mounted(path);
+          },
+          o.timeout, {d.proc}, signals,
+          "the mount did not serve again (" + JoinPath(cache, "server.json") + " still at generation " +
+              std::to_string(before) + ")",
+          "its restart"));
+      step["generation"] = now;
+      return Status::Ok();
+    } else {
+      step["how"] = "stop_start";
+      StopReport stopped;
+      StopGroup({d.proc}, &stopped);
+      if (!stopped.clean()) return Status::Unavailable("it would not stop: " + stopped.Summary());
+    }
+    HOARD_RETURN_IF_ERROR(Respawn(d, save));
+    if (is_mount) {
+      const std::string path = StringAt(*d.entry, "path");
+      return WaitFor([&] { return Mounted(path); }, o.timeout, {d.proc}, signals, "the mount did not come up on " +
+                     path);
+    }
+    if (d.entry == &doc) {
+      return WaitFor([&] { return client.Call(proto::Ping{}, 200ms).ok(); }, o.timeout, {d.proc}, signals,
+                     "the coordinator did not answer", "its restart");
+    }
+    proto::RpcClient node(zmq, StringAt(*d.entry, "endpoint"));
+    return WaitFor(
+        [&] {
+          if (!node.Call(proto::Ping{}, 200ms).ok()) return false;
+          Result<proto::ClusterStatusReply> st = client.Call(proto::ClusterStatus{}, 500ms);
+          if (!st.ok()) return false;
+          for (const auto& m : st->nodes) {
+            if (m.name == d.proc.name) return m.up;
+          }
+          return false;
+        },
+        o.timeout, {d.proc}, signals, d.proc.name + " did not register again", "its restart");
+  };
+
+  for (size_t i = 0; i < order.size(); ++i) {
+    Daemon& d = order[i];
+    const auto started = Clock::now();
+    json step = {{"name", d.proc.name}, {"binary", d.proc.binary}, {"previous_pid", d.proc.pid}};
+    Status s = signals.Received() != 0 ? Interrupted(signals.Received()) : restart(d, step);
+    if (!s.ok()) {
+      for (size_t j = i + 1; j < order.size(); ++j) result["not_restarted"].push_back(order[j].proc.name);
+      result["failed"] = d.proc.name;
+      (void)save();
+      // What was done comes first: the reason may end with lines of a log.
+      return fail(Status(s.code(), d.proc.name + " did not come back (restarted: " + Names(result["restarted"]) +
+                                       "; left running as they were: " + Names(result["not_restarted"]) +
+                                       "; once the cause is fixed, the same command again, or " + again +
+                                       ", starts what is not running): " + s.message()));
+    }
+    step["pid"] = d.proc.pid;
+    step["seconds"] = std::chrono::duration<double>(Clock::now() - started).count();
+    result["daemons"].push_back(step);
+    result["restarted"].push_back(d.proc.name);
+    if (o.on_step) o.on_step(step);
+  }
+  if (Status s = save(); !s.ok()) return fail(s);
+  return out;
 }
 
 }  // namespace hoard::cli

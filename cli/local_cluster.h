@@ -3,6 +3,11 @@
 // A whole hoard cluster on this machine, under one directory, on loopback
 // ports: what `hoard local up|down`, the demo and the end-to-end tests use.
 //
+//   DIR/bin/               the binaries the cluster runs (hoard,
+//                          hoard-coordinator, hoard-node, hoard-fuse): copied
+//                          from beside the `hoard` that ran a fresh `up`, and
+//                          replaced only by `hoard local upgrade`, so a rebuild
+//                          never changes what a running cluster restarts with
 //   DIR/cluster.json       endpoints (also each daemon's /metrics HOST:PORT),
 //                          PIDs (with each process's start time) and paths
 //                          of what runs; see "Records" below
@@ -43,16 +48,37 @@
 // /proc/PID/stat) is the recorded one: PIDs are reused, start times with them
 // are not. A recorded process whose PID now names another process is gone.
 //
-// Concurrency: `up` and `down` hold an exclusive flock on DIR/local.lock for
-// their whole run; a second one on the same directory fails at once. `up`
-// holds SIGINT, SIGTERM and SIGHUP blocked while it runs and checks for them
-// while it waits: one of them stops what was started and fails the `up`.
+// Restarts and upgrades. `restart` restarts running daemons in place, one at
+// a time, each waited for before the next: the coordinator (stop, start: its
+// write-ahead log keeps its state; the mounts serve from their last map
+// meanwhile), then node by node the agent (stop, start with its recorded
+// command line; the mount reads local chunks from the store directly, and the
+// others from peers or the origin) and then the mount of that node, which is
+// restarted in place: SIGHUP to hoard-fuse's supervisor, which keeps the mount
+// and its /dev/fuse fd and starts a new serving process from the binary at
+// its path (readers see a pause, open files stay open); it is back when
+// CACHE_DIR/server.json shows a higher "generation". `upgrade` first copies
+// new binaries into DIR/bin, each to a temporary name renamed over the old
+// one, then restarts everything. The first daemon that does not come back
+// stops the run: the error names it, what was restarted and what was left
+// running as it was; a daemon found not running is started in its turn, so
+// running the same command again finishes a half-done upgrade.
+//
+// Concurrency: `up`, `down`, `restart` and `upgrade` hold an exclusive flock
+// on DIR/local.lock for their whole run; a second one on the same directory
+// fails at once. `up`, `restart` and `upgrade` hold SIGINT, SIGTERM and
+// SIGHUP blocked while they run and check for them while they wait: one of
+// them stops what was started and fails the `up`, or ends a restart after the
+// daemon it is waiting for (which stays recorded).
 //
 // Thread-safety: single-threaded CLI code.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -95,6 +121,38 @@ Result<nlohmann::json> LocalUp(const LocalUpOptions& options);
 // cluster.json is kept, so that a later `down` tries again, and nothing is
 // purged.
 Result<nlohmann::json> LocalDown(const std::string& dir, bool purge);
+
+// The binaries of a local cluster, all in DIR/bin.
+inline constexpr const char* kLocalBinaries[] = {"hoard", "hoard-coordinator", "hoard-node", "hoard-fuse"};
+
+struct LocalRestartOptions {
+  std::string dir;
+  // The nodes to restart (each one's agent, then its mount); with neither
+  // `nodes` nor `coordinator`, every daemon.
+  std::vector<std::string> nodes;
+  bool coordinator = false;
+  // Non-empty: an upgrade. The binaries in this directory replace DIR/bin's
+  // first, then every daemon restarts.
+  std::string upgrade_from;
+  // How long each daemon has to come back.
+  std::chrono::seconds timeout{60};
+  // Called with each daemon's step (the objects of "daemons" below) as it ends.
+  std::function<void(const nlohmann::json&)> on_step;
+};
+
+// What `restart` or `upgrade` did, as far as it got: `status` is OK, or the
+// reason it stopped (naming the daemon that did not come back). `doc`:
+// {"dir", "upgrade", "bin_dir", "installed": [binaries copied],
+//  "daemons": [{"name", "binary", "how" ("stop_start" | "in_place" |
+//  "started": it was not running), "pid",
+//  "previous_pid", "seconds"; the mount also "node", "generation",
+//  "previous_generation"}], "restarted": [names], "not_restarted": [names],
+//  "failed": name or null}.
+struct LocalRestartResult {
+  Status status;
+  nlohmann::json doc;
+};
+LocalRestartResult LocalRestart(const LocalRestartOptions& options);
 
 // `path` as one shell word (quoted if it needs to be), for the commands that
 // messages suggest.

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """End to end: the Ansible deployment in ansible/. The playbooks pass
-`--syntax-check` and ansible-lint; site.yml, run for real against localhost
-(ansible_connection=local) into a temporary prefix, renders the units and
-hoard.toml, starts a coordinator, a node agent and a mount of this test's own
-(without systemd: pidfiles below the prefix) and registers a dataset that then
-reads through the mount as its source's bytes; with the default checkpoint
-origin a checkpoint written through the mount drains to the coordinator's
-DATA/ckpt-origin, and the same default on two hosts is refused before anything
-is installed; each daemon logs to its own rotating file; a second run changes
-nothing;
-upgrade.yml replaces a changed binary with a drain, a restart and an undrain,
-and restarts the coordinator whose options changed; teardown.yml stops every
-daemon and unmounts. Other hoard processes on this machine are never touched:
-everything is found through this test's pidfiles.
+`--syntax-check` and ansible-lint; site.yml, run for real against two hosts
+that are both this machine (ansible_connection=local), each installing into a
+temporary prefix of its own, renders the units and hoard.toml, starts a
+coordinator, a node agent and a mount on the first and a node agent and a
+mount on the second (without systemd: pidfiles below the prefixes) and
+registers a dataset that then reads through the mount as its source's bytes;
+a checkpoint written through the mount drains to the coordinator's
+DATA/ckpt-origin, and the default checkpoint origin on two hosts is refused
+before anything is installed; each daemon logs to its own rotating file; a
+second run changes nothing; upgrade.yml, while a reader on each node loops
+over the dataset through its mount comparing bytes, restarts one node at a
+time, each node agent stopped and started and each mount in place (the same
+supervisor, the next generation in server.json), without a drain, and
+restarts the coordinator whose options changed: the readers see no error;
+teardown.yml stops every daemon and unmounts. Other hoard processes on this
+machine are never touched: everything is found through this test's pidfiles.
 """
 import json
 import os
@@ -32,10 +35,12 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+from test_local_cluster import Readers  # noqa: E402
 
 ANSIBLE = os.path.join(harness.REPO, "ansible")
 DAEMONS = ("hoard-coordinator", "hoard-node", "hoard-fuse")
 NODE = "ansible-node1"
+NODE2 = "ansible-node2"
 # Two files: one of several 4 MiB chunks, one small.
 SOURCE_FILES = {"shard-0.bin": 9 * 1024 * 1024 + 12345, "labels/small.txt": 4321}
 
@@ -63,6 +68,7 @@ class AnsibleTest(unittest.TestCase):
         cls.addClassCleanup(cls.tmp.close)
         root = cls.tmp.path
         cls.prefix = os.path.join(root, "prefix")
+        cls.prefix2 = os.path.join(root, "prefix-node2")
         cls.origin = os.path.join(root, "origin")
         for rel, size in SOURCE_FILES.items():
             path = os.path.join(cls.origin, "ds", rel)
@@ -78,41 +84,52 @@ class AnsibleTest(unittest.TestCase):
         cls.log_file = all(supports(d, r"^\s+--log-file\b") for d in DAEMONS)
         cls.metrics_ports = {t: free_port() for t in ("coordinator", "node", "mount")}
         cls.vars = {
-            "hoard_prefix": cls.prefix,
             "hoard_bin_src": harness.BIN,
             "hoard_listen_addr": "127.0.0.1",
             "hoard_coordinator_port": int(cls.coordinator.rsplit(":", 1)[1]),
-            "hoard_node_port": free_port(),
-            "hoard_node_data_port": free_port(),
-            "hoard_node_name": NODE,
             "hoard_node_capacity": "1G",
             "hoard_config_flag": cls.config_flag,
             "hoard_keys_enabled": cls.keys,
             "hoard_keys_src": os.path.join(root, "keys"),
-            "hoard_metrics_port": cls.metrics_ports if cls.metrics else {k: None for k in cls.metrics_ports},
             "hoard_log_to_file": cls.log_file,
             "hoard_origin": cls.origin,
+            # Two hosts: the default (the coordinator's directory) is refused,
+            # so it is spelled out; both hosts are this machine.
+            "hoard_ckpt_origin": os.path.join(cls.prefix, "var", "lib", "hoard", "coordinator", "ckpt-origin"),
             "hoard_datasets": [{"name": "ds", "path": "ds"}],
         }
+        # What differs per host (host variables: extra variables would
+        # override them): its prefix, node name and ports.
+        cls.data_port = free_port()
+        local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+
+        def host(prefix, name, data_port, metrics_ports):
+            return {**local, "hoard_prefix": prefix, "hoard_node_name": name, "hoard_node_port": free_port(),
+                    "hoard_node_data_port": data_port,
+                    "hoard_metrics_port": metrics_ports if cls.metrics else {k: None for k in metrics_ports}}
+        hosts = {"localhost": host(cls.prefix, NODE, cls.data_port, cls.metrics_ports),
+                 "node2": host(cls.prefix2, NODE2, free_port(),
+                               {t: free_port() for t in ("coordinator", "node", "mount")})}
         cls.inventory = os.path.join(root, "inventory.yml")
         with open(cls.inventory, "w") as f:
-            local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-            groups = ("hoard_coordinator", "hoard_nodes", "hoard_mounts", "hoard_operators")
-            yaml.safe_dump({"hoard": {"hosts": {"localhost": local},
-                                      "children": {g: {"hosts": {"localhost": None}} for g in groups}}}, f)
+            yaml.safe_dump({"hoard": {"hosts": hosts, "children": {
+                "hoard_coordinator": {"hosts": {"localhost": None}},
+                "hoard_nodes": {"hosts": {"localhost": None, "node2": None}},
+                "hoard_mounts": {"hosts": {"localhost": None, "node2": None}},
+                "hoard_operators": {"hosts": {"localhost": None}}}}}, f)
         cls.env = dict(os.environ, ANSIBLE_LOCAL_TEMP=os.path.join(root, "ansible-tmp"),
                        ANSIBLE_REMOTE_TEMP=os.path.join(root, "ansible-tmp"), ANSIBLE_NOCOLOR="1",
                        ANSIBLE_FORCE_COLOR="0")
         cls.addClassCleanup(cls.kill_leftovers)
 
     @classmethod
-    def pidfile(cls, daemon):
-        return os.path.join(cls.prefix, "run", "hoard", daemon + ".pid")
+    def pidfile(cls, daemon, prefix=None):
+        return os.path.join(prefix or cls.prefix, "run", "hoard", daemon + ".pid")
 
     @classmethod
-    def pid(cls, daemon):
+    def pid(cls, daemon, prefix=None):
         try:
-            with open(cls.pidfile(daemon)) as f:
+            with open(cls.pidfile(daemon, prefix)) as f:
                 return int(f.read())
         except (OSError, ValueError):
             return None
@@ -120,26 +137,44 @@ class AnsibleTest(unittest.TestCase):
     @classmethod
     def kill_leftovers(cls):
         """Whatever teardown.yml did not stop (a failed test): our pidfiles only."""
-        subprocess.run(["fusermount3", "-uz", os.path.join(cls.prefix, "mnt", "hoard")], capture_output=True)
-        for d in reversed(DAEMONS):
-            pid = cls.pid(d)
-            if pid and harness.alive(pid) and os.readlink(f"/proc/{pid}/exe").startswith(cls.prefix):
-                os.kill(pid, signal.SIGKILL)
+        for prefix in (cls.prefix, cls.prefix2):
+            subprocess.run(["fusermount3", "-uz", os.path.join(prefix, "mnt", "hoard")], capture_output=True)
+            for d in reversed(DAEMONS):
+                pid = cls.pid(d, prefix)
+                try:
+                    if pid and harness.alive(pid) and os.readlink(f"/proc/{pid}/exe").startswith(prefix):
+                        os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
 
     def run_playbook(self, name, extra=None, inventory=None):
         vars_file = os.path.join(self.tmp.path, "vars.json")
         with open(vars_file, "w") as f:
             json.dump({**self.vars, **(extra or {})}, f)
-        return subprocess.run(["ansible-playbook", "-i", inventory or self.inventory, "-e", "@" + vars_file, name],
-                              cwd=ANSIBLE, env=self.env, text=True, capture_output=True, timeout=300)
+        # The output goes to a file first: a playbook that overruns its time
+        # still shows where it was.
+        out = os.path.join(self.tmp.path, name + ".out")
+        with open(out, "w") as f:
+            p = subprocess.Popen(["ansible-playbook", "-i", inventory or self.inventory, "-e", "@" + vars_file, name],
+                                 cwd=ANSIBLE, env=self.env, text=True, stdout=f, stderr=subprocess.PIPE)
+            try:
+                _, err = p.communicate(timeout=600)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+                with open(out) as g:
+                    self.fail(f"ansible-playbook {name} still ran after 600 s:\n{g.read()[-6000:]}")
+        with open(out) as f:
+            return subprocess.CompletedProcess(p.args, p.returncode, f.read(), err)
 
     def playbook(self, name, extra=None):
-        """Runs one playbook with the test's variables; returns (changed, stdout)."""
+        """Runs one playbook with the test's variables; returns (changed, stdout), changed summed over the hosts."""
         r = self.run_playbook(name, extra)
-        recap = re.search(r"^localhost\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", r.stdout, re.M)
-        if r.returncode != 0 or recap is None or recap.group(3) != "0":
+        recaps = re.findall(r"^(localhost|node2)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)",
+                            r.stdout, re.M)
+        if r.returncode != 0 or len(recaps) != 2 or any(f != "0" for _, _, _, f in recaps):
             self.fail(f"ansible-playbook {name} exited {r.returncode}:\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}")
-        return int(recap.group(1)), r.stdout
+        return sum(int(c) for _, c, _, _ in recaps), r.stdout
 
     def cli_json(self, *args):
         env = dict(os.environ)
@@ -151,32 +186,44 @@ class AnsibleTest(unittest.TestCase):
         return json.loads(r.stdout)
 
     def pids(self):
-        """Our daemons' PIDs, each checked to run one of the binaries this test installed."""
+        """Our daemons' PIDs, each checked to run one of the binaries this test installed: the first host's
+        by binary name, the second's as "node2/BINARY"."""
         out = {}
-        for d in DAEMONS:
-            pid = self.pid(d)
-            self.assertIsNotNone(pid, f"no pidfile for {d}")
-            self.assertTrue(harness.alive(pid), f"{d} (pid {pid}) does not run")
-            exe = os.readlink(f"/proc/{pid}/exe")
-            self.assertTrue(exe.startswith(os.path.join(self.prefix, "usr", "local", "bin", d)), exe)
-            out[d] = pid
+        for prefix, daemons, tag in ((self.prefix, DAEMONS, ""), (self.prefix2, DAEMONS[1:], "node2/")):
+            for d in daemons:
+                pid = self.pid(d, prefix)
+                self.assertIsNotNone(pid, f"no pidfile for {tag}{d}")
+                self.assertTrue(harness.alive(pid), f"{tag}{d} (pid {pid}) does not run")
+                exe = os.readlink(f"/proc/{pid}/exe")
+                self.assertTrue(exe.startswith(os.path.join(prefix, "usr", "local", "bin", d)), exe)
+                out[tag + d] = pid
         return out
 
     def check_node_up(self):
         st = self.cli_json("status")
-        node = [n for n in st["nodes"] if n["name"] == NODE]
-        self.assertEqual(len(node), 1, st)
-        self.assertTrue(node[0]["up"], st)
-        self.assertFalse(node[0]["draining"], st)
-        self.assertEqual(node[0]["capacity_bytes"], 1 << 30)
+        for name in (NODE, NODE2):
+            node = [n for n in st["nodes"] if n["name"] == name]
+            self.assertEqual(len(node), 1, st)
+            self.assertTrue(node[0]["up"], st)
+            self.assertFalse(node[0]["draining"], st)
+            self.assertEqual(node[0]["capacity_bytes"], 1 << 30)
 
     def check_reads(self):
-        mnt = os.path.join(self.prefix, "mnt", "hoard")
-        self.assertTrue(harness.mounted(mnt), f"{mnt} is not mounted")
         harness.drop_caches()
-        for rel in SOURCE_FILES:
-            self.assertEqual(harness.digest(os.path.join(mnt, "datasets", "ds", rel)),
-                             harness.digest(os.path.join(self.origin, "ds", rel)), rel)
+        for prefix in (self.prefix, self.prefix2):
+            mnt = os.path.join(prefix, "mnt", "hoard")
+            self.assertTrue(harness.mounted(mnt), f"{mnt} is not mounted")
+            for rel in SOURCE_FILES:
+                self.assertEqual(harness.digest(os.path.join(mnt, "datasets", "ds", rel)),
+                                 harness.digest(os.path.join(self.origin, "ds", rel)), rel)
+
+    def server_record(self, prefix):
+        """What the mount's serving process wrote at its last start (CACHE_DIR/server.json), or {}."""
+        try:
+            with open(os.path.join(prefix, "var", "cache", "hoard-fuse", "server.json")) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
 
     def check_checkpoint_drains(self):
         """hoard_ckpt_origin "" (the default): a checkpoint drains to the coordinator's DATA/ckpt-origin."""
@@ -217,7 +264,7 @@ class AnsibleTest(unittest.TestCase):
                                                    "hoard_nodes": {"hosts": {"localhost": None, "node2": None}},
                                                    "hoard_mounts": {"hosts": {"localhost": None, "node2": None}}}}},
                            f)
-        r = self.run_playbook("site.yml", {"hoard_prefix": prefix}, inventory=inventory)
+        r = self.run_playbook("site.yml", {"hoard_prefix": prefix, "hoard_ckpt_origin": ""}, inventory=inventory)
         self.assertNotEqual(r.returncode, 0, r.stdout[-3000:])
         self.assertRegex(r.stdout, r"hoard_ckpt_origin is .*the daemons run on 2 hosts \(localhost, node2\): "
                                    r"checkpoints written on the others would never drain")
@@ -228,7 +275,7 @@ class AnsibleTest(unittest.TestCase):
             config = tomllib.load(f)
         self.assertEqual(config["coordinator"]["listen"], self.coordinator)
         self.assertEqual(config["node"]["name"], NODE)
-        self.assertEqual(int(config["node"]["data-port"]), self.vars["hoard_node_data_port"])
+        self.assertEqual(int(config["node"]["data-port"]), self.data_port)
         self.assertEqual(config["node"]["store"], os.path.join(self.prefix, "var", "cache", "hoard"))
         self.assertEqual(config["mount"]["mountpoint"], os.path.join(self.prefix, "mnt", "hoard"))
         self.assertEqual(config["mount"]["node-store"], os.path.join(self.prefix, "var", "cache", "hoard", "store"))
@@ -255,6 +302,7 @@ class AnsibleTest(unittest.TestCase):
         with open(os.path.join(units, "hoard-fuse.service")) as f:
             unit = f.read()
         self.assertIn("After=network-online.target hoard-node.service", unit)
+        self.assertIn("ExecReload=/bin/kill -HUP $MAINPID", unit)
         self.assertIn("ExecStop=/usr/bin/fusermount3 -u " + os.path.join(self.prefix, "mnt", "hoard"), unit)
         if self.keys:
             keys = os.path.join(self.prefix, "etc", "hoard", "keys")
@@ -313,27 +361,52 @@ class AnsibleTest(unittest.TestCase):
         out, _ = lint.communicate(timeout=300)
         self.assertEqual(lint.returncode, 0, f"ansible-lint:\n{out}")
 
-        # New binaries where only hoard-node changed (a byte past its end: it
-        # still runs), and a new coordinator option.
+        # New binaries where hoard-node and hoard-fuse changed (a byte past
+        # their end: they still run), and a new coordinator option.
         new_bin = os.path.join(self.tmp.path, "new-bin")
         os.makedirs(new_bin)
-        for b in ("hoard",) + DAEMONS:
+        for b in ("hoard", "hoard-coordinator"):
             os.symlink(os.path.join(harness.BIN, b), os.path.join(new_bin, b))
-        os.unlink(os.path.join(new_bin, "hoard-node"))
-        shutil.copy(os.path.join(harness.BIN, "hoard-node"), os.path.join(new_bin, "hoard-node"))
-        with open(os.path.join(new_bin, "hoard-node"), "ab") as f:
-            f.write(b"\0")
+        for b in ("hoard-node", "hoard-fuse"):
+            shutil.copy(os.path.join(harness.BIN, b), os.path.join(new_bin, b))
+            with open(os.path.join(new_bin, b), "ab") as f:
+                f.write(b"\0")
+        # A reader on each node loops over the dataset through its mount.
+        want = {}
+        for rel in SOURCE_FILES:
+            with open(os.path.join(self.origin, "ds", rel), "rb") as f:
+                want[rel] = f.read()
+        readers = [Readers(os.path.join(p, "mnt", "hoard", "datasets", "ds"), want, threads=1).start()
+                   for p in (self.prefix, self.prefix2)]
+        for r in readers:
+            self.addCleanup(r.finish)
+            r.wait_passes(2)
+        servers = {p: self.server_record(p) for p in (self.prefix, self.prefix2)}
         started = time.monotonic()
         changed, out = self.playbook("upgrade.yml", {"hoard_bin_src": new_bin,
                                                      "hoard_coordinator_extra": {"down-after-ms": 6000}})
         print(f"upgrade.yml: {time.monotonic() - started:.0f} s", file=sys.stderr)
-        self.assertRegex(out, r"TASK \[Drain the node[^\n]*\n(\S[^\n]*\n)*changed: \[localhost\]")
-        self.assertRegex(out, r"TASK \[Take the node back[^\n]*\n(\S[^\n]*\n)*changed: \[localhost\]")
+        for r in readers:
+            r.wait_passes(2)
+            r.finish()
+        for p, r in zip(("node1", "node2"), readers):
+            print(f"upgrade.yml, reader on {p}: {r.summary()}", file=sys.stderr)
+        self.assertEqual([len(r.errors) for r in readers], [0, 0], [r.errors[:5] for r in readers])
+        # No drain: a restart moves no data.
+        self.assertNotRegex(out, r"TASK \[[^\]]*Drain the node[^\n]*\n(\S[^\n]*\n)*changed:")
         upgraded = self.pids()
-        for d in DAEMONS:
+        for d in ("hoard-coordinator", "hoard-node", "node2/hoard-node"):
             self.assertNotEqual(upgraded[d], first[d], f"{d} was not restarted")
-        self.assertEqual(harness.digest(os.path.join(self.prefix, "usr", "local", "bin", "hoard-node")),
-                         harness.digest(os.path.join(new_bin, "hoard-node")))
+        # Each mount restarted in place: the same supervisor, the next generation.
+        for d, p in (("hoard-fuse", self.prefix), ("node2/hoard-fuse", self.prefix2)):
+            self.assertEqual(upgraded[d], first[d], f"{d} was stopped, not restarted in place")
+            now = self.server_record(p)
+            self.assertEqual(now.get("supervisor_pid"), first[d], now)
+            self.assertGreater(now.get("generation", 0), servers[p].get("generation", 0), (servers[p], now))
+        for p in (self.prefix, self.prefix2):
+            for b in ("hoard-node", "hoard-fuse"):
+                self.assertEqual(harness.digest(os.path.join(p, "usr", "local", "bin", b)),
+                                 harness.digest(os.path.join(new_bin, b)))
         with open(os.path.join(self.prefix, "etc", "hoard", "hoard.toml"), "rb") as f:
             self.assertEqual(tomllib.load(f)["coordinator"]["down-after-ms"], 6000)
         self.check_node_up()
@@ -343,8 +416,10 @@ class AnsibleTest(unittest.TestCase):
         self.assertGreater(changed, 0)
         for d, pid in upgraded.items():
             self.assertFalse(harness.alive(pid), f"{d} (pid {pid}) survived teardown.yml")
-            self.assertFalse(os.path.exists(self.pidfile(d)), d)
-        self.assertFalse(harness.mounted(os.path.join(self.prefix, "mnt", "hoard")))
+            prefix = self.prefix2 if d.startswith("node2/") else self.prefix
+            self.assertFalse(os.path.exists(self.pidfile(d.split("/")[-1], prefix)), d)
+        for prefix in (self.prefix, self.prefix2):
+            self.assertFalse(harness.mounted(os.path.join(prefix, "mnt", "hoard")))
 
 
 if __name__ == "__main__":
