@@ -35,6 +35,9 @@ import time
 
 from bench_data import generate_once, random_file
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "lib"))
+import hosts  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, os.environ.get("HOARD_BUILD_DIR", "build"), "bin")
 HOARD = os.path.join(BIN, "hoard")
@@ -49,19 +52,11 @@ def hoard(cluster_dir, *args, timeout=600):
                           timeout=timeout).stdout
 
 
-def mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
-
-
-def wait_until(pred, timeout, step=0.005):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    raise TimeoutError("condition not met within %s s" % timeout)
+def wait_until(pred, timeout):
+    v = hosts.wait_until(pred, timeout, step=0.005)
+    if not v:
+        raise TimeoutError(f"condition not met within {timeout} s")
+    return v
 
 
 def build_data(root):
@@ -206,14 +201,14 @@ def restart_mount(argv, supervised, mnt, cache):
     the Popen once it is mounted and serves."""
     args = [a for a in argv if a != "--no-supervisor"] + ([] if supervised else ["--no-supervisor"])
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_until(lambda: mounted(mnt) and os.path.isdir(os.path.join(mnt, "datasets", "bench")), 30)
+    wait_until(lambda: hosts.mounted(mnt) and os.path.isdir(os.path.join(mnt, "datasets", "bench")), 30)
     return p
 
 
 def stop_mount(p, mnt):
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=60)
-    wait_until(lambda: not mounted(mnt), 30)
+    wait_until(lambda: not hosts.mounted(mnt), 30)
 
 
 def main():
@@ -252,7 +247,7 @@ def main():
         # supervisor), then the same command line is run both ways.
         log("warm reads, supervised against --no-supervisor ...")
         os.kill(server(cache)["supervisor_pid"], signal.SIGTERM)
-        wait_until(lambda: not mounted(mnt), 30)
+        wait_until(lambda: not hosts.mounted(mnt), 30)
         figures = {True: [], False: []}
         for run in range(args.runs):
             for supervised in (True, False) if run % 2 == 0 else (False, True):

@@ -16,8 +16,10 @@
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
 #include "common/file_util.h"
+#include "common/mountinfo.h"
 #include "common/metrics_server.h"
 #include "common/units.h"
+#include "common/build_info.h"
 #include "fuse/hoard_fs.h"
 #include "fuse/supervisor.h"
 #include "proto/curve.h"
@@ -162,13 +164,20 @@ int main(int argc, char** argv) {
     sigemptyset(&gone);
     sigaddset(&gone, hoard::fuse::kSupervisorGone);
     ::pthread_sigmask(SIG_BLOCK, &gone, nullptr);
-    std::thread([gone, mountpoint, fd_stored, log] {
+    // Read now, from mountinfo: a stat of the mount would be a request to
+    // this very process.
+    hoard::Result<std::string> mount_dev = hoard::MountDevice(mountpoint);
+    const std::string dev = mount_dev.ok() ? *mount_dev : "";
+    std::thread([gone, mountpoint, dev, fd_stored, log] {
       int sig = 0;
       while (::sigwait(&gone, &sig) != 0) {
       }
       if (!fd_stored) {
+        hoard::Status aborted = hoard::fuse::AbortConnection(dev);
         hoard::Status s = hoard::fuse::Unmount(mountpoint);
-        log->warn("the supervisor is gone: {}", s.ok() ? "detached the mount on " + mountpoint : s.ToString());
+        log->warn("the supervisor is gone: {}; {}",
+                  aborted.ok() ? "ended the FUSE connection" : aborted.ToString(),
+                  s.ok() ? "detached the mount on " + mountpoint : s.ToString());
       }
       log->flush();
       ::_exit(1);
@@ -250,7 +259,9 @@ int main(int argc, char** argv) {
           hoard::fuse::ServerState state{.pid = ::getpid(),
                                          .supervisor_pid = supervisor_pid,
                                          .generation = generation,
-                                         .took_over = takeover};
+                                         .took_over = takeover,
+                                         .version = std::string(hoard::ThisBuild().version),
+                                         .commit = hoard::ThisBuild().CommitLabel()};
           if (hoard::Status s = hoard::fuse::WriteServerState(hoard::JoinPath(cache_dir, "server.json"), state);
               !s.ok()) {
             log->warn("{}", s.ToString());

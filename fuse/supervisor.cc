@@ -121,6 +121,17 @@ Status Unmount(const std::string& mountpoint) {
   return Status::Ok();
 }
 
+Status AbortConnection(const std::string& dev) {
+  const size_t colon = dev.find(':');
+  if (colon == std::string::npos) return Status::InvalidArgument("not a device: " + dev);
+  const std::string dir = "/sys/fs/fuse/connections";
+  (void)::mount("fusectl", dir.c_str(), "fusectl", 0, nullptr);  // EBUSY when it is there already
+  const std::string abort = dir + "/" + dev.substr(colon + 1) + "/abort";
+  UniqueFd fd(::open(abort.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid() || ::write(fd.get(), "1", 1) != 1) return Status::FromErrno(errno, "abort the connection: " + abort);
+  return Status::Ok();
+}
+
 Status WriteServerState(const std::string& path, const ServerState& s) {
   const std::string json = "{\"pid\": " + std::to_string(s.pid) + ", \"supervisor_pid\": " +
                            std::to_string(s.supervisor_pid) + ", \"generation\": " + std::to_string(s.generation) +

@@ -18,9 +18,11 @@
 //                    an upgrade), keeping the descriptor, and starts a child.
 //   SIGTERM, SIGINT  stop: the child exits, then the supervisor unmounts.
 // If the supervisor itself dies, its child gets kSupervisorGone
-// (PR_SET_PDEATHSIG): it detaches the mount and exits at once, so the mount
-// never outlives both, and requests in flight end with an error rather than
-// wait on a stop (as when the whole mount is killed). Under systemd with the
+// (PR_SET_PDEATHSIG): it ends the connection (AbortConnection), detaches the
+// mount and exits at once, so the mount never outlives both, and requests in
+// flight and open files fail with ENOTCONN rather than wait on a stop (as
+// when the whole mount is killed). The abort comes first: a detach alone
+// would let a writer reopening its path write into the directory underneath. Under systemd with the
 // descriptor in its store (fuse/systemd_fdstore.h) it only exits: systemd
 // restarts the supervisor, which takes the descriptor back.
 //
@@ -95,6 +97,10 @@ int RunSupervisor(SupervisorOptions options);
 // Detaches the mount at `mountpoint` (umount2 MNT_DETACH as root, else
 // fusermount3 -u -z).
 Status Unmount(const std::string& mountpoint);
+// Ends the FUSE connection of the mount whose device is `dev` ("major:minor",
+// common/mountinfo.h) through fusectl: every request waiting and every open
+// file then fails with ENOTCONN at once. Needs root.
+Status AbortConnection(const std::string& dev);
 
 // What a serving child writes to CACHE_DIR/server.json once it serves.
 struct ServerState {

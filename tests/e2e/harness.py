@@ -16,7 +16,7 @@ import unittest
 # Process and mount checks, digests and dropping the page cache live with the
 # hosts harness (tests/lib), which the benchmarks share.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from hosts import alive, digest, drop_caches, mounted  # noqa: E402,F401
+from hosts import alive, digest, drop_caches, mounted, wait_until  # noqa: E402,F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -30,18 +30,6 @@ def hoard(*args, check=True, timeout=600):
     if check and r.returncode != 0:
         raise AssertionError(f"hoard {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
     return r
-
-
-def wait_until(pred, timeout, step=0.01):
-    """Polls `pred` until it returns something true or `timeout` seconds pass;
-    returns its last value."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return pred()
 
 
 def format_bytes(n):

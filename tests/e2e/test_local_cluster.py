@@ -14,7 +14,6 @@ import re
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import threading
@@ -79,16 +78,6 @@ def record(d):
             return json.load(f)
     except (OSError, ValueError):
         return None
-
-
-def wait_until(pred, timeout, step=0.002):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return pred()
 
 
 class Readers:
@@ -376,7 +365,7 @@ class LocalClusterTest(unittest.TestCase):
         # only the dead, on their recorded ports, and says so.
         before = record(c.dir)
         os.kill(before["coordinator_pid"], signal.SIGKILL)
-        self.assertTrue(wait_until(lambda: not harness.alive(before["coordinator_pid"]), 10, 0.05))
+        self.assertTrue(harness.wait_until(lambda: not harness.alive(before["coordinator_pid"]), 10, 0.05))
         # Options that differ from the record are refused, not applied.
         r = c.cli("local", "up", "--nodes", "5", check=False, timeout=60)
         self.assertEqual(r.returncode, 2, r.stderr)
@@ -439,7 +428,7 @@ class LocalClusterTest(unittest.TestCase):
         # coordinator (the same pid), and never brings the removed node2 back.
         before = record(c.dir)
         os.kill(before["nodes"][2]["pid"], signal.SIGKILL)
-        self.assertTrue(wait_until(lambda: not harness.alive(before["nodes"][2]["pid"]), 10, 0.05))
+        self.assertTrue(harness.wait_until(lambda: not harness.alive(before["nodes"][2]["pid"]), 10, 0.05))
         up = c.cli_json("local", "up", timeout=120)
         self.assertTrue(up["resumed"])
         self.assertEqual(up["kept"], ["coordinator", "node1", "mount"])
@@ -455,7 +444,7 @@ class LocalClusterTest(unittest.TestCase):
         self.assertEqual({n["name"]: n["up"] for n in st["nodes"]}, {"node1": True, "node3": True})
         # And the next resume still leaves it out, and says so in its text.
         os.kill(up["nodes"][2]["pid"], signal.SIGKILL)
-        self.assertTrue(wait_until(lambda: not harness.alive(up["nodes"][2]["pid"]), 10, 0.05))
+        self.assertTrue(harness.wait_until(lambda: not harness.alive(up["nodes"][2]["pid"]), 10, 0.05))
         text = c.cli("local", "up", timeout=120).stdout
         self.assertIn("restarted node3", text)
         self.assertIn("left out node2: removed from the cluster (hoard node remove)", text)
@@ -591,7 +580,7 @@ class LocalClusterTest(unittest.TestCase):
         return os.path.join(b, "hoard")
 
     def assert_nothing_left(self, d):
-        self.assertEqual(wait_until(lambda: processes_of(d) == [], 5, 0.1), True, processes_of(d))
+        self.assertEqual(harness.wait_until(lambda: processes_of(d) == [], 5, 0.1), True, processes_of(d))
         self.assertFalse(mounted(os.path.join(d, "mnt")))
 
     def test_signal_during_up_stops_what_it_started(self):
@@ -608,7 +597,7 @@ class LocalClusterTest(unittest.TestCase):
             with self.subTest(sig=sig.name):
                 p = subprocess.Popen([hoard, "--dir", d, "local", "up", "--nodes", "3"], text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                self.assertTrue(wait_until(lambda: (record(d) or {}).get("state") == "starting" and
+                self.assertTrue(harness.wait_until(lambda: (record(d) or {}).get("state") == "starting" and
                                            stage(record(d)), 30), record(d))
                 p.send_signal(sig)
                 out, err = p.communicate(timeout=60)
@@ -666,7 +655,7 @@ class LocalClusterTest(unittest.TestCase):
         p = subprocess.Popen([hoard, "--dir", d, "local", "up", "--nodes", "3"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         self.addCleanup(harness.hoard, "--dir", d, "local", "down", check=False, timeout=120)
-        self.assertTrue(wait_until(lambda: len((record(d) or {}).get("nodes", [])) == 3, 30), record(d))
+        self.assertTrue(harness.wait_until(lambda: len((record(d) or {}).get("nodes", [])) == 3, 30), record(d))
         p.kill()
         p.wait()
         # Everything it started is in the record, nothing else runs (once the
@@ -674,7 +663,7 @@ class LocalClusterTest(unittest.TestCase):
         rec = record(d)
         self.assertEqual(rec["state"], "starting")
         recorded = {rec["coordinator_pid"]} | {n["pid"] for n in rec["nodes"]}
-        self.assertTrue(wait_until(lambda: set(processes_of(d)) <= recorded, 10, 0.05), (processes_of(d), recorded))
+        self.assertTrue(harness.wait_until(lambda: set(processes_of(d)) <= recorded, 10, 0.05), (processes_of(d), recorded))
         # The next `up` stops those first: one process per store, never two.
         info = harness.hoard_json("--dir", d, "local", "up", "--nodes", "3", timeout=120)
         for pid in recorded:
@@ -706,7 +695,7 @@ class LocalClusterTest(unittest.TestCase):
         p = subprocess.Popen([hoard, "--dir", d, "local", "up", "--nodes", "2"], text=True, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
         self.addCleanup(harness.hoard, "--dir", d, "local", "down", check=False, timeout=120)
-        self.assertTrue(wait_until(lambda: (record(d) or {}).get("coordinator_pid"), 30))
+        self.assertTrue(harness.wait_until(lambda: (record(d) or {}).get("coordinator_pid"), 30))
         for cmd in (["local", "up", "--nodes", "2"], ["local", "down"]):
             r = harness.hoard("--dir", d, *cmd, check=False, timeout=60)
             self.assertEqual(r.returncode, 1, r.stderr)
@@ -722,7 +711,7 @@ class LocalClusterTest(unittest.TestCase):
         # node2 dies; its PID now names another program, with the same name.
         node2 = c.info["nodes"][1]
         os.kill(node2["pid"], signal.SIGKILL)
-        self.assertTrue(wait_until(lambda: not harness.alive(node2["pid"]), 10, 0.05))
+        self.assertTrue(harness.wait_until(lambda: not harness.alive(node2["pid"]), 10, 0.05))
         decoy = subprocess.Popen(["/usr/local/bin/hoard-node", "300"], executable="/bin/sleep")
         self.addCleanup(decoy.wait)
         self.addCleanup(decoy.kill)

@@ -67,6 +67,18 @@ def alive(pid):
         return False
 
 
+def wait_until(pred, timeout, step=0.01):
+    """Polls `pred` until it returns something true or `timeout` seconds pass;
+    returns its last value."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return pred()
+
+
 def mounted(path):
     """True if something is mounted at `path` (resolved)."""
     with open("/proc/self/mountinfo") as f:
@@ -450,8 +462,23 @@ class HostCluster:
                       f"{self.node_name(i)} to register again")
 
     def kill_mount(self, i):
-        """SIGKILLs node i's mount (hoard-fuse). What the dead process leaves
-        behind, a FUSE mount answering ENOTCONN, stays until start_mount."""
+        """SIGKILLs node i's whole mount: hoard-fuse's serving process, then
+        its supervisor (fuse/supervisor.h), as an out-of-memory kill of both
+        or a `systemctl kill -s KILL` would. What they leave behind, a FUSE
+        mount answering ENOTCONN, stays until start_mount. (A kill of the
+        serving process alone costs readers nothing: test_mount_restart.)"""
+        p = self.running[f"mount{i}"]
+        try:
+            with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except OSError:
+            children = []
+        for child in children:
+            self._mark(f"mount{i}", f"SIGKILL to its serving process {child}")
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self._end(f"mount{i}", signal.SIGKILL)
 
     def start_mount(self, i):
