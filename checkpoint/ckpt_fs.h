@@ -231,8 +231,10 @@ class CkptFs {
   // Starts the session thread (see Sessions above). Idempotent.
   void Start();
   // Ends the session: releases this mount's locks and holds at the
-  // coordinator, and stops the thread. Idempotent.
-  void Stop();
+  // coordinator, and stops the thread. Idempotent. `end_session` false: stops
+  // the thread only, leaving the session to a successor process that takes
+  // over this mount (see Takeover above).
+  void Stop(bool end_session = true);
   uint64_t mount_id() const { return mount_id_; }
   // Blocking lock requests waiting now (metrics, tests).
   int lock_waiters() const { return lock_waiter_.waiting(); }
@@ -412,6 +414,7 @@ class CkptFs {
   bool session_stop_ GUARDED_BY(session_mu_) = false;
   bool session_wake_ GUARDED_BY(session_mu_) = false;
   bool session_started_ GUARDED_BY(session_mu_) = false;
+  bool session_end_ GUARDED_BY(session_mu_) = true;  // Stop's end_session
   std::thread session_thread_;
 };
 

@@ -158,11 +158,12 @@ void CkptFs::Start() {
   session_thread_ = std::thread([this] { SessionLoop(); });
 }
 
-void CkptFs::Stop() {
+void CkptFs::Stop(bool end_session) {
   {
     MutexLock lock(&session_mu_);
     if (!session_started_ || session_stop_) return;
     session_stop_ = true;
+    session_end_ = end_session;
   }
   session_cv_.NotifyAll();
   if (session_thread_.joinable()) session_thread_.join();
@@ -208,7 +209,10 @@ void CkptFs::SessionLoop() {
       while (!session_stop_ && !session_wake_ && options_.clock->Now() < deadline) {
         options_.clock->WaitUntil(&session_cv_, &session_mu_, deadline);
       }
-      if (session_stop_) break;
+      if (session_stop_) {
+        if (!session_end_) return;  // a successor process carries the session on
+        break;
+      }
       session_wake_ = false;
     }
     RetryPendingUnlocks();

@@ -2,10 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <charconv>
 #include <cstdio>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -24,9 +26,26 @@ bool Field(const std::string& text, std::string_view key, int base, uint64_t* ou
   return false;
 }
 
+// The file's text, or "" if it cannot be read. /proc entries vanish while
+// read (an fdinfo of a descriptor another thread closes fails with ENOENT
+// after its open): that is no error, only nothing to find. (An ifstream
+// threw there, failing the FLUSH that asked with EIO.)
 std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n < 0) text.clear();
+      break;
+    }
+    text.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return text;
 }
 
 // "0:53" and "00:35" (maps writes hex, two digits at least) as numbers.

@@ -167,7 +167,7 @@ Status HoardFs::Start() {
   return Status::Ok();
 }
 
-void HoardFs::Stop() {
+void HoardFs::Stop(bool end_session) {
   {
     MutexLock lock(&mu_);
     if (stopping_) return;
@@ -175,7 +175,7 @@ void HoardFs::Stop() {
   }
   cv_.NotifyAll();
   if (watch_thread_.joinable()) watch_thread_.join();
-  ckpt_->Stop();
+  ckpt_->Stop(end_session);
 }
 
 void HoardFs::WatchLoop() {

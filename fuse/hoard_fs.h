@@ -129,7 +129,9 @@ class HoardFs {
   // Loads the saved map and starts following the coordinator. Does not fail
   // when the coordinator is down: the mount then serves what it last knew.
   Status Start();
-  void Stop();
+  // `end_session` false: a successor process takes the mount over (a restart
+  // in place), so the checkpoint session stays open (CkptFs::Stop).
+  void Stop(bool end_session = true);
   // Lets the watcher ask the kernel to drop names of changed datasets. A
   // session given here must be mounted and not yet looping: this also puts
   // the session I/O on it (fuse/session_io.h: INIT kept or replayed, kernel

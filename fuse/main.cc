@@ -24,6 +24,12 @@
 #include "fuse/supervisor.h"
 #include "proto/curve.h"
 
+namespace {
+// For the SIGHUP handler of a serving process (main only).
+fuse_session* volatile g_session = nullptr;
+volatile sig_atomic_t g_restarting = 0;
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"hoard-fuse: mounts every hoard dataset under MOUNTPOINT/datasets"};
   // Flags bind straight into the mount's options: their initializers
@@ -247,6 +253,19 @@ int main(int argc, char** argv) {
   // /dev/fd/N as "mounted already").
   const std::string target = serve_fd >= 0 ? "/dev/fd/" + std::to_string(serve_fd) : mountpoint;
   if (fuse_set_signal_handlers(se) == 0) {
+    // SIGHUP from the supervisor: a restart in place (fuse/supervisor.h).
+    // The loop ends as for SIGTERM, but the checkpoint session stays open
+    // for the successor.
+    if (serve_fd >= 0) {
+      g_session = se;
+      struct sigaction sa {};
+      sa.sa_handler = [](int) {
+        g_restarting = 1;
+        if (fuse_session* s = g_session) fuse_session_exit(s);
+      };
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(SIGHUP, &sa, nullptr);
+    }
     if (fuse_session_mount(se, target.c_str()) == 0) {
       if (hoard::Status s = fs.SetSession(se); !s.ok()) {
         log->critical("cannot serve {}: {}", mountpoint, s.ToString());
@@ -283,7 +302,7 @@ int main(int argc, char** argv) {
       // The watch thread may be about to notify the kernel through the
       // session: stop it before the session goes away.
       (void)fs.SetSession(nullptr);
-      fs.Stop();
+      fs.Stop(/*end_session=*/g_restarting == 0);
       if (serve_fd < 0) {
         fuse_session_unmount(se);
         log->info("unmounted {}", mountpoint);

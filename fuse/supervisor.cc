@@ -228,7 +228,9 @@ int RunSupervisor(SupervisorOptions o) {
       if (!stopping && !restarting) {
         (sig == SIGHUP ? restarting : stopping) = true;
         log->info("{}: stopping the serving process {}", sig == SIGHUP ? "restart in place" : "stop", child);
-        if (child > 0) ::kill(child, SIGTERM);
+        // SIGHUP tells the child a successor takes over (it keeps the
+        // checkpoint session open); SIGTERM that the mount ends.
+        if (child > 0) ::kill(child, sig == SIGHUP ? SIGHUP : SIGTERM);
         kill_at = Clock::now() + kStopGrace;
       } else if (sig != SIGHUP) {
         stopping = true;  // a stop during a restart wins
