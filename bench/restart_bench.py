@@ -6,7 +6,8 @@ and what serving under the supervisor costs warm reads, in one run.
    (small files and one large file); 2 readers loop over it with 1 MiB reads
    and compare bytes. The serving process is killed (kill -9) --kills times
    and restarted in place (SIGHUP to the supervisor) --hups times, each a
-   second after the last one serves again. Per event: the slowest read(2)
+   few seconds after the last one serves again (fewer than 10 kills a minute,
+   the supervisor's give-up threshold). Per event: the slowest read(2)
    that was in progress during it. Prints the median and the worst, and the
    number of failed or wrong reads (must be 0).
 2. Warm reads, supervised against not: the same mount command line with and
@@ -149,7 +150,10 @@ def stall(cluster_dir, mnt, cache, want, kills, hups):
                     os.kill(s["supervisor_pid"], signal.SIGHUP)
                 wait_until(lambda: server(cache)["generation"] > s["generation"], 30)
                 t1 = time.monotonic()
-                time.sleep(1.0)  # reads that were waiting finish; steady again
+                # Reads that were waiting finish; steady again. Kills are spaced
+                # so that fewer than 10 fall in a minute: the supervisor gives
+                # up after 10 deaths in a minute (fuse/supervisor.h).
+                time.sleep(7.0 if kind == "kill" else 1.0)
                 results[kind].append((t1 - t0, readers.slowest_across(t0, t1)))
         errors = list(readers.errors)
         reads = len(readers.calls)
@@ -261,6 +265,12 @@ def main():
               f"{med[False][0]:,.0f}: ratio {med[True][0] / med[False][0]:.2f}")
         print(f"warm large file (GB/s, 1 reader):      supervised {med[True][1]:.2f}, --no-supervisor "
               f"{med[False][1]:.2f}: ratio {med[True][1] / med[False][1]:.2f}")
+    except Exception:
+        log_path = os.path.join(cluster_dir, "logs", "mount.log")
+        if os.path.exists(log_path):
+            with open(log_path) as f:
+                log("the mount's log ends:\n" + "".join(f.readlines()[-15:]))
+        raise
     finally:
         subprocess.run([HOARD, "--dir", cluster_dir, "local", "down", "--purge"], capture_output=True, timeout=120)
         shutil.rmtree(work, ignore_errors=True)
