@@ -138,7 +138,6 @@ class HoardFs {
   // passthrough negotiated where Options::passthrough). Fails only if
   // libfuse refuses that I/O. Null: the session is going away.
   Status SetSession(fuse_session* session);
-  const SessionIo& session_io() const { return session_io_; }
   const Passthrough& passthrough() const { return passthrough_; }
   Passthrough& TEST_passthrough() { return passthrough_; }
 

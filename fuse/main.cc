@@ -128,11 +128,13 @@ int main(int argc, char** argv) {
   auto log = *made_log;
   // mountinfo holds resolved paths; the read-ahead knob is found through it.
   char resolved[PATH_MAX];
-  if (::realpath(mountpoint.c_str(), resolved) == nullptr && errno == ENOTCONN && serve_fd < 0 && adopt_fd < 0) {
+  bool found = ::realpath(mountpoint.c_str(), resolved) != nullptr;
+  if (!found && errno == ENOTCONN && serve_fd < 0 && adopt_fd < 0) {
     // A mount whose every process died: detach it and mount afresh.
     if (hoard::Status s = hoard::fuse::Unmount(mountpoint); s.ok()) log->warn("detached a dead mount on {}", mountpoint);
+    found = ::realpath(mountpoint.c_str(), resolved) != nullptr;
   }
-  if (::realpath(mountpoint.c_str(), resolved) == nullptr) {
+  if (!found) {
     log->critical("cannot mount on {}: {}", mountpoint, std::strerror(errno));
     return 1;
   }

@@ -136,8 +136,6 @@ void Passthrough::Start(fuse_session* se, bool enable) {
     }
   }
   se_ = se;
-  init_replied_.store(false);
-  init_read_.store(false);
   kernel_flags2_.store(0);
   direct_io_mmap_.store(false);
   enabled_.store(enable, std::memory_order_relaxed);
@@ -151,14 +149,12 @@ void Passthrough::NoteInitRequest(const void* buf, size_t n) {
     if (flags & kInitExtFlag) std::memcpy(&flags2, in + kInitInFlags2Offset, 4);
     kernel_flags2_.store(flags2);
   }
-  init_read_.store(true, std::memory_order_release);
 }
 
 ssize_t Passthrough::SendInitReply(int fd, iovec* iov, int count, bool send) {
   size_t total = 0;
   for (int i = 0; i < count; ++i) total += iov[i].iov_len;
   auto write = [&](iovec* v, int n) -> ssize_t { return send ? ::writev(fd, v, n) : ssize_t(total); };
-  init_replied_.store(true);
   if (!enabled()) return write(iov, count);
   if (count != 2 || iov[1].iov_len < kInitOutStackDepthOffset + 4 || iov[1].iov_len > kInitOutSize) {
     // Not the reply we know (an error, or a protocol too old for flags2).

@@ -144,9 +144,7 @@ class Passthrough {
   std::shared_ptr<spdlog::logger> logger_;
   std::atomic<fuse_session*> se_{nullptr};  // set by Install, before the session loops
   std::atomic<bool> enabled_{false};
-  std::atomic<bool> init_replied_{false};
-  std::atomic<bool> init_read_{false};
-  std::atomic<uint32_t> kernel_flags2_{0};  // the INIT request's flags2; written before init_read_
+  std::atomic<uint32_t> kernel_flags2_{0};  // the INIT request's flags2
   std::atomic<bool> direct_io_mmap_{false};
   mutable Mutex mu_;
   std::unordered_map<fuse_ino_t, Inode> inodes_ GUARDED_BY(mu_);  // only inodes with opens
