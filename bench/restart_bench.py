@@ -14,15 +14,16 @@ and what serving under the supervisor costs warm reads, in one run.
    without --no-supervisor (which keeps libfuse's per-thread cloned /dev/fuse
    descriptors; the supervised mount uses one descriptor for all workers so
    that a dead process's requests can be resent). Small files (files/s, 4
-   readers) and the large file (GB/s), page cache warm; alternating runs,
-   medians.
+   reader processes, 8 s) and the large file (GB/s, 1 reader, 8 s of whole
+   passes), page cache warm; alternating runs, medians.
 
-Needs root. Usage: bench/restart_bench.py [--kills 10] [--hups 5] [--runs 3]
+Needs root. Usage: bench/restart_bench.py [--kills 10] [--hups 5] [--runs 3] [--warm-only]
 HOARD_BUILD_DIR selects the binaries (default build).
 """
 import argparse
 import hashlib
 import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -160,43 +161,51 @@ def stall(cluster_dir, mnt, cache, want, kills, hups):
     return results, errors, reads
 
 
-def warm_reads(mnt, want, seconds=4.0):
+def _small_reader(root, small, seed, seconds, out):
+    """One reader process (no GIL shared with the others): opens, reads and
+    closes random small files for `seconds`; puts its count on `out`."""
+    rnd = random.Random(seed)
+    n = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with open(os.path.join(root, rnd.choice(small)), "rb") as f:
+            f.read()
+        n += 1
+    out.put(n)
+
+
+def warm_reads(mnt, want, seconds=8.0):
+    """Page-cache-warm reads through the mount: small files (files/s, 4
+    reader processes, `seconds`) and the large file (GB/s, 1 reader, whole
+    passes for at least `seconds`)."""
     root = os.path.join(mnt, "datasets", "bench")
-    small = [k for k in want if k.startswith("small/")]
+    small = sorted(k for k in want if k.startswith("small/"))
     for rel in small:  # warm the page cache
         with open(os.path.join(root, rel), "rb") as f:
             f.read()
-    count = [0]
-    stop = threading.Event()
-
-    def reader(seed):
-        rnd = random.Random(seed)
-        while not stop.is_set():
-            with open(os.path.join(root, rnd.choice(small)), "rb") as f:
-                f.read()
-            count[0] += 1
-
-    threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+    out = multiprocessing.Queue()
+    procs = [multiprocessing.Process(target=_small_reader, args=(root, small, i, seconds, out)) for i in range(4)]
     t = time.monotonic()
-    for th in threads:
-        th.start()
-    time.sleep(seconds)
-    stop.set()
-    for th in threads:
-        th.join()
-    files_per_s = count[0] / (time.monotonic() - t)
+    for p in procs:
+        p.start()
+    total = sum(out.get(timeout=seconds + 60) for _ in procs)
+    for p in procs:
+        p.join()
+    files_per_s = total / (time.monotonic() - t)
     large = os.path.join(root, "large.bin")
-    with open(large, "rb") as f:
-        while f.read(1 << 20):
+    buf = bytearray(1 << 20)
+    with open(large, "rb", buffering=0) as f:
+        while f.readinto(buf):
             pass
-    t = time.monotonic()
     n = 0
-    with open(large, "rb") as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                break
-            n += len(b)
+    t = time.monotonic()
+    while time.monotonic() - t < seconds:
+        with open(large, "rb", buffering=0) as f:
+            while True:
+                got = f.readinto(buf)
+                if not got:
+                    break
+                n += got
     return files_per_s, n / (time.monotonic() - t) / 1e9
 
 
@@ -221,6 +230,7 @@ def main():
     ap.add_argument("--hups", type=int, default=5)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--data", default="/var/tmp/hoard-bench-restart-data")
+    ap.add_argument("--warm-only", action="store_true", help="skip the restart stall; only the warm-read comparison")
     args = ap.parse_args()
     generate_once(args.data, "2000x100K+512M", build_data, log)
     want = digests(args.data)
@@ -235,8 +245,10 @@ def main():
             argv = json.load(f)["mount"]["argv"]
         cache = argv[argv.index("--cache-dir") + 1]
 
-        log(f"restart stall: {args.kills} x kill -9, {args.hups} x SIGHUP ...")
-        results, errors, reads = stall(cluster_dir, mnt, cache, want, args.kills, args.hups)
+        results, errors, reads = {}, [], 0
+        if not args.warm_only:
+            log(f"restart stall: {args.kills} x kill -9, {args.hups} x SIGHUP ...")
+            results, errors, reads = stall(cluster_dir, mnt, cache, want, args.kills, args.hups)
         for kind, rows in results.items():
             if not rows:
                 continue
@@ -245,7 +257,8 @@ def main():
             print(f"{kind:>4}: new server after {statistics.median(serve) * 1000:.0f} ms median "
                   f"({max(serve) * 1000:.0f} max); slowest read(2) across it {statistics.median(slow) * 1000:.0f} ms "
                   f"median, {max(slow) * 1000:.0f} ms worst ({len(rows)} events)")
-        print(f"reads: {reads}, failed or wrong: {len(errors)} {errors[:3]}")
+        if not args.warm_only:
+            print(f"reads: {reads}, failed or wrong: {len(errors)} {errors[:3]}")
 
         # Warm reads: the cluster's own mount is stopped (SIGTERM to its
         # supervisor), then the same command line is run both ways.
@@ -260,6 +273,9 @@ def main():
                     figures[supervised].append(warm_reads(mnt, want))
                 finally:
                     stop_mount(p, mnt)
+        for k, v in figures.items():
+            print(f"{'supervised' if k else '--no-supervisor'} runs: "
+                  + ", ".join(f"{a:,.0f} files/s {b:.2f} GB/s" for a, b in v))
         med = {k: (statistics.median(f[0] for f in v), statistics.median(f[1] for f in v)) for k, v in figures.items()}
         print(f"warm small files (files/s, 4 readers): supervised {med[True][0]:,.0f}, --no-supervisor "
               f"{med[False][0]:,.0f}: ratio {med[True][0] / med[False][0]:.2f}")
