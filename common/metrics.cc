@@ -146,7 +146,13 @@ std::string Registry::Render() const {
       for (const Sample& s : collect()) AppendSample(&out, f->name, s.labels, "", s.value);
     }
   }
+  for (const auto& render : rendered_) out += render();
   return out;
+}
+
+void Registry::AddRendered(std::function<std::string()> render) {
+  MutexLock lock(&mu_);
+  rendered_.push_back(std::move(render));
 }
 
 namespace {

@@ -124,6 +124,12 @@ class Registry {
   void AddCollector(const std::string& name, const std::string& help, Type type,
                     std::function<std::vector<Sample>()> collect);
 
+  // Text another registry renders, appended after this one's families: how
+  // a process whose parts come and go (a coordinator's terms in high
+  // availability) exports the current part's metrics. `render` must not
+  // return a family this registry has.
+  void AddRendered(std::function<std::string()> render);
+
   std::string Render() const;
 
  private:
@@ -143,6 +149,7 @@ class Registry {
   mutable Mutex mu_;
   std::vector<std::unique_ptr<Family>> families_ GUARDED_BY(mu_);  // in registration order
   std::map<std::string, Family*> by_name_ GUARDED_BY(mu_);
+  std::vector<std::function<std::string()>> rendered_ GUARDED_BY(mu_);
 };
 
 // The text format's escaping: of a label value (\\, \" and \n) and of a HELP

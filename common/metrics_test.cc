@@ -1,6 +1,7 @@
 #include "common/metrics.h"
 
 #include <cmath>
+#include <memory>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -131,6 +132,22 @@ TEST(MetricsTest, ScopedTimerObservesOnce) {
   EXPECT_EQ(s.count, 1u);
   EXPECT_EQ(s.cumulative[0], 0u);  // slept 5 ms > 1 ms
   EXPECT_GE(s.sum, 0.005);
+}
+
+TEST(MetricsTest, ARenderedPartFollowsTheFamiliesAndCanComeAndGo) {
+  Registry outer;
+  Gauge leader;
+  outer.AddGauge("hoard_leader", "leads", {}, &leader);
+  auto part = std::make_unique<Registry>();
+  part->AddGauge("hoard_part", "a part", {}, [] { return 7.0; });
+  Registry* current = part.get();
+  outer.AddRendered([&current] { return current ? current->Render() : std::string(); });
+  const std::string with = outer.Render();
+  EXPECT_NE(with.find("hoard_leader 0\n"), std::string::npos) << with;
+  EXPECT_GT(with.find("hoard_part 7\n"), with.find("hoard_leader 0\n")) << with;
+  current = nullptr;
+  part.reset();
+  EXPECT_EQ(outer.Render().find("hoard_part"), std::string::npos);
 }
 
 }  // namespace
