@@ -479,6 +479,34 @@ TYPED_TEST(KvConformance, WaitEventsAfterCompactionIsStale) {
   EXPECT_EQ(r->events[0].kv.mod_revision, next);
 }
 
+// Calls from several threads at once (EtcdKv: one pooled connection each):
+// compare-and-set increments, each applied exactly once.
+TYPED_TEST(KvConformance, ConcurrentCompareAndSetIncrements) {
+  constexpr int kThreads = 4;
+  constexpr int kEach = 25;
+  const std::string key = this->K("counter");
+  std::vector<std::thread> threads;
+  std::vector<Status> errors(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int done = 0; done < kEach;) {
+        auto cur = this->kv_->Range(key);
+        if (!cur.ok()) return void(errors[t] = cur.status());
+        const int64_t mod = cur->kvs.empty() ? 0 : cur->kvs[0].mod_revision;
+        const int n = cur->kvs.empty() ? 0 : std::stoi(cur->kvs[0].value);
+        auto r = this->kv_->Txn({KvCompare::ModRevision(key, Op::kEqual, mod)}, {KvOp::Put(key, std::to_string(n + 1))});
+        if (!r.ok()) return void(errors[t] = r.status());
+        done += r->succeeded;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) EXPECT_TRUE(e.ok()) << e.ToString();
+  const KvPair p = this->Get(key);
+  EXPECT_EQ(p.value, std::to_string(kThreads * kEach));
+  EXPECT_EQ(p.version, kThreads * kEach);
+}
+
 TYPED_TEST(KvConformance, MembersAreHealthyWithOneLeader) {
   auto members = this->kv_->Members();
   ASSERT_TRUE(members.ok()) << members.status().ToString();
