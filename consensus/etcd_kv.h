@@ -23,7 +23,10 @@
 // (gRPC Unavailable) is skipped the same way.
 //
 // WaitEvents opens a watch stream per call (start_revision = after + 1),
-// reads until the first batch of events or the timeout, and closes it.
+// reads until the first batch of events or the timeout, and closes it. It
+// asks for a member with a leader (gRPC metadata "hasleader" through the
+// gateway), so a member cut off from the others refuses the watch, and the
+// call goes on to the next member, instead of waiting in silence.
 // Keeping one stream open across calls would save a connection and a watch
 // creation per call, but hoard's standbys wait in a loop at a few calls per
 // second, and a stream per call has no state to lose when a member fails: the

@@ -13,7 +13,9 @@
 // Start returns once every member answers a request (so the cluster has a
 // leader). Members are signalled by the PIDs this object started, never by
 // name, and die with the test process (PR_SET_PDEATHSIG) if it dies first;
-// the destructor kills and reaps the rest and removes the directory. Timing
+// the destructor kills and reaps the rest and removes the directory.
+// (PR_SET_PDEATHSIG follows the thread that started them: start a cluster
+// from a thread that outlives it, as a test's own thread does.) Timing
 // is tightened for tests (heartbeat 50 ms, election 500 ms): a leader is
 // elected fast, and etcd's shortest lease is then 1 s.
 //
