@@ -5,7 +5,11 @@
 //
 // Each test keeps to keys under its own prefix (its name), so the tests of
 // one process can share one etcd.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>
@@ -15,8 +19,10 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "consensus/etcd_kv.h"
 #include "consensus/kv.h"
 #include "consensus/mem_kv.h"
+#include "testing/etcd_cluster.h"
 
 namespace hoard {
 namespace {
@@ -54,6 +60,45 @@ class MemEnv {
  private:
   FakeClock clock_;
   MemKv kv_;
+};
+
+// One etcd member for the whole suite of a process (ctest runs each test in
+// a process of its own, so that is one member per test there).
+class EtcdEnv {
+ public:
+  static std::string SkipReason() { return EtcdCluster::SkipReason(); }
+  static void SetUpSuite() {
+    if (!SkipReason().empty()) return;
+    auto cluster = EtcdCluster::Start({.members = 1});
+    if (cluster.ok()) {
+      cluster_ = std::move(*cluster).release();
+    } else {
+      start_error_ = new std::string(cluster.status().ToString());
+    }
+  }
+  static void TearDownSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+
+  Status Init() {
+    if (cluster_ == nullptr) return Status::Unavailable("etcd did not start: " + (start_error_ ? *start_error_ : ""));
+    HOARD_ASSIGN_OR_RETURN(kv_, EtcdKv::Open({.endpoints = cluster_->endpoints()}));
+    return Status::Ok();
+  }
+  Kv* kv() { return kv_.get(); }
+  // Real time passes while the test waits for the effect, with a deadline.
+  void Elapse(seconds) {}
+  Status Compact(int64_t revision) { return kv_->Compact(revision); }
+  Result<KvEvents> WaitToTimeout(const std::string& key, const std::string& end, int64_t after,
+                                 milliseconds timeout) {
+    return kv_->WaitEvents(key, end, after, timeout);
+  }
+
+ private:
+  static inline EtcdCluster* cluster_ = nullptr;
+  static inline std::string* start_error_ = nullptr;
+  std::unique_ptr<EtcdKv> kv_;
 };
 
 struct EnvNames {
@@ -105,7 +150,7 @@ class KvConformance : public ::testing::Test {
   std::string prefix_;
 };
 
-using Envs = ::testing::Types<MemEnv>;
+using Envs = ::testing::Types<MemEnv, EtcdEnv>;
 TYPED_TEST_SUITE(KvConformance, Envs, EnvNames);
 
 TYPED_TEST(KvConformance, PutThenGetCarriesRevisionsAndVersion) {
@@ -434,6 +479,34 @@ TYPED_TEST(KvConformance, WaitEventsAfterCompactionIsStale) {
   EXPECT_EQ(r->events[0].kv.mod_revision, next);
 }
 
+// Calls from several threads at once (EtcdKv: one pooled connection each):
+// compare-and-set increments, each applied exactly once.
+TYPED_TEST(KvConformance, ConcurrentCompareAndSetIncrements) {
+  constexpr int kThreads = 4;
+  constexpr int kEach = 25;
+  const std::string key = this->K("counter");
+  std::vector<std::thread> threads;
+  std::vector<Status> errors(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int done = 0; done < kEach;) {
+        auto cur = this->kv_->Range(key);
+        if (!cur.ok()) return void(errors[t] = cur.status());
+        const int64_t mod = cur->kvs.empty() ? 0 : cur->kvs[0].mod_revision;
+        const int n = cur->kvs.empty() ? 0 : std::stoi(cur->kvs[0].value);
+        auto r = this->kv_->Txn({KvCompare::ModRevision(key, Op::kEqual, mod)}, {KvOp::Put(key, std::to_string(n + 1))});
+        if (!r.ok()) return void(errors[t] = r.status());
+        done += r->succeeded;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) EXPECT_TRUE(e.ok()) << e.ToString();
+  const KvPair p = this->Get(key);
+  EXPECT_EQ(p.value, std::to_string(kThreads * kEach));
+  EXPECT_EQ(p.version, kThreads * kEach);
+}
+
 TYPED_TEST(KvConformance, MembersAreHealthyWithOneLeader) {
   auto members = this->kv_->Members();
   ASSERT_TRUE(members.ok()) << members.status().ToString();
@@ -589,3 +662,147 @@ TEST_F(MemKvTest, KeepWindowCompactsOldHistory) {
 }  // namespace
 }  // namespace hoard
 
+namespace hoard {
+namespace {
+
+// ---- EtcdKv only: endpoints, failover ----
+
+TEST(EtcdKvTest, OpenRefusesWhatItCannotSpeak) {
+  EXPECT_EQ(EtcdKv::Open({}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(EtcdKv::Open({.endpoints = {"https://127.0.0.1:2379"}}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(EtcdKv::Open({.endpoints = {"http://127.0.0.1"}}).status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(EtcdKv::Open({.endpoints = {"127.0.0.1:2379", "http://[::1]:2379/"}}).ok());
+  EXPECT_EQ(EtcdKv::SplitEndpoints(" http://a:1, http://b:2,,"),
+            (std::vector<std::string>{"http://a:1", "http://b:2"}));
+}
+
+// Nobody listens: every call is kUnavailable at once (a refused connection
+// costs no timeout), and Members says why.
+TEST(EtcdKvTest, NoMemberIsUnavailable) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);  // a port nobody listens on: bound, never listening
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  auto kv = EtcdKv::Open({.endpoints = {url, url}});
+  ASSERT_TRUE(kv.ok());
+  EXPECT_EQ((*kv)->Range("k").status().code(), Code::kUnavailable);
+  auto txn = (*kv)->Txn({}, {KvOp::Put("k", "v")});
+  EXPECT_EQ(txn.status().code(), Code::kUnavailable);
+  EXPECT_EQ(txn.status().message().find("may have been applied"), std::string::npos)  // never sent
+      << txn.status().ToString();
+  EXPECT_EQ((*kv)->WaitEvents("k", "", 1, seconds(1)).status().code(), Code::kUnavailable);
+  auto members = (*kv)->Members();
+  ASSERT_TRUE(members.ok());
+  ASSERT_EQ(members->size(), 2u);
+  EXPECT_FALSE((*members)[0].healthy);
+  EXPECT_FALSE((*members)[0].error.empty());
+  ::close(fd);
+}
+
+// Three members; the client's first one hangs (SIGSTOP), then dies
+// (SIGKILL): every call is still served by the other two.
+TEST(EtcdKvTest, ThreeMembersServeEveryCallWithOneStoppedOrKilled) {
+  if (std::string why = EtcdCluster::SkipReason(); !why.empty()) GTEST_SKIP() << why;
+  auto cluster = EtcdCluster::Start({.members = 3});
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  const std::vector<std::string> all = (*cluster)->endpoints();
+
+  // The member to fail is a follower, so that no election adds to the test.
+  auto probe = EtcdKv::Open({.endpoints = all});
+  ASSERT_TRUE(probe.ok());
+  auto members = (*probe)->Members();
+  ASSERT_TRUE(members.ok());
+  int leader = -1;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE((*members)[i].healthy) << (*members)[i].error;
+    if ((*members)[i].leader) leader = i;
+  }
+  ASSERT_GE(leader, 0);
+  const int victim = (leader + 1) % 3;
+  std::vector<std::string> order;  // the victim first: the member a client tries first
+  for (int i = 0; i < 3; ++i) order.push_back(all[(victim + i) % 3]);
+  const EtcdKv::Options options{.endpoints = order,
+                                .request_timeout = milliseconds(500),
+                                .connect_timeout = milliseconds(300)};
+
+  {
+    auto kv = EtcdKv::Open(options);
+    ASSERT_TRUE(kv.ok());
+    ASSERT_TRUE((*kv)->Txn({}, {KvOp::Put("/f/a", "1")}).ok());  // a kept-alive connection to the victim
+    ASSERT_TRUE((*cluster)->StopMember(victim).ok());
+    // A read costs one request timeout on the hung member, then goes on;
+    // the next calls skip it.
+    auto read = (*kv)->Range("/f/a");
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    ASSERT_EQ(read->kvs.size(), 1u);
+    const auto start = std::chrono::steady_clock::now();
+    auto txn = (*kv)->Txn({KvCompare::Absent("/f/b")}, {KvOp::Put("/f/b", "2")});
+    ASSERT_TRUE(txn.ok()) << txn.status().ToString();
+    EXPECT_TRUE(txn->succeeded);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(400)) << "the hung member was tried again";
+
+    // A Txn that reached the hung member is not sent again elsewhere: it
+    // may yet be applied (the member has it in its socket), so the caller
+    // hears kUnavailable and retries under its compare, which makes the
+    // two attempts one change whichever order they land in.
+    auto other = EtcdKv::Open(options);  // the hung member first again
+    ASSERT_TRUE(other.ok());
+    const auto create = [&] {
+      return (*other)->Txn({KvCompare::Absent("/f/sent")}, {KvOp::Put("/f/sent", "once")});
+    };
+    auto lost = create();
+    EXPECT_EQ(lost.status().code(), Code::kUnavailable);
+    EXPECT_NE(lost.status().message().find("may have been applied"), std::string::npos) << lost.status().ToString();
+    auto retry = create();
+    ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+    EXPECT_TRUE(retry->succeeded);
+    ASSERT_TRUE((*cluster)->ContMember(victim).ok());
+  }
+
+  ASSERT_TRUE((*cluster)->KillMember(victim).ok());
+  auto kv = EtcdKv::Open(options);  // a new client: the dead member is still its first
+  ASSERT_TRUE(kv.ok());
+  auto range = (*kv)->Range("/f/", PrefixEnd("/f/"));
+  ASSERT_TRUE(range.ok()) << range.status().ToString();
+  ASSERT_EQ(range->kvs.size(), 3u);  // a, b, sent
+  EXPECT_EQ(range->kvs[2].version, 1);
+  auto txn = (*kv)->Txn({KvCompare::Absent("/f/c")}, {KvOp::Put("/f/c", "3")});
+  ASSERT_TRUE(txn.ok()) << txn.status().ToString();
+  EXPECT_TRUE(txn->succeeded);
+  auto lease = (*kv)->LeaseGrant(seconds(10));
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  auto ttl = (*kv)->LeaseKeepAlive(*lease);
+  ASSERT_TRUE(ttl.ok()) << ttl.status().ToString();
+  auto held = (*kv)->Txn({}, {KvOp::Put("/f/held", "x", *lease)});
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  auto events = (*kv)->WaitEvents("/f/", PrefixEnd("/f/"), range->revision, seconds(5));
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->events.size(), 2u);  // /f/c and /f/held
+  EXPECT_EQ(events->events[1].kv.key, "/f/held");
+  ASSERT_TRUE((*kv)->LeaseRevoke(*lease).ok());
+  auto after = (*kv)->Range("/f/held");
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->kvs.empty());
+
+  members = (*kv)->Members();
+  ASSERT_TRUE(members.ok());
+  ASSERT_EQ(members->size(), 3u);
+  int healthy = 0;
+  int leaders = 0;
+  for (const auto& m : *members) {
+    healthy += m.healthy;
+    leaders += m.leader;
+  }
+  EXPECT_EQ(healthy, 2);
+  EXPECT_EQ(leaders, 1);
+  EXPECT_FALSE((*members)[0].healthy);
+  EXPECT_FALSE((*members)[0].error.empty());
+  EXPECT_EQ((*members)[0].endpoint, order[0]);
+}
+
+}  // namespace
+}  // namespace hoard
