@@ -27,8 +27,9 @@
 // operation may or may not have been applied, so callers make their writes
 // idempotent through compares); kNotFound for a lease that expired or was
 // revoked; kStale for a revision that was compacted; kInvalidArgument for a
-// request etcd refuses as malformed or too large (etcd's default limit is
-// 1.5 MiB per request: kMaxRequestBytes).
+// request etcd refuses as malformed or too large (etcd's default limits are
+// 1.5 MiB per request, hence kMaxRequestBytes, and 128 operations per branch
+// of a transaction).
 //
 // Thread-safety: implementations are thread-safe; calls may block for up to
 // their timeout (EtcdKv) and may run concurrently.
@@ -129,8 +130,10 @@ struct KvEvent {
 
 struct KvEvents {
   std::vector<KvEvent> events;  // in revision order
-  // Ask again after this revision: the last event's revision, or the store's
-  // revision when the wait timed out with no event.
+  // Ask again after this revision: the last event's revision, or, when the
+  // wait timed out with no event, a revision at or after the one asked from
+  // up to which nothing in the range changed (etcd cannot promise its
+  // current one: a watch from the past catches up in the background).
   int64_t revision = 0;
 };
 
