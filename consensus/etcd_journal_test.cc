@@ -6,10 +6,14 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
 
 #include "common/testing.h"
 #include "consensus/faulty_kv.h"
+#include "consensus/etcd_kv.h"
+#include "consensus/leader_election.h"
 #include "consensus/mem_kv.h"
+#include "testing/etcd_cluster.h"
 
 namespace hoard {
 namespace {
@@ -194,6 +198,60 @@ TEST_F(EtcdJournalTest, ARecordTooLargeForEtcdIsRefused) {
   ASSERT_TRUE(j->Open(SeqOf).ok());
   EXPECT_EQ(j->Append(std::string(EtcdJournal::kPartBytes + 1, 'x')).code(), Code::kInvalidArgument);
   EXPECT_EQ(j->seq(), 0u);
+}
+
+// The same election and journal on a real etcd: a leader writes, a standby
+// follows; the leader is killed (its lease runs out at etcd, nobody resigns),
+// the standby wins, finds every record, and the old term's writes fail.
+TEST(EtcdJournalOnEtcdTest, ATakeoverOnRealEtcdFindsEveryRecordAndFencesTheOldTerm) {
+  if (std::string why = EtcdCluster::SkipReason(); !why.empty()) GTEST_SKIP() << why;
+  Result<std::unique_ptr<EtcdCluster>> etcd = EtcdCluster::Start({});
+  ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
+  Result<std::unique_ptr<EtcdKv>> kv = EtcdKv::Open({.endpoints = (*etcd)->endpoints()});
+  ASSERT_TRUE(kv.ok());
+  FaultyKv a_kv(kv->get());  // the leader's link, cut to "kill" it
+  auto log = std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::null_sink_mt>());
+  auto elect = [&](Kv* k, const char* who) {
+    return std::make_unique<LeaderElection>(
+        k, LeaderElection::Options{.key = "/t/leader", .value = who, .ttl = std::chrono::seconds(1), .logger = log});
+  };
+  auto journal = [&](Kv* k) { return std::make_unique<EtcdJournal>(k, EtcdJournal::Options{.prefix = "/t/state/"}); };
+
+  auto a = elect(&a_kv, "a");
+  Result<Fence> fa = a->Campaign();
+  ASSERT_TRUE(fa.ok());
+  auto a_journal = journal(&a_kv);
+  a_journal->SetFence(*fa);
+  ASSERT_TRUE(a_journal->Open(SeqOf).ok());
+  ASSERT_TRUE(a_journal->Append("r1").ok());
+  ASSERT_TRUE(a_journal->WriteSnapshot(SnapshotBytes(1, 3000)).ok());
+  ASSERT_TRUE(a_journal->Append("r2").ok());
+
+  auto b = elect(kv->get(), "b");
+  auto b_journal = journal(kv->get());
+  ASSERT_TRUE(b_journal->Follow(std::chrono::milliseconds(0)).ok());
+  EXPECT_EQ(b_journal->seq(), 2u);
+  auto fb = std::async(std::launch::async, [&] { return b->Campaign(); });
+  ASSERT_TRUE(a_journal->Append("r3").ok());  // written while B follows
+  const auto cut = std::chrono::steady_clock::now();
+  a_kv.set_cut(true);
+  Result<Fence> got = fb.get();
+  ASSERT_TRUE(got.ok());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
+  EXPECT_LT(took, 5.0) << "a 1 s lease";
+  EXPECT_FALSE(a->Leading());
+  b_journal->SetFence(*got);
+  Result<Journal::Loaded> loaded = b_journal->Open(SeqOf);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->snapshot, SnapshotBytes(1, 3000));
+  EXPECT_EQ(loaded->records, (std::vector<std::string>{"r2", "r3"}));
+  ASSERT_TRUE(b_journal->Append("r4").ok());
+
+  a_kv.set_cut(false);  // A comes back and writes as if it still led
+  EXPECT_EQ(a_journal->Append("r4 from a").code(), Code::kStale);
+  Result<Journal::Loaded> final = journal(kv->get())->Open(SeqOf);
+  ASSERT_TRUE(final.ok());
+  EXPECT_EQ(final->records, (std::vector<std::string>{"r2", "r3", "r4"}));
 }
 
 }  // namespace
