@@ -73,7 +73,9 @@ Result<Fence> LeaderElection::Campaign() {
           // (A Resign between the two blocks ends the term; the renewer then
           // returns at once, and WaitLost tells the caller.)
           MutexLock tl(&thread_mu_);
-          renewer_ = std::thread([this, l = *lease] { RenewLoop(l); });
+          // The first renewal is due ttl/3 after the grant was sent, counted
+          // here: the thread may start late.
+          renewer_ = std::thread([this, l = *lease, due = sent + options_.ttl / 3] { RenewLoop(l, due); });
           return fence;
         }
         // Lost the race (or the answer): this lease must not keep a key.
@@ -93,8 +95,7 @@ Result<Fence> LeaderElection::Campaign() {
   }
 }
 
-void LeaderElection::RenewLoop(int64_t lease) {
-  auto next = options_.clock->Now() + options_.ttl / 3;
+void LeaderElection::RenewLoop(int64_t lease, std::chrono::steady_clock::time_point next) {
   for (;;) {
     {
       MutexLock lock(&mu_);

@@ -90,7 +90,7 @@ class LeaderElection {
  private:
   // Renews `lease` every ttl/3 while its term lasts; ends the term when it
   // cannot. Revokes the lease when the term ends by itself.
-  void RenewLoop(int64_t lease);
+  void RenewLoop(int64_t lease, std::chrono::steady_clock::time_point first_renewal);
   void EndTermLocked(Status why) REQUIRES(mu_);
 
   Kv* kv_;
