@@ -18,57 +18,48 @@ Status Decode(std::string_view bytes, T* out, const std::string& what) {
 
 }  // namespace
 
-std::string CkptStore::JournalPath() const { return JoinPath(dir_, "journal.log"); }
-std::string CkptStore::SnapshotPath() const { return JoinPath(dir_, "snapshot.msgpack"); }
+CkptStore::CkptStore(std::string dir, Options options) : options_(std::move(options)) {
+  journal_ = JournalOrFile(std::move(options_.journal), "the checkpoint journal", JoinPath(dir, "journal.log"),
+                           JoinPath(dir, "snapshot.msgpack"), &log_name_, &snapshot_name_);
+}
 
 Result<CkptStore::Loaded> CkptStore::Open(std::string* cut) {
-  HOARD_RETURN_IF_ERROR(MakeDirs(dir_));
+  if (cut) cut->clear();
   Loaded loaded;
-  if (Result<std::string> bytes = ReadFile(SnapshotPath()); bytes.ok()) {
-    HOARD_RETURN_IF_ERROR(Decode(*bytes, &loaded.snapshot, SnapshotPath()));
-  } else if (bytes.status().code() != Code::kNotFound) {
-    return bytes.status();
+  // The snapshot is decoded once, when the journal asks for its sequence
+  // number (the number is inside it); a journal that keeps the number apart
+  // may not ask, and it is decoded below.
+  bool decoded = false;
+  auto load = [&](std::string_view bytes) -> Result<uint64_t> {
+    decoded = true;
+    HOARD_RETURN_IF_ERROR(Decode(bytes, &loaded.snapshot, snapshot_name_));
+    return loaded.snapshot.seq;
+  };
+  HOARD_ASSIGN_OR_RETURN(Journal::Loaded history, journal_->Open(load));
+  if (!decoded && !history.snapshot.empty()) HOARD_RETURN_IF_ERROR(load(history.snapshot).status());
+  if (cut) {
+    for (const std::string& line : history.repaired) *cut += (cut->empty() ? "" : "; ") + line;
   }
-  const uint64_t snap_seq = loaded.snapshot.seq;
-  std::vector<CkptRecord> records;
-  Result<StateLog> log = StateLog::Open(
-      JournalPath(),
-      [&](std::string_view payload, uint64_t offset) -> Status {
-        CkptRecord r;
-        HOARD_RETURN_IF_ERROR(Decode(payload, &r, JournalPath() + " record at offset " + std::to_string(offset)));
-        records.push_back(std::move(r));
-        return Status::Ok();
-      },
-      cut);
-  if (!log.ok() && log.status().code() == Code::kNotFound) log = StateLog::Create(JournalPath(), snap_seq);
-  if (!log.ok()) return log.status();
-  const uint64_t base = log->base_seq();
-  if (base > snap_seq) {
-    return Status::Corruption(JournalPath() + " starts after record " + std::to_string(base) + " but " +
-                              SnapshotPath() + " ends at record " + std::to_string(snap_seq) +
-                              ": acknowledged changes are missing");
+  loaded.records.reserve(history.records.size());
+  for (size_t i = 0; i < history.records.size(); ++i) {
+    const uint64_t seq = history.snapshot_seq + 1 + i;
+    CkptRecord r;
+    HOARD_RETURN_IF_ERROR(Decode(history.records[i], &r, log_name_ + " record " + std::to_string(seq)));
+    std::string().swap(history.records[i]);  // the bytes are done with: keep one copy of the log in memory
+    loaded.records.push_back(std::move(r));
   }
-  // Records the snapshot already includes (a crash between writing it and
-  // replacing the journal) are skipped by sequence number.
-  for (uint64_t i = 0; i < records.size(); ++i) {
-    if (base + i + 1 > snap_seq) loaded.records.push_back(std::move(records[i]));
-  }
-  log_.emplace(std::move(*log));
   return loaded;
 }
 
-Status CkptStore::Append(const CkptRecord& record) { return log_->Append(PackState(record)); }
+Status CkptStore::Append(const CkptRecord& record) { return journal_->Append(PackState(record)); }
 
-bool CkptStore::SnapshotDue() const { return log_->records() >= options_.snapshot_every_records; }
+bool CkptStore::SnapshotDue() const { return journal_->records_since_snapshot() >= options_.snapshot_every_records; }
 
-uint64_t CkptStore::seq() const { return log_->base_seq() + log_->records(); }
+uint64_t CkptStore::seq() const { return journal_->seq(); }
 
 Status CkptStore::WriteSnapshot(CkptSnapshot snapshot) {
   snapshot.seq = seq();
-  HOARD_RETURN_IF_ERROR(WriteFileAtomic(SnapshotPath(), PackState(snapshot)));
-  HOARD_ASSIGN_OR_RETURN(StateLog fresh, StateLog::Create(JournalPath(), snapshot.seq));
-  log_.emplace(std::move(fresh));
-  return Status::Ok();
+  return journal_->WriteSnapshot(PackState(snapshot));
 }
 
 }  // namespace hoard

@@ -1,12 +1,14 @@
 // File: checkpoint/ckpt_store.h
 //
-// CkptStore keeps the checkpoint namespace durable under DATA/ckpt/:
+// CkptStore keeps the checkpoint namespace durable in a Journal
+// (common/journal.h): one CkptRecord per namespace change, durable before
+// Append returns, and now and then a CkptSnapshot of the whole namespace.
+// The journal is Options::journal; by default a FileJournal
+// (common/file_journal.h) under DATA/ckpt/:
 //
-//   DATA/ckpt/journal.log      a StateLog (common/state_log.h): one
-//                              CkptRecord per namespace change, fdatasynced
-//                              before Append returns
-//   DATA/ckpt/snapshot.msgpack the whole namespace and the sequence number of
-//                              the last record it includes
+//   DATA/ckpt/journal.log      its log (common/state_log.h): the records
+//   DATA/ckpt/snapshot.msgpack its snapshot: the whole namespace and the
+//                              sequence number of the last record it includes
 //
 // Why records are "apply these upserts/deletions" rather than one record per
 // operation: CkptTable builds a record, makes it durable, then applies it to
@@ -16,27 +18,28 @@
 // id with their parent's id and their name, so renaming a directory of ten
 // thousand files is one small record.
 //
-// Snapshots: every `snapshot_every_records` appends, WriteSnapshot writes the
-// whole state (tmp, fsync, rename) and then replaces the journal with an empty
-// one whose base is the snapshot's sequence; a crash between the two leaves
-// records the snapshot includes, which Open skips by sequence number.
+// Snapshots: every `snapshot_every_records` appends, WriteSnapshot hands the
+// whole state to the journal, which then drops the records it covers.
 //
-// A torn last record (a crash during Append) was never acknowledged and is
-// cut on open (state_log.h invariant 2). A damaged record followed by valid
-// ones, or a journal that starts after the snapshot, is kCorruption.
+// The journal repairs what a crash can leave (a torn last record, which was
+// never acknowledged; a snapshot whose log replacement was cut short) and
+// refuses what cannot be trusted (a damaged record followed by valid ones, a
+// log that starts after the snapshot: kCorruption). What the bytes mean is
+// checked here: a record or snapshot that does not decode is kCorruption.
 //
 // Thread-safety: not thread-safe; CkptTable serialises calls under its mutex.
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <msgpack.hpp>
 
+#include "common/file_journal.h"
+#include "common/journal.h"
 #include "common/result.h"
-#include "common/state_log.h"
 #include "proto/messages.h"
 
 namespace hoard {
@@ -166,8 +169,12 @@ class CkptStore {
     // Snapshot after this many records (default 10,000). Smaller: faster
     // restarts, more snapshot writes (each the whole namespace).
     uint64_t snapshot_every_records = 10000;
+    // Where the namespace lives: null, a FileJournal at DIR/journal.log and
+    // DIR/snapshot.msgpack. The store takes it over; one store per journal
+    // (shared_ptr only so that Options stays copyable).
+    std::shared_ptr<Journal> journal;
   };
-  CkptStore(std::string dir, Options options) : dir_(std::move(dir)), options_(options) {}
+  CkptStore(std::string dir, Options options);
 
   // What Open found: the snapshot (or an empty state) and the journal's
   // records after it, to be applied in order on top of it.
@@ -175,8 +182,9 @@ class CkptStore {
     CkptSnapshot snapshot;
     std::vector<CkptRecord> records;
   };
-  // Creates the directory if needed and loads the state. `cut` gets a note
-  // when a torn last record was cut. kCorruption when it cannot be trusted.
+  // Loads the state (creating the directory if needed). `cut` (if not null)
+  // gets what the journal repaired ("; " between lines), empty if nothing.
+  // kCorruption when it cannot be trusted.
   Result<Loaded> Open(std::string* cut);
 
   // Appends `record`, durable when this returns OK; on error nothing of it
@@ -190,16 +198,17 @@ class CkptStore {
 
   uint64_t seq() const;  // last durable record
 
-  // Test-only: the journal, for fault injection.
-  StateLog& TEST_log() { return *log_; }
+  // Test-only: the FileJournal's log, for fault injection. REQUIRES: Open(),
+  // and the default journal (or a FileJournal).
+  StateLog& TEST_log() { return dynamic_cast<FileJournal&>(*journal_).TEST_log(); }
 
  private:
-  std::string JournalPath() const;
-  std::string SnapshotPath() const;
-
-  std::string dir_;
   Options options_;
-  std::optional<StateLog> log_;
+  std::shared_ptr<Journal> journal_;
+  // How messages name the journal's log and snapshot: the files of the
+  // default FileJournal, or words for one given in Options.
+  std::string log_name_;
+  std::string snapshot_name_;
 };
 
 }  // namespace hoard

@@ -1,8 +1,9 @@
 // File: common/state_log.h
 //
-// StateLog is the write-ahead log under StateStore (state_store.h): an
-// append-only file of checksummed records, each made durable (fdatasync)
-// before Append returns. It knows nothing of what the records say.
+// StateLog is the write-ahead log under FileJournal (file_journal.h), the
+// journal of both coordinator stores by default: an append-only file of
+// checksummed records, each made durable (fdatasync) before Append returns.
+// It knows nothing of what the records say.
 //
 // Format (little-endian):
 //
@@ -10,8 +11,8 @@
 //                     header's other 20 bytes, u64 base_seq
 //   records:          [u32 length][u32 checksum of the payload][payload]
 //
-// base_seq is the owner's number, kept with the log: StateStore numbers the
-// records base_seq + 1, + 2, ... and checks that. Checksums are the low 32 bits
+// base_seq is the owner's number, kept with the log: FileJournal numbers the
+// records base_seq + 1, + 2, ... Checksums are the low 32 bits
 // of XXH3 (common/hash.h). A length of 0 or above kMaxRecordBytes is invalid,
 // so garbage can never claim a huge record.
 //
@@ -42,9 +43,10 @@
 //      (invariant 2), though a complete record whose fdatasync failed may
 //      then replay.
 //
-// Thread-safety: not thread-safe; StateStore serialises calls.
+// Thread-safety: not thread-safe; FileJournal's owner serialises calls.
 //
-// Tested through StateStore: coordinator/state_store_test.cc.
+// Tested through FileJournal and StateStore: common/file_journal_test.cc,
+// coordinator/state_store_test.cc.
 #pragma once
 
 #include <cstdint>

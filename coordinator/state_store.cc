@@ -89,6 +89,8 @@ StateStore::StateStore(std::string dir) : StateStore(std::move(dir), Options()) 
 
 StateStore::StateStore(std::string dir, Options options) : dir_(std::move(dir)), options_(std::move(options)) {
   if (!options_.logger) options_.logger = spdlog::default_logger();
+  journal_ = JournalOrFile(std::move(options_.journal), "the coordinator state journal", JoinPath(dir_, "state.log"),
+                           JoinPath(dir_, "state.msgpack"), &log_name_, &snapshot_name_);
 }
 
 std::string StateStore::ManifestPath(const proto::DatasetMeta& meta) const {
@@ -97,8 +99,6 @@ std::string StateStore::ManifestPath(const proto::DatasetMeta& meta) const {
   return JoinPath(dir_, "manifests/" + meta.name + "-" + uid + "-v" + std::to_string(meta.version) +
                             ".manifest");
 }
-std::string StateStore::SnapshotPath() const { return JoinPath(dir_, "state.msgpack"); }
-std::string StateStore::LogPath() const { return JoinPath(dir_, "state.log"); }
 
 void StateStore::Note(std::string line) {
   options_.logger->warn("coordinator state: {}", line);
@@ -114,35 +114,30 @@ CoordinatorState StateStore::SavedState() const {
   return s;
 }
 
-Result<StateStore::SnapshotKind> StateStore::LoadSnapshot(uint64_t* snapshot_seq) {
-  *snapshot_seq = 0;
-  const std::string path = SnapshotPath();
-  Result<std::string> bytes = ReadFile(path);
-  if (!bytes.ok()) {
-    if (bytes.status().code() != Code::kNotFound) return bytes.status();
-    return SnapshotKind::kNone;
-  }
-  SnapshotKind kind = SnapshotKind::kCurrent;
-  const std::string advice = "; restore it from a backup, or move it and state.log away to start empty";
+Result<uint64_t> StateStore::LoadSnapshot(std::string_view bytes, SnapshotKind* kind) {
+  *kind = SnapshotKind::kCurrent;
+  uint64_t snapshot_seq = 0;
+  const std::string& path = snapshot_name_;
+  const std::string advice = "; restore it from a backup, or move it and " + log_name_ + " away to start empty";
   CoordinatorState state;
   try {
     SnapshotFormat f;
     SnapshotFile file;
     // Format 2's state is decoded on its own budget, once its checksum held.
-    DecodeState(bytes->data(), bytes->size(), [&](const msgpack::object& tree) {
+    DecodeState(bytes.data(), bytes.size(), [&](const msgpack::object& tree) {
       tree.convert(f);
       if (f.format == kLegacyFormat) tree.convert(state);
       if (f.format == kSnapshotFormat) tree.convert(file);
     });
     if (f.format == kLegacyFormat) {
-      kind = SnapshotKind::kLegacy;
-      Note("upgraded " + path + " from format 1 (one file rewritten per change) to a snapshot plus state.log");
+      *kind = SnapshotKind::kLegacy;
+      Note("upgraded " + path + " from format 1 (one file rewritten per change) to a snapshot plus " + log_name_);
     } else if (f.format == kSnapshotFormat) {
       if (Checksum64(file.state.data(), file.state.size()) != file.checksum) {
         return Status::Corruption("coordinator state " + path + " fails its checksum" + advice);
       }
       UnpackState(file.state.data(), file.state.size(), &state);
-      *snapshot_seq = file.seq;
+      snapshot_seq = file.seq;
     } else {
       return Status::Corruption("coordinator state " + path + " has format " + std::to_string(f.format) +
                                 ", this coordinator reads formats 1 and 2");
@@ -166,28 +161,20 @@ Result<StateStore::SnapshotKind> StateStore::LoadSnapshot(uint64_t* snapshot_seq
       return Status::Corruption("coordinator state " + path + " names dataset " + name + " twice" + advice);
     }
   }
-  return kind;
+  return snapshot_seq;
 }
 
-Status StateStore::ApplyRecord(std::string_view payload, uint64_t offset, uint64_t snapshot_seq,
-                               std::optional<uint64_t>* last_seq) {
-  const std::string where = "the record at offset " + std::to_string(offset) + " of " + LogPath();
+Status StateStore::ApplyRecord(std::string_view payload, uint64_t seq) {
+  const std::string where = "the record with sequence number " + std::to_string(seq) + " in " + log_name_;
   LogRecord r;
   try {
     UnpackState(payload.data(), payload.size(), &r);
   } catch (const std::exception& e) {
     return Status::Corruption(where + " passes its checksum but cannot be decoded (" + e.what() + ")");
   }
-  if (*last_seq && r.seq != **last_seq + 1) {
+  if (r.seq != seq) {
     return Status::Corruption(where + " has sequence number " + std::to_string(r.seq) + " where " +
-                              std::to_string(**last_seq + 1) + " was expected");
-  }
-  *last_seq = r.seq;
-  if (r.seq <= snapshot_seq) return Status::Ok();  // the snapshot includes it
-  if (r.seq != seq_ + 1) {
-    return Status::Corruption(where + " has sequence number " + std::to_string(r.seq) + " but the snapshot " +
-                              SnapshotPath() + " ends at " + std::to_string(seq_) +
-                              ": the changes between are missing");
+                              std::to_string(seq) + " was expected");
   }
   for (const auto& name : r.removed_nodes) {
     if (nodes_.erase(name) == 0) return Status::Corruption(where + " removes node " + name + ", which does not exist");
@@ -209,7 +196,6 @@ Status StateStore::ApplyRecord(std::string_view payload, uint64_t offset, uint64
   }
   epoch_ = r.epoch;
   placement_epoch_ = r.placement_epoch;
-  seq_ = r.seq;
   return Status::Ok();
 }
 
@@ -217,78 +203,51 @@ Result<CoordinatorState> StateStore::Open() {
   recovered_.clear();
   nodes_.clear();
   datasets_.clear();
-  epoch_ = placement_epoch_ = seq_ = 0;
-  log_.reset();
+  epoch_ = placement_epoch_ = 0;
+  open_ = false;
   HOARD_RETURN_IF_ERROR(MakeDirs(JoinPath(dir_, "manifests")));
   // One coordinator per directory: two appending to one log would leave a
   // log that refuses to replay.
   HOARD_ASSIGN_OR_RETURN(lock_fd_, LockFile(JoinPath(dir_, "LOCK"), "the coordinator state " + dir_));
 
-  // Leftovers of a snapshot or log replacement cut short; never read.
-  (void)std::remove((SnapshotPath() + ".tmp").c_str());
-  (void)std::remove((LogPath() + ".tmp").c_str());
-
+  // The snapshot is decoded once, when the journal asks for its sequence
+  // number (the number is inside it); a journal that keeps the number apart
+  // may not ask, and it is decoded below.
+  SnapshotKind snapshot = SnapshotKind::kNone;
+  Status snapshot_error;
   uint64_t snapshot_seq = 0;
-  HOARD_ASSIGN_OR_RETURN(const SnapshotKind snapshot, LoadSnapshot(&snapshot_seq));
-  seq_ = snapshot_seq;
-  // None yet, or an old format: write one in the current format at once.
-  const bool rewrite = snapshot != SnapshotKind::kCurrent;
-
-  // Records are checked for contiguity as they are read, and the first one
-  // against the header's base_seq once the log is open.
-  std::optional<uint64_t> first_seq, last_seq;
-  auto replay = [&](std::string_view payload, uint64_t offset) {
-    Status s = ApplyRecord(payload, offset, snapshot_seq, &last_seq);
-    if (!first_seq) first_seq = last_seq;
-    return s;
+  auto load = [&](std::string_view bytes) -> Result<uint64_t> {
+    Result<uint64_t> seq = LoadSnapshot(bytes, &snapshot);
+    if (!seq.ok()) snapshot_error = seq.status();
+    if (seq.ok()) snapshot_seq = *seq;
+    return seq;
   };
-  std::string cut;
-  Result<StateLog> log = StateLog::Open(LogPath(), replay, &cut);
-  const std::string advice = ". Restore the data directory from a backup, or move " + LogPath() +
-                             " away to start from the snapshot " + SnapshotPath() + " alone (sequence " +
-                             std::to_string(snapshot_seq) + "; changes after it are lost)";
-  if (!log.ok()) {
-    if (log.status().code() == Code::kCorruption) return Status::Corruption(log.status().message() + advice);
-    if (log.status().code() != Code::kNotFound) return log.status();
-    if (snapshot_seq > 0) {
-      Note("no log " + LogPath() + ": starting from the snapshot alone (sequence " + std::to_string(snapshot_seq) +
-           "); changes saved after it, if any, are lost");
-    }
-  } else {
-    const uint64_t base = log->base_seq();
-    if (base > snapshot_seq) {
-      return Status::Corruption("coordinator state log " + LogPath() + " continues from sequence " +
-                                std::to_string(base) + " but the snapshot " + SnapshotPath() + " is at " +
-                                std::to_string(snapshot_seq) + ": the changes between are missing" + advice);
-    }
-    if (first_seq && *first_seq != base + 1) {
-      return Status::Corruption("coordinator state log " + LogPath() + ": its first record has sequence " +
-                                std::to_string(*first_seq) + " but the log continues from " + std::to_string(base) +
-                                advice);
-    }
-    if (!cut.empty()) Note(cut);
-    if (snapshot == SnapshotKind::kNone && log->records() > 0) {
-      Note("no snapshot " + SnapshotPath() + ": rebuilt the state from " + LogPath() + " alone");
-    }
-    const uint64_t log_end = last_seq.value_or(base);
-    if (base < snapshot_seq && log_end <= snapshot_seq) {
-      // The snapshot includes all of it: a crash came between a snapshot and
-      // the log's replacement. Replace it now (below).
-      if (!rewrite) {
-        Note("finished an interrupted snapshot: replaced " + LogPath() + ", whose records up to sequence " +
-             std::to_string(log_end) + " the snapshot includes");
-      }
-    } else {
-      log_.emplace(std::move(*log));
-    }
+  Result<Journal::Loaded> loaded = journal_->Open(load);
+  // A history that cannot be trusted: say what to do.
+  auto refuse = [&](const Status& s) {
+    return Status::Corruption(s.message() + ". Restore the data directory from a backup, or move " + log_name_ +
+                              " away to start from the snapshot " + snapshot_name_ + " alone (sequence " +
+                              std::to_string(snapshot_seq) + "; changes after it are lost)");
+  };
+  if (!loaded.ok()) {
+    if (!snapshot_error.ok() || loaded.status().code() != Code::kCorruption) return loaded.status();
+    return refuse(loaded.status());
   }
-  if (rewrite) {
-    HOARD_RETURN_IF_ERROR(WriteSnapshot());
-  } else if (!log_) {
-    HOARD_ASSIGN_OR_RETURN(StateLog fresh, StateLog::Create(LogPath(), seq_));
-    log_.emplace(std::move(fresh));
+  if (snapshot == SnapshotKind::kNone && !loaded->snapshot.empty()) {
+    HOARD_RETURN_IF_ERROR(load(loaded->snapshot).status());
   }
+  snapshot_seq = loaded->snapshot_seq;
+  for (std::string& line : loaded->repaired) Note(std::move(line));
+  if (snapshot == SnapshotKind::kNone && !loaded->records.empty()) {
+    Note("no snapshot " + snapshot_name_ + ": rebuilt the state from " + log_name_ + " alone");
+  }
+  for (size_t i = 0; i < loaded->records.size(); ++i) {
+    if (Status s = ApplyRecord(loaded->records[i], snapshot_seq + 1 + i); !s.ok()) return refuse(s);
+  }
+  // None yet, or an old format: write one in the current format at once.
+  if (snapshot != SnapshotKind::kCurrent) HOARD_RETURN_IF_ERROR(WriteSnapshot());
   snapshot_not_before_ = 0;
+  open_ = true;
 
   // Remove manifests no dataset refers to (a crash between SaveManifest and
   // Save, or a remove whose unlink did not happen).
@@ -309,24 +268,23 @@ Result<CoordinatorState> StateStore::Open() {
 
 Status StateStore::WriteSnapshot() {
   SnapshotFile file;
-  file.seq = seq_;
+  file.seq = journal_->seq();
   msgpack::sbuffer state;
   msgpack::pack(state, SavedState());
   file.state.assign(state.data(), state.data() + state.size());
   file.checksum = Checksum64(file.state.data(), file.state.size());
-  HOARD_RETURN_IF_ERROR(WriteFileAtomic(SnapshotPath(), PackState(file)));
-  // Only once the snapshot is durable may the records it includes go.
-  HOARD_ASSIGN_OR_RETURN(StateLog fresh, StateLog::Create(LogPath(), seq_));
-  log_.emplace(std::move(fresh));
-  return Status::Ok();
+  return journal_->WriteSnapshot(PackState(file));
 }
 
 void StateStore::MaybeSnapshot() {
-  if (log_->records() < snapshot_not_before_) return;
-  if (log_->records() < options_.snapshot_every_records && log_->bytes() < options_.snapshot_every_bytes) return;
+  const uint64_t records = journal_->records_since_snapshot();
+  if (records < snapshot_not_before_) return;
+  if (records < options_.snapshot_every_records && journal_->bytes_since_snapshot() < options_.snapshot_every_bytes) {
+    return;
+  }
   if (Status s = WriteSnapshot(); !s.ok()) {
-    // The commit is durable in the log; only restarts get slower.
-    snapshot_not_before_ = log_->records() + options_.snapshot_every_records;
+    // The commit is durable in the journal; only restarts get slower.
+    snapshot_not_before_ = records + options_.snapshot_every_records;
     options_.logger->warn("cannot snapshot the coordinator state (the log grows; retrying in {} commits): {}",
                           options_.snapshot_every_records, s.ToString());
     return;
@@ -335,7 +293,7 @@ void StateStore::MaybeSnapshot() {
 }
 
 Status StateStore::Save(const CoordinatorState& state) {
-  if (!log_) return Status::Internal("StateStore::Save before a successful Open");
+  if (!open_) return Status::Internal("StateStore::Save before a successful Open");
   Diff<proto::NodeInfo> nodes;
   Diff<proto::DatasetMeta> datasets;
   if (!ComputeDiff(nodes_, state.nodes, &nodes)) return Status::InvalidArgument("a node name appears twice");
@@ -348,17 +306,16 @@ Status StateStore::Save(const CoordinatorState& state) {
   }
 
   LogRecord r;
-  r.seq = seq_ + 1;
+  r.seq = journal_->seq() + 1;
   r.epoch = state.epoch;
   r.placement_epoch = state.placement_epoch;
   for (const auto& [n, bytes] : nodes.upserts) r.nodes.push_back(*n);
   for (const auto& [d, bytes] : datasets.upserts) r.datasets.push_back(*d);
   r.removed_nodes = nodes.removed;
   r.removed_datasets = datasets.removed;
-  HOARD_RETURN_IF_ERROR(log_->Append(PackState(r)));
+  HOARD_RETURN_IF_ERROR(journal_->Append(PackState(r)));
 
   // Durable: the in-memory copy follows.
-  seq_ = r.seq;
   epoch_ = state.epoch;
   placement_epoch_ = state.placement_epoch;
   for (const auto& name : nodes.removed) nodes_.erase(name);

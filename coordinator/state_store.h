@@ -1,15 +1,20 @@
 // File: coordinator/state_store.h
 //
-// StateStore keeps the coordinator's durable state in its data directory:
+// StateStore keeps the coordinator's durable state: members and datasets in
+// a Journal (common/journal.h), manifests and a lock in its data directory:
 //
 //   DATA/LOCK            flocked by the one coordinator using the directory
-//   DATA/state.log       the write-ahead log (state_log.h): one record per
-//                        Save, fdatasynced before Save returns
-//   DATA/state.msgpack   a snapshot: the whole state and the sequence number
-//                        of the last log record it includes
 //   DATA/manifests/<name>-<uid>-v<version>.manifest
 //                        one file per dataset version, written before the
 //                        state that refers to it
+//
+// The journal is Options::journal; by default a FileJournal
+// (common/file_journal.h) in the same directory:
+//
+//   DATA/state.log       its log (common/state_log.h): one record per Save,
+//                        fdatasynced before Save returns
+//   DATA/state.msgpack   its snapshot: the whole state and the sequence number
+//                        of the last record it includes
 //
 // Save(state) appends one record holding the difference from the state it
 // last saved: nodes and datasets upserted or removed (by name) and the new
@@ -22,23 +27,27 @@
 // acknowledged. A Save costs O(state) CPU to compare, but only O(change) bytes
 // and one fdatasync on disk.
 //
-// Every `snapshot_every_records` records or `snapshot_every_bytes` of log,
-// Save writes a snapshot (WriteFileAtomic: tmp, fsync, rename, fsync dir) and
-// then replaces the log with an empty one the same way. A crash between the
-// two leaves records the snapshot already includes; Open() skips them by
-// sequence number. A snapshot that cannot be written does not fail the Save
-// (its record is durable); it is tried again `snapshot_every_records` later.
+// Each record also carries its own sequence number, which Open() checks
+// against the journal's numbering.
 //
-// Open() loads the snapshot (none: the empty state), replays the records
-// after it, and cuts a torn last record (see recovered()). It refuses to start
-// (kCorruption, saying what to do) on a damaged record followed by valid ones,
-// a gap in the sequence numbers, or a log that starts after the snapshot: the
-// coordinator must not silently forget acknowledged changes. (The way out it
-// offers, moving state.log away, starts from the snapshot alone, with a
-// warning in recovered().) The format-1
-// state.msgpack of older coordinators loads as a snapshot at sequence 0 and is
-// rewritten in the current format at once, so an old coordinator started on
-// the directory afterwards refuses it instead of ignoring the log.
+// Every `snapshot_every_records` records or `snapshot_every_bytes` of
+// journal since the last snapshot, Save writes a snapshot of the whole state
+// (Journal::WriteSnapshot, which then drops the records it covers). A
+// snapshot that cannot be written does not fail the Save (its record is
+// durable); it is tried again `snapshot_every_records` later.
+//
+// Open() loads the snapshot (none: the empty state) and replays the records
+// after it; the journal repairs what a crash can leave (a torn last record,
+// a snapshot whose log replacement was cut short) and says so (see
+// recovered()). It refuses to start (kCorruption, saying what to do) on a
+// damaged record followed by valid ones, a gap in the sequence numbers, or a
+// log that starts after the snapshot: the coordinator must not silently
+// forget acknowledged changes. (The way out it offers, moving state.log
+// away, starts from the snapshot alone, with a warning in recovered().) The
+// format-1 state.msgpack of older coordinators loads as a snapshot at
+// sequence 0 and is rewritten in the current format at once, so an old
+// coordinator started on the directory afterwards refuses it instead of
+// ignoring the log.
 //
 // Manifests: a manifest is fully written and fsynced before the state naming
 // it is, so the state never points at a missing or partial manifest; a crash
@@ -51,10 +60,11 @@
 // given a full down-timeout to heartbeat again, and their next heartbeat
 // re-reports what they hold.
 //
-// Failures: a Save that fails has changed nothing durable: whatever its
-// record wrote is cut off before it returns (state_log.h). If that cut itself
-// fails, every later Save fails until a restart (after which the failed commit
-// may or may not be there), rather than append to a log that might not replay.
+// Failures: a Save that fails has changed nothing durable (journal.h
+// invariant 1; with the FileJournal, whatever its record wrote is cut off
+// before it returns, state_log.h). If that cut itself fails, every later Save
+// fails until a restart (after which the failed commit may or may not be
+// there), rather than append to a log that might not replay.
 //
 // Thread-safety: not thread-safe; the Coordinator serialises calls.
 #pragma once
@@ -62,15 +72,15 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include <msgpack.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/file_journal.h"
+#include "common/journal.h"
 #include "common/result.h"
-#include "common/state_log.h"
 #include "proto/messages.h"
 #include "striping/manifest.h"
 
@@ -89,13 +99,17 @@ struct CoordinatorState {
 class StateStore {
  public:
   struct Options {
-    // Snapshot when the log holds this many records (default 1,000), or this
-    // many bytes (8 MiB). Smaller: faster restarts (less to replay), more
-    // snapshot writes, each the whole state.
+    // Snapshot when the journal holds this many records since the last
+    // snapshot (default 1,000), or this many bytes (8 MiB). Smaller: faster
+    // restarts (less to replay), more snapshot writes, each the whole state.
     uint64_t snapshot_every_records = 1000;
     uint64_t snapshot_every_bytes = 8u << 20;
     // Where Open() reports what it repaired; null: spdlog's default logger.
     std::shared_ptr<spdlog::logger> logger;
+    // Where the state lives: null, a FileJournal at DATA/state.log and
+    // DATA/state.msgpack. The store takes it over; one store per journal
+    // (shared_ptr only so that Options stays copyable).
+    std::shared_ptr<Journal> journal;
   };
 
   explicit StateStore(std::string dir);  // default Options
@@ -122,28 +136,24 @@ class StateStore {
   // warn); empty when it found the state as it was left.
   const std::vector<std::string>& recovered() const { return recovered_; }
   // The sequence number of the last saved commit.
-  uint64_t seq() const { return seq_; }
+  uint64_t seq() const { return journal_->seq(); }
 
-  // Test-only: the log, for StateLog::TEST_FailNextAppend. REQUIRES: Open().
-  StateLog& TEST_log() { return *log_; }
+  // Test-only: the FileJournal's log, for StateLog::TEST_FailNextAppend.
+  // REQUIRES: Open(), and the default journal (or a FileJournal).
+  StateLog& TEST_log() { return dynamic_cast<FileJournal&>(*journal_).TEST_log(); }
 
  private:
   UniqueFd lock_fd_;  // an exclusive flock on DIR/LOCK while open
   std::string ManifestPath(const proto::DatasetMeta& meta) const;
-  std::string SnapshotPath() const;
-  std::string LogPath() const;
   enum class SnapshotKind { kNone, kLegacy, kCurrent };
-  // Loads state.msgpack into the maps below; `snapshot_seq` gets the last
-  // log record it includes.
-  Result<SnapshotKind> LoadSnapshot(uint64_t* snapshot_seq);
-  // Applies one replayed record if the snapshot does not include it; checks
-  // that it follows `last_seq` and advances it.
-  Status ApplyRecord(std::string_view payload, uint64_t offset, uint64_t snapshot_seq,
-                     std::optional<uint64_t>* last_seq);
-  // Writes a snapshot of the saved state, then replaces the log with an
-  // empty one.
+  // Decodes a snapshot into the maps below; returns the sequence number of
+  // the last record it includes (0 for format 1) and sets `kind`.
+  Result<uint64_t> LoadSnapshot(std::string_view bytes, SnapshotKind* kind);
+  // Applies one record, which must carry sequence number `seq`.
+  Status ApplyRecord(std::string_view payload, uint64_t seq);
+  // Writes a snapshot of the saved state to the journal.
   Status WriteSnapshot();
-  // WriteSnapshot() when the log is due for one; a failure is logged and
+  // WriteSnapshot() when the journal is due for one; a failure is logged and
   // retried later.
   void MaybeSnapshot();
   CoordinatorState SavedState() const;
@@ -164,9 +174,14 @@ class StateStore {
   };
   std::map<std::string, Entry<proto::NodeInfo>> nodes_;
   std::map<std::string, Entry<proto::DatasetMeta>> datasets_;
-  uint64_t seq_ = 0;  // of the last durable commit
-  std::optional<StateLog> log_;
-  uint64_t snapshot_not_before_ = 0;  // log records; backs off after a failed snapshot
+  std::shared_ptr<Journal> journal_;
+  // How messages name the journal's log and snapshot, and what they tell an
+  // operator to do when it cannot be trusted: the files of the default
+  // FileJournal, or words for one given in Options.
+  std::string log_name_;
+  std::string snapshot_name_;
+  bool open_ = false;  // Open() succeeded
+  uint64_t snapshot_not_before_ = 0;  // journal records; backs off after a failed snapshot
 };
 
 }  // namespace hoard
