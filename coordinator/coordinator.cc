@@ -41,7 +41,7 @@ bool IsValidName(std::string_view name) {
 
 Coordinator::Coordinator(Options options)
     : options_(std::move(options)),
-      store_(options_.data_dir, {.logger = options_.logger}),
+      store_(options_.data_dir, {.logger = options_.logger, .journal = options_.state_journal}),
       mounts_({.clock = options_.clock}) {
   if (!options_.open_origin) {
     OriginOptions o = options_.origin;
@@ -65,6 +65,14 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Open(Options options) {
 
 Status Coordinator::Load() {
   HOARD_ASSIGN_OR_RETURN(CoordinatorState state, store_.Open());
+  std::shared_ptr<CkptOrigin> shared;
+  if (!options_.shared_store.empty()) {
+    if (!options_.ckpt.open_origin) return Status::InvalidArgument("a shared store needs ckpt.open_origin to open it");
+    Result<std::unique_ptr<CkptOrigin>> opened = options_.ckpt.open_origin(options_.shared_store);
+    if (!opened.ok()) return opened.status().Annotate("the shared store " + options_.shared_store);
+    shared = std::move(*opened);
+  }
+  manifests_ = std::make_unique<ManifestStore>(&store_, std::move(shared));
   MutexLock lock(&mu_);
   epoch_ = state.epoch;
   placement_epoch_ = state.placement_epoch;
@@ -72,7 +80,7 @@ Status Coordinator::Load() {
   last_liveness_check_ = now;
   members_.Load(state.nodes, now);
   for (auto& d : state.datasets) {
-    Result<Manifest> m = store_.LoadManifest(d);
+    Result<Manifest> m = manifests_->Load(d);
     if (!m.ok()) {
       return m.status().Annotate("dataset " + d.name + " is in the coordinator state but its manifest is unusable");
     }
@@ -347,7 +355,7 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
   meta.created_unix = options_.clock->WallSeconds();
   HOARD_ASSIGN_OR_RETURN(Manifest manifest, WalkSource("dataset add " + req.name, meta, meta.created_unix));
   SetManifestFields(manifest, &meta);
-  HOARD_RETURN_IF_ERROR(store_.SaveManifest(meta, manifest.bytes()));
+  HOARD_RETURN_IF_ERROR(manifests_->Save(meta, manifest.bytes()));
 
   MutexLock lock(&mu_);
   catalogue_.Put({meta, std::move(manifest)});
@@ -411,14 +419,14 @@ Result<proto::DatasetRefreshReply> Coordinator::RefreshDataset(const std::string
     return reply;
   }
   SetManifestFields(manifest, &next);
-  HOARD_RETURN_IF_ERROR(store_.SaveManifest(next, manifest.bytes()));
+  HOARD_RETURN_IF_ERROR(manifests_->Save(next, manifest.bytes()));
 
   MutexLock lock(&mu_);
   Catalogue::Dataset* d = catalogue_.Find(name);
   if (d == nullptr || d->meta.uid != current.meta.uid) {
     // Removed (and maybe added again) during the walk. Nobody else names
     // this uid and version: the manifest goes with the refresh.
-    (void)store_.RemoveManifest(next);
+    (void)manifests_->Remove(next, /*shared_too=*/false);
     return Status::NotFound("dataset " + name + " was removed while it was being refreshed");
   }
   // What may have changed during the walk (the warm flag) comes from now.
@@ -436,7 +444,7 @@ Result<proto::DatasetRefreshReply> Coordinator::RefreshDataset(const std::string
   }
   // After the state no longer names it; a failure leaves an orphan that the
   // next start removes.
-  (void)store_.RemoveManifest(previous.meta);
+  (void)manifests_->Remove(previous.meta);
   reply.meta = next;
   reply.changed = true;
   reply.walk_ms = MillisSince(start);
@@ -469,7 +477,7 @@ Status Coordinator::RemoveDataset(const std::string& name) {
   progress_.ForgetDataset(removed.meta.uid);
   // After the state no longer names it; a failure here leaves an orphan that
   // the next start removes.
-  (void)store_.RemoveManifest(removed.meta);
+  (void)manifests_->Remove(removed.meta);
   options_.logger->info("dataset {} removed", name);
   return Status::Ok();
 }

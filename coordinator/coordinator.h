@@ -62,10 +62,12 @@
 #include "checkpoint/ckpt_table.h"
 #include "checkpoint/publisher.h"
 #include "common/clock.h"
+#include "common/journal.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/result.h"
 #include "coordinator/catalogue.h"
+#include "coordinator/manifest_store.h"
 #include "coordinator/membership.h"
 #include "coordinator/mount_list.h"
 #include "coordinator/progress.h"
@@ -94,6 +96,18 @@ class Coordinator {
     // What the nodes together may ask of the central storage; handed to them
     // in the cluster map.
     proto::OriginLimits origin_limits;
+
+    // High availability (coordinator/ha_coordinator.h): where the two state
+    // machines keep their history. Null: files under data_dir (the
+    // single-coordinator default). A journal that refuses a write because
+    // this coordinator no longer leads fails the request (kNotLeader, so its
+    // client asks the leader); its owner then drops this coordinator.
+    std::shared_ptr<Journal> state_journal;
+    std::shared_ptr<Journal> ckpt_journal;
+    // Where manifests are shared with the other coordinators
+    // (coordinator/manifest_store.h): nfs://host/export/path or an absolute
+    // directory, opened with ckpt.open_origin; empty: nowhere.
+    std::string shared_store;
 
     // Checkpoints (issue 6).
     struct Checkpoints {
@@ -252,6 +266,7 @@ class Coordinator {
 
   Options options_;
   StateStore store_;
+  std::unique_ptr<ManifestStore> manifests_;  // over store_'s copies; made by Load
   // One mutex for the epochs and the three parts: most requests touch two
   // of them (a heartbeat: membership and progress, its reports checked
   // against the catalogue), and a commit saves them and the epochs as one.

@@ -19,6 +19,7 @@ Status Coordinator::OpenCheckpoints() {
                                                        .drain_share = o.drain_share,
                                                        .drain_min_bytes_per_s = o.drain_min_bytes_per_s,
                                                        .retire_grace = o.retire_grace,
+                                                       .store = {.journal = options_.ckpt_journal},
                                                        .clock = options_.clock}));
   CkptTable* table = ckpt_table_.get();
   ckpt_sessions_ = std::make_unique<CkptSessions>(CkptSessions::Options{
