@@ -219,24 +219,31 @@ Status EtcdJournal::FencedPut(const std::string& key, std::string_view value, bo
       }
       const std::vector<KvPair>* term = r->ranges.size() > 0 ? &r->ranges[0] : nullptr;
       if (term == nullptr || term->empty() || (*term)[0].create_revision != fence_->create_revision) {
-        return Status::Stale("no longer the leader: the term that began at etcd revision " +
-                             std::to_string(fence_->create_revision) + " is over");
+        return Break(Status::Stale("no longer the leader: the term that began at etcd revision " +
+                                   std::to_string(fence_->create_revision) + " is over"));
       }
       const std::vector<KvPair>* at = r->ranges.size() > 1 ? &r->ranges[1] : nullptr;
       if (must_be_new && at != nullptr && !at->empty() && (*at)[0].value == value) {
         return Status::Ok();  // an earlier send whose answer was lost applied it
       }
-      broken_ = Status::Internal(key + " in etcd holds a record this leader did not write");
-      return broken_;
+      return Break(Status::Internal(key + " in etcd holds a record this leader did not write"));
     }
     if (r.status().code() != Code::kUnavailable) return r.status();  // refused: nothing applied
     if (options_.clock->Now() >= deadline) {
-      broken_ = Status::Unavailable("etcd did not answer for " + std::to_string(options_.resolve_timeout.count()) +
-                                    " ms; whether " + key + " was written is unknown: " + r.status().message());
-      return broken_;
+      return Break(Status::Unavailable("etcd did not answer for " +
+                                       std::to_string(options_.resolve_timeout.count()) + " ms; whether " + key +
+                                       " was written is unknown: " + r.status().message()));
     }
     options_.clock->SleepFor(kResendPause);
   }
+}
+
+Status EtcdJournal::Break(Status why) {
+  if (broken_.ok()) {
+    broken_ = why;
+    if (options_.on_lost) options_.on_lost(why);
+  }
+  return why;
 }
 
 Status EtcdJournal::Append(std::string_view record) {

@@ -11,7 +11,8 @@
 //
 // Fencing: every write is a transaction whose compares include the writer's
 // Fence (consensus/leader_election.h), so a writer that is no longer the
-// leader gets kStale and changes nothing, whether or not it knows yet.
+// leader gets kStale and changes nothing, whether or not it knows yet; the
+// journal is then broken for good (Options::on_lost).
 //
 // Appends: record seq+1 is written with "the key log/<seq+1> does not exist
 // yet" as a second compare. An Append whose answer was lost (kUnavailable
@@ -47,6 +48,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -67,6 +69,10 @@ class EtcdJournal : public Journal {
     // again before the journal gives up (see the top).
     std::chrono::milliseconds resolve_timeout{5000};
     Clock* clock = Clock::Real();
+    // Called once, from the writing thread, when the journal breaks: a write
+    // was fenced out (this writer's term is over) or left in doubt. Its owner
+    // drops what it holds in memory (HaCoordinator ends the term).
+    std::function<void(const Status&)> on_lost;
   };
 
   EtcdJournal(Kv* kv, Options options);
@@ -101,6 +107,8 @@ class EtcdJournal : public Journal {
   // `must_be_new`) until it gets a definite answer or resolve_timeout passes.
   Status FencedPut(const std::string& key, std::string_view value, bool must_be_new,
                    const std::vector<KvOp>& also = {});
+  // Latches `why` (every later write fails with it) and tells on_lost.
+  Status Break(Status why);
 
   Kv* kv_;
   Options options_;
