@@ -43,11 +43,11 @@ Result<std::shared_ptr<LocalFile>> OpenLocalFile(const std::string& dir, uint64_
   return f;
 }
 
-Committer::Committer(Options options, proto::ClientPool* pool, std::string coordinator,
+Committer::Committer(Options options, proto::ClientPool* pool, proto::LeaderPool* coordinator,
                      std::function<std::shared_ptr<const ClusterView>()> current_view)
     : options_(std::move(options)),
       pool_(pool),
-      coordinator_(std::move(coordinator)),
+      coordinator_(coordinator),
       current_view_(std::move(current_view)),
       tasks_({.keep_idle = static_cast<size_t>(std::max(1, options_.parallel_puts))}) {}
 
@@ -318,7 +318,7 @@ Result<Committer::Done> Committer::Commit(LocalFile& f, bool writing) {
           {.node = node, .id = f.id, .gen = d.gen, .index = d.index, .checksum = d.checksum});
     }
   }
-  auto lease = pool_->Acquire(coordinator_);
+  auto lease = coordinator_->Acquire();
   Result<proto::CkptEntryReply> r = lease->Call(commit, options_.coordinator_timeout);
   if (!r.ok()) return r.status().Annotate("commit of checkpoint file " + std::to_string(f.id));
   committed = true;

@@ -68,6 +68,7 @@
 #include "cluster/cluster_view.h"
 #include "checkpoint/ckpt_sent_chunks.h"
 #include "proto/messages.h"
+#include "proto/leader_client.h"
 #include "proto/rpc_client.h"
 
 namespace hoard::fuse {
@@ -119,7 +120,9 @@ class Committer {
     std::shared_ptr<const proto::CkptEntry> entry;  // as the coordinator committed it
   };
 
-  Committer(Options options, proto::ClientPool* pool, std::string coordinator,
+  // `pool`: clients of the nodes; `coordinator`: of the coordinators (both
+  // outlive this committer).
+  Committer(Options options, proto::ClientPool* pool, proto::LeaderPool* coordinator,
             std::function<std::shared_ptr<const ClusterView>()> current_view);
 
   // Commits `f`'s bytes (see the top). A failed fdatasync sets
@@ -178,7 +181,7 @@ class Committer {
 
   Options options_;
   proto::ClientPool* pool_;
-  std::string coordinator_;
+  proto::LeaderPool* coordinator_;
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
   std::atomic<int> fail_next_sync_{0};
   std::atomic<uint64_t> sent_ahead_{0}, sent_at_commit_{0}, reused_chunks_{0};

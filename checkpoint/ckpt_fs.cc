@@ -55,6 +55,7 @@ CkptFs::CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>
       mount_id_(LoadOrMakeMountId(options_)),
       current_view_(std::move(current_view)),
       pool_(*options_.context, 16, std::chrono::milliseconds(500)),
+      coordinator_(*options_.context, options_.coordinator, {}, std::chrono::milliseconds(500)),
       chunks_(CkptChunks::Options{.node_name = options_.node_name,
                                   .local_ckpt_dir = options_.local_store.empty() ? "" : options_.local_store + "/ckpt",
                                   .peer_timeout = options_.peer_timeout,
@@ -67,7 +68,7 @@ CkptFs::CkptFs(Options options, std::function<std::shared_ptr<const ClusterView>
                                     .coordinator_timeout = options_.coordinator_timeout,
                                     .peer_timeout = options_.peer_timeout,
                                     .logger = options_.logger},
-                 &pool_, options_.coordinator, current_view_),
+                 &pool_, &coordinator_, current_view_),
       write_behind_(options_.write_behind_threads, &committer_, current_view_),
       files_dir_(options_.local_store.empty() ? "" : options_.local_store + "/ckpt/files"),
       lock_waiter_(options_.clock) {}

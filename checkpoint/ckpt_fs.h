@@ -141,6 +141,7 @@
 #include "checkpoint/ckpt_inode.h"
 #include "checkpoint/ckpt_write_behind.h"
 #include "checkpoint/lock_waiter.h"
+#include "proto/leader_client.h"
 #include "proto/rpc_client.h"
 
 namespace hoard::fuse {
@@ -272,7 +273,7 @@ class CkptFs {
  private:
   template <typename Req>
   Result<typename Req::Reply> Ask(const Req& req) {
-    auto lease = pool_.Acquire(options_.coordinator);
+    auto lease = coordinator_.Acquire();
     return lease->Call(req, options_.coordinator_timeout);
   }
   // An open file: its local file when open for writing here (or when this
@@ -377,7 +378,11 @@ class CkptFs {
   Options options_;
   const uint64_t mount_id_;  // before committer_, which commits under it
   std::function<std::shared_ptr<const ClusterView>()> current_view_;
-  proto::ClientPool pool_;
+  proto::ClientPool pool_;  // the nodes
+  // The coordinators: follows the leader, and waits out a takeover
+  // (LeaderClient::Options::failover_wait) so a save in progress does not fail
+  // inside one.
+  proto::LeaderPool coordinator_;
   CkptChunks chunks_;
   Committer committer_;
   WriteBehind write_behind_;  // after committer_: its threads use it

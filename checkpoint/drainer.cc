@@ -12,7 +12,7 @@ namespace hoard {
 Drainer::Drainer(Options options, ReplicaStore* store)
     : options_(std::move(options)),
       store_(store),
-      coordinator_(std::make_unique<proto::RpcClient>(*options_.context, options_.coordinator)),
+      coordinator_(std::make_unique<proto::LeaderClient>(*options_.context, options_.coordinator)),
       origins_(static_cast<size_t>(std::max(1, options_.upload_streams))),
       upload_pool_({.max_threads = origins_.size(), .keep_idle = origins_.size()}) {}
 

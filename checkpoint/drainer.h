@@ -62,6 +62,7 @@
 #include "common/mutex.h"
 #include "common/task_pool.h"
 #include "origin/origin_gate.h"
+#include "proto/leader_client.h"
 #include "proto/rpc_client.h"
 
 namespace hoard {
@@ -74,7 +75,7 @@ class Drainer {
 
   struct Options {
     std::string node;         // this node's name (CkptWork.node; never asked for chunks)
-    std::string coordinator;  // coordinator endpoint
+    std::string coordinator;  // coordinator endpoint, or several separated by commas
     // The checkpoint origin (`hoard-node --ckpt-origin`). "": drain tasks
     // fail with that reason (eviction and rebuild still run).
     std::string origin_source;
@@ -157,7 +158,9 @@ class Drainer {
   Counters counters_;
   OriginGate gate_;  // pacing only (no connection limit)
   Mutex coordinator_mu_;  // the upload streams report through one client
-  std::unique_ptr<proto::RpcClient> coordinator_ GUARDED_BY(coordinator_mu_);
+  // Waits out a takeover (LeaderClient::Options::failover_wait): drain is
+  // background work, better late than failed.
+  std::unique_ptr<proto::LeaderClient> coordinator_ GUARDED_BY(coordinator_mu_);
   // One per upload stream, each used by one stream at a time.
   std::vector<std::unique_ptr<CkptOrigin>> origins_;
   std::chrono::steady_clock::time_point last_rebuild_ask_;  // RunOnce's thread only

@@ -72,9 +72,16 @@ int Context::Done(const nlohmann::json& doc, const std::string& text) {
 }
 
 Status Context::CheckEndpoint() const {
-  const std::string ep = CoordinatorEndpoint();
-  if (ep.rfind("tcp://", 0) == 0 || ep.rfind("ipc://", 0) == 0) return Status::Ok();
-  return Status::InvalidArgument("coordinator endpoint '" + ep + "': use tcp://HOST:PORT (or ipc://PATH)");
+  const std::string list = CoordinatorEndpoint();
+  std::vector<std::string> eps = proto::SplitEndpoints(list);
+  if (eps.empty()) eps.push_back(list);
+  for (const std::string& ep : eps) {
+    if (ep.rfind("tcp://", 0) != 0 && ep.rfind("ipc://", 0) != 0) {
+      return Status::InvalidArgument("coordinator endpoint '" + ep +
+                                     "': use tcp://HOST:PORT (or ipc://PATH), several separated by commas");
+    }
+  }
+  return Status::Ok();
 }
 
 int Context::Fail(const Status& status, bool reached) {

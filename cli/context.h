@@ -6,7 +6,9 @@
 // Coordinator discovery, first match wins:
 //   --coordinator ENDPOINT, $HOARD_COORDINATOR, the local cluster started by
 //   `hoard local up` (DIR/cluster.json, DIR = --dir or $HOARD_LOCAL_DIR or
-//   /tmp/hoard), then tcp://127.0.0.1:7100.
+//   /tmp/hoard), then tcp://127.0.0.1:7100. Each may be a comma-separated
+//   list of the coordinators of an HA cluster: calls go to whichever leads
+//   (proto/leader_client.h), waiting up to 15 s for a takeover.
 //
 // Keys (proto/curve.h), first match wins: --keys DIR, $HOARD_KEYS, the keys
 // of the local cluster when the coordinator came from its cluster.json, else
@@ -19,7 +21,7 @@
 // "hoard: REASON" on stderr (and {"error": ..., "code": ...} with --json,
 // with what the command saw so far beside them: FailWith) and the command
 // exits non-zero: 2 for bad usage or bad input (an InvalidArgument status), 3 when the coordinator could not be reached (the
-// last call got no answer at all; a coordinator that refuses our key looks
+// last call got no answer at all, or only standbys answered and none led; a coordinator that refuses our key looks
 // the same: a CURVE handshake it refuses gets no answer), 4 when it refused
 // the request because it needs the admin key (PermissionDenied), 1 for any
 // other failure, including an Unavailable status the coordinator answered with
@@ -38,6 +40,7 @@
 
 #include "common/result.h"
 #include "proto/curve.h"
+#include "proto/leader_client.h"
 #include "proto/rpc_client.h"
 
 namespace hoard::cli {
@@ -59,7 +62,7 @@ class Context {
   const GlobalOptions& options() const { return options_; }
   bool json() const { return options_.json; }
   std::string LocalDir() const;
-  // The coordinator endpoint, by the discovery order above.
+  // The coordinator endpoint (or list), by the discovery order above.
   std::string CoordinatorEndpoint() const;
   // The keys directory, by the order above; empty for none.
   std::string KeysDir() const;
@@ -70,7 +73,7 @@ class Context {
     if (!client_) {
       if (Status s = CheckEndpoint(); !s.ok()) return s;
       if (Status s = EnableKeys(); !s.ok()) return s;
-      client_ = std::make_unique<proto::RpcClient>(zmq_, CoordinatorEndpoint());
+      client_ = std::make_unique<proto::LeaderClient>(zmq_, CoordinatorEndpoint());
       // A coordinator that is not there should be reported in seconds; the
       // request timeout is for slow answers (a big walk, a busy server).
       client_->set_connect_timeout(std::chrono::milliseconds(std::min(options_.timeout_ms, 2000)));
@@ -82,7 +85,7 @@ class Context {
       t = std::min(t, std::max(left, kMinCappedCall));
     }
     auto r = client_->Call(req, t);
-    unreachable_ = !client_->last_call_answered();
+    unreachable_ = !client_->last_call_answered() || r.status().code() == Code::kNotLeader;
     timed_out_ = client_->last_call_timed_out();
     return r;
   }
@@ -119,7 +122,7 @@ class Context {
  private:
   // Loads the keys (KeysDir) onto zmq_, once.
   Status EnableKeys();
-  // InvalidArgument (exit 2) for an endpoint that is not tcp:// or ipc://.
+  // InvalidArgument (exit 2) for an endpoint (of the list) that is not tcp:// or ipc://.
   Status CheckEndpoint() const;
   // The local cluster's record (DIR/cluster.json), or null.
   nlohmann::json LocalRecord() const;
@@ -127,7 +130,7 @@ class Context {
   GlobalOptions options_;
   zmq::context_t zmq_;
   std::unique_ptr<proto::CurveSecurity> security_;  // before client_: outlives it
-  std::unique_ptr<proto::RpcClient> client_;
+  std::unique_ptr<proto::LeaderClient> client_;
   bool unreachable_ = false;  // the last call got no answer at all: exit status 3
   bool timed_out_ = false;
   std::optional<std::chrono::steady_clock::time_point> call_deadline_;  // see SetCallDeadline

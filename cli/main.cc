@@ -30,8 +30,8 @@ int main(int argc, char** argv) {
   app.fallthrough();
   hoard::cli::GlobalOptions global;
   app.add_option("--coordinator", global.coordinator,
-                 "Coordinator endpoint (default: $HOARD_COORDINATOR, else the local cluster, else "
-                 "tcp://127.0.0.1:7100)");
+                 "Coordinator endpoint, or the coordinators of an HA cluster separated by commas "
+                 "(default: $HOARD_COORDINATOR, else the local cluster, else tcp://127.0.0.1:7100)");
   app.add_option("--dir", global.local_dir, "Directory of the local cluster (default: $HOARD_LOCAL_DIR or /tmp/hoard)");
   app.add_flag("--json", global.json, "Print one JSON document on stdout");
   app.add_option("--keys", global.keys,
@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
       sub->footer(
           "Global options (before or after the command):\n"
           "  --json             print one JSON document on stdout (errors too)\n"
-          "  --coordinator EP   coordinator endpoint (default: $HOARD_COORDINATOR, the local cluster,\n"
-          "                     tcp://127.0.0.1:7100)\n"
+          "  --coordinator EP   coordinator endpoint, or several separated by commas (default:\n"
+          "                     $HOARD_COORDINATOR, the local cluster, tcp://127.0.0.1:7100)\n"
           "  --dir DIR          local cluster directory (default: $HOARD_LOCAL_DIR or /tmp/hoard)\n"
           "  --keys DIR         the cluster's keys (default: $HOARD_KEYS, the local cluster's)\n"
           "  --timeout-ms MS    per-request timeout\n" + (own.empty() ? std::string(kExitStatus) : own));

@@ -66,10 +66,13 @@ proto::Ping PollPing(proto::MountInfo mount) {
 ClusterWatcher::ClusterWatcher(Options options)
     : options_(std::move(options)),
       poll_ping_(PollPing(options_.mount)),
-      client_(*options_.context, options_.coordinator),
+      client_(*options_.context, options_.coordinator,
+              {.failover_wait = options_.timeout, .connect_timeout = std::min(options_.timeout, std::chrono::milliseconds(500))}),
       view_(std::make_shared<ClusterView>(proto::ClusterMap{}, std::map<std::string, std::shared_ptr<const DatasetView>>{},
                                           options_.self)),
-      request_client_(*options_.context, options_.coordinator) {
+      request_client_(*options_.context, options_.coordinator,
+                      {.failover_wait = kRequestFailoverWait, .backoff = std::chrono::milliseconds(50),
+                       .connect_timeout = std::min(options_.timeout, std::chrono::milliseconds(300))}) {
   // A coordinator that is down should cost a caller (a lookup in the mount)
   // a fraction of a second, not the whole timeout meant for big replies.
   client_.set_connect_timeout(std::min(options_.timeout, std::chrono::milliseconds(500)));

@@ -29,7 +29,7 @@
 #include "common/result.h"
 #include "common/single_flight.h"
 #include "proto/messages.h"
-#include "proto/rpc_client.h"
+#include "proto/leader_client.h"
 #include "striping/manifest.h"
 #include "striping/placement.h"
 
@@ -69,7 +69,7 @@ class ClusterView {
 class ClusterWatcher {
  public:
   struct Options {
-    std::string coordinator;  // endpoint
+    std::string coordinator;  // endpoint, or several separated by commas (proto/leader_client.h)
     std::string self;         // this node's name; empty for a mount
     // A mount names itself here (node: hoard-fuse --node-name, or empty for
     // this host's name; mountpoint), and Poll then sends that with this
@@ -135,15 +135,19 @@ class ClusterWatcher {
   Options options_;
   const proto::Ping poll_ping_;  // what Poll sends: the mount, as Options::mount names it
   Mutex sync_mu_;  // serialises Sync; held while talking to the coordinator
-  proto::RpcClient client_ GUARDED_BY(sync_mu_);
+  // Follows the leading coordinator; gives up looking after `timeout`.
+  proto::LeaderClient client_ GUARDED_BY(sync_mu_);
   mutable Mutex view_mu_ ACQUIRED_AFTER(sync_mu_);  // guards view_ only, never held across I/O
   std::shared_ptr<const ClusterView> view_ GUARDED_BY(view_mu_);
 
   SingleFlight<int, Status> refresh_flight_;
   // RefreshForRequest pings on its own socket, so a background poll stuck on
   // a hung coordinator (holding sync_mu_) cannot hold up a request path.
-  // Used only inside refresh_flight_, one caller at a time.
-  proto::RpcClient request_client_;
+  // Used only inside refresh_flight_, one caller at a time. It looks for a
+  // leader for kRequestFailoverWait at most: a takeover must not stall a
+  // lookup either (the background poll finds the new leader).
+  proto::LeaderClient request_client_;
+  static constexpr std::chrono::milliseconds kRequestFailoverWait{300};
   std::atomic<int64_t> refresh_failed_at_ns_{0};  // steady clock; 0 = last refresh worked
 };
 

@@ -21,12 +21,13 @@ std::string_view CodeName(Code code) {
     case Code::kIsDirectory: return "IsDirectory";
     case Code::kNotDirectory: return "NotDirectory";
     case Code::kPermissionDenied: return "PermissionDenied";
+    case Code::kNotLeader: return "NotLeader";
   }
   return "Unknown";
 }
 
 Code CodeFromWire(uint32_t value) {
-  if (value > static_cast<uint32_t>(Code::kPermissionDenied)) return Code::kInternal;
+  if (value > static_cast<uint32_t>(Code::kNotLeader)) return Code::kInternal;
   return static_cast<Code>(value);
 }
 
@@ -77,6 +78,7 @@ int ErrnoFromCode(Code code) {
     case Code::kNotDirectory: return ENOTDIR;
     case Code::kPermissionDenied: return EACCES;
     case Code::kUnavailable:
+    case Code::kNotLeader:  // as kUnavailable: no leader within the client's wait (status.h)
     case Code::kCorruption:
     case Code::kIoError:
     case Code::kStale:

@@ -35,6 +35,12 @@
 //   kPermissionDenied The caller's key may not make this request (it needs
 //                     the admin key: proto/access.h). Not retryable with the
 //                     same key.
+//   kNotLeader        The coordinator asked is a standby (issue 32: several
+//                     coordinators, one leads). The message is the leader's
+//                     endpoint, empty while none is elected; ask that one, or
+//                     retry shortly. proto::LeaderClient does both, so callers
+//                     above it see this code only when no leader was found in
+//                     time (LeaderClient::Options::failover_wait).
 //
 // errno and Code meet in one table, in both directions (CodeFromErrno,
 // ErrnoFromCode below): every errno a system call or libnfs gives becomes a
@@ -69,6 +75,7 @@ enum class Code : uint8_t {
   kIsDirectory = 11,
   kNotDirectory = 12,
   kPermissionDenied = 13,
+  kNotLeader = 14,
 };
 
 // Returns the code's name, e.g. "Unavailable"; "Unknown" for values that are
@@ -106,8 +113,11 @@ Code CodeFromErrno(int err);
 // (ToErrno, common/errno.h). 0 for kOk. Each code that CodeFromErrno gives for some
 // errno comes back as that errno (ENOENT, EINVAL, EEXIST, ENOSPC, ENOTEMPTY,
 // EISDIR, ENOTDIR, EIO), kPermissionDenied as EACCES; kUnavailable,
-// kCorruption, kStale and kInternal are EIO: the application cannot act on
-// the difference. kStale in particular is not ESTALE: the file changed at the
+// kNotLeader, kCorruption, kStale and kInternal are EIO: the application
+// cannot act on the difference. kNotLeader in particular is kUnavailable's
+// errno because that is what it means to the application: the client follows
+// the leader itself, so one that reaches the FUSE edge found no coordinator
+// leading within its wait, exactly as if the one coordinator were down. kStale in particular is not ESTALE: the file changed at the
 // origin under the dataset's pinned version, so the reader must simply fail,
 // and on ESTALE the kernel would look the path up again (retry_estale) only to
 // reach the same pinned version.
@@ -133,6 +143,8 @@ class [[nodiscard]] Status {
   static Status IsDirectory(std::string msg) { return {Code::kIsDirectory, std::move(msg)}; }
   static Status NotDirectory(std::string msg) { return {Code::kNotDirectory, std::move(msg)}; }
   static Status PermissionDenied(std::string msg) { return {Code::kPermissionDenied, std::move(msg)}; }
+  // `leader`: the leader's endpoint, "" while none is elected.
+  static Status NotLeader(std::string leader) { return {Code::kNotLeader, std::move(leader)}; }
   // An error from a failed system call or libnfs call: "CONTEXT:
   // strerror(err)", coded by CodeFromErrno.
   static Status FromErrno(int err, std::string_view context);

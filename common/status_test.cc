@@ -83,9 +83,9 @@ TEST(StatusTest, ErrnoForEveryCode) {
       {Code::kAlreadyExists, EEXIST}, {Code::kUnavailable, EIO}, {Code::kNoSpace, ENOSPC},
       {Code::kCorruption, EIO}, {Code::kIoError, EIO},           {Code::kStale, EIO},
       {Code::kInternal, EIO},  {Code::kNotEmpty, ENOTEMPTY},     {Code::kIsDirectory, EISDIR},
-      {Code::kNotDirectory, ENOTDIR}, {Code::kPermissionDenied, EACCES},
+      {Code::kNotDirectory, ENOTDIR}, {Code::kPermissionDenied, EACCES}, {Code::kNotLeader, EIO},
   };
-  ASSERT_EQ(std::size(kRows), static_cast<size_t>(Code::kPermissionDenied) + 1) << "a code without a row";
+  ASSERT_EQ(std::size(kRows), static_cast<size_t>(Code::kNotLeader) + 1) << "a code without a row";
   for (const auto& [code, err] : kRows) EXPECT_EQ(ErrnoFromCode(code), err) << CodeName(code);
   EXPECT_EQ(ErrnoFromCode(static_cast<Code>(77)), EIO);
 }
@@ -117,6 +117,10 @@ TEST(StatusTest, ErrnoRoundTrips) {
 TEST(StatusTest, WireCodesOutOfRangeBecomeInternal) {
   EXPECT_EQ(CodeFromWire(4), Code::kUnavailable);
   EXPECT_EQ(CodeFromWire(200), Code::kInternal);
+  // The newest code crosses the wire (a standby's answer) and has its name.
+  EXPECT_EQ(CodeFromWire(14), Code::kNotLeader);
+  EXPECT_EQ(CodeFromWire(15), Code::kInternal);
+  EXPECT_EQ(CodeName(Code::kNotLeader), "NotLeader");
   EXPECT_EQ(CodeName(static_cast<Code>(77)), "Unknown");
 }
 

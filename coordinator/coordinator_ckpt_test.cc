@@ -1,12 +1,16 @@
 // The coordinator's checkpoint wiring: node liveness reaches drain
 // scheduling, the map and status carry the checkpoint fields, and the
 // namespace is served over RPC.
+#include <atomic>
+#include <optional>
+
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
 
 #include "common/testing.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/service.h"
+#include "proto/leader_client.h"
 #include "proto/rpc_client.h"
 
 namespace hoard {
@@ -134,6 +138,50 @@ TEST_F(CoordinatorCkptTest, NamespaceIsServedOverRpc) {
   ASSERT_TRUE(flush.ok());
   EXPECT_EQ(flush->status.files, 1u);
   service.Stop();
+}
+
+// A standby (Options::standby names a leader) answers every request
+// kNotLeader with the leader's endpoint and changes nothing, Ping included;
+// a LeaderClient given only the standby reaches the leader through it; and a
+// standby that takes over serves.
+TEST_F(CoordinatorCkptTest, AStandbyAnswersNotLeaderAndClientsFollowTheLeader) {
+  zmq::context_t context;
+  CoordinatorService leader(coord_.get(), {.endpoint = "tcp://127.0.0.1:*",
+                                           .logger = spdlog::null_logger_mt("svc-lead-" + std::to_string(++n_)),
+                                           .context = &context});
+  ASSERT_TRUE(leader.Start().ok());
+  std::atomic<bool> took_over{false};
+  CoordinatorService standby(
+      coord_.get(), {.endpoint = "tcp://127.0.0.1:*",
+                     .logger = spdlog::null_logger_mt("svc-standby-" + std::to_string(++n_)),
+                     .context = &context,
+                     .standby = [&]() -> std::optional<std::string> {
+                       if (took_over.load()) return std::nullopt;
+                       return leader.endpoint();
+                     }});
+  ASSERT_TRUE(standby.Start().ok());
+  proto::RpcClient direct(context, standby.endpoint());
+  auto create = direct.Call(proto::CkptCreate{.path = "job", .is_dir = true}, 5s);
+  EXPECT_EQ(create.status().code(), Code::kNotLeader);
+  EXPECT_EQ(create.status().message(), leader.endpoint());
+  EXPECT_EQ(coord_->checkpoints().Lookup("job").status().code(), Code::kNotFound) << "a standby changes nothing";
+  auto ping = direct.Call(proto::Ping{.mount = {.node = "node1", .mountpoint = "/mnt/hoard"}}, 5s);
+  EXPECT_EQ(ping.status().code(), Code::kNotLeader);
+  auto status = coord_->GetStatus("");
+  ASSERT_TRUE(status.ok());
+  EXPECT_TRUE(status->mounts.empty()) << "a standby records no mount";
+
+  proto::LeaderClient client(context, standby.endpoint());
+  auto followed = client.Call(proto::CkptCreate{.path = "job", .is_dir = true}, 5s);
+  ASSERT_TRUE(followed.ok()) << followed.status().ToString();
+  EXPECT_EQ(client.endpoint(), leader.endpoint());
+  EXPECT_TRUE(coord_->checkpoints().Lookup("job").ok());
+
+  took_over.store(true);
+  auto lookup = direct.Call(proto::CkptLookup{.path = "job"}, 5s);
+  EXPECT_TRUE(lookup.ok()) << lookup.status().ToString();
+  standby.Stop();
+  leader.Stop();
 }
 
 }  // namespace

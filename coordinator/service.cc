@@ -23,6 +23,12 @@ CoordinatorService::CoordinatorService(Coordinator* coordinator, Options options
                .logger = options_.logger,
                .context = options_.context}) {
   RegisterHandlers();
+  if (options_.standby) {
+    server_.SetGate([standby = options_.standby](uint16_t) -> Status {
+      std::optional<std::string> leader = standby();
+      return leader ? Status::NotLeader(std::move(*leader)) : Status::Ok();
+    });
+  }
 }
 
 CoordinatorService::~CoordinatorService() { Stop(); }
@@ -119,6 +125,7 @@ Status CoordinatorService::Start() {
         if (!options_.clock->WaitUntil(&cv_, &mu_, deadline)) break;
       }
       if (stopping_) return;
+      if (IsStandby()) continue;  // the leader marks nodes down, not us
       lock.Unlock();
       coordinator_->CheckLiveness();
       lock.Lock();

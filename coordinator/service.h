@@ -4,12 +4,24 @@
 // handler per request type on an RpcServer (each forwards to a Coordinator
 // method) and runs the liveness check every `liveness_interval`.
 //
+// Standby (issue 32: several coordinators, one leads): while
+// Options::standby names a leader, or says none is elected, this service
+// answers every request kNotLeader with that leader's endpoint (empty: none
+// yet) and runs no liveness check, so a standby changes nothing, not even
+// in memory (a mount's Ping is not recorded either). No request is answered
+// by a standby itself, not even Ping: a kNotLeader reply already says the
+// standby is up and who leads, and a Pong with the standby's epoch would
+// make a mount poll the wrong map. proto::LeaderClient follows the answer.
+//
 // Thread-safety: Start/Stop from one thread; handlers run on RpcServer workers.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "common/clock.h"
@@ -30,6 +42,11 @@ class CoordinatorService {
     std::shared_ptr<spdlog::logger> logger;
     zmq::context_t* context = nullptr;
     Clock* clock = Clock::Real();  // paces the liveness checks
+    // Null, or returning nullopt: this coordinator leads and serves. A value:
+    // it is a standby, and the value is the leader's endpoint ("" while none
+    // is elected). Asked once per request and per liveness round, from any
+    // thread: thread-safe and quick (read an atomic state, not etcd).
+    std::function<std::optional<std::string>()> standby;
   };
 
   CoordinatorService(Coordinator* coordinator, Options options);
@@ -42,6 +59,7 @@ class CoordinatorService {
  private:
   void RegisterHandlers();
   void RegisterCheckpointHandlers();
+  bool IsStandby() const { return options_.standby && options_.standby().has_value(); }
 
   Coordinator* coordinator_;
   Options options_;

@@ -41,7 +41,9 @@ int main(int argc, char** argv) {
   bool allow_other = false, debug = false;
   int threads = 16;
   app.add_option("mountpoint", mountpoint, "Where to mount")->required();
-  app.add_option("--coordinator", o.coordinator, "Coordinator endpoint")->capture_default_str();
+  app.add_option("--coordinator", o.coordinator,
+                 "Coordinator endpoint, or the coordinators of an HA cluster separated by commas (calls follow the "
+                 "leader)")->capture_default_str();
   app.add_option("--node-store", o.local_store,
                  "This node's chunk store (STORE_DIR/store of its hoard-node), for reading local chunks directly");
   app.add_option("--cache-dir", o.cache_dir, "Where the mount keeps manifests and the last cluster map")->required();

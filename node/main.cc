@@ -28,7 +28,9 @@ int main(int argc, char** argv) {
                  "Port of the data channel (chunks sealed with AES-GCM beside CURVE) on --listen's address: "
                  "0 any free port, -1 none (chunks then go over CURVE)")
       ->capture_default_str();
-  app.add_option("--coordinator", o.coordinator, "Coordinator endpoint")->capture_default_str();
+  app.add_option("--coordinator", o.coordinator,
+                 "Coordinator endpoint, or the coordinators of an HA cluster separated by commas (calls follow the "
+                 "leader)")->capture_default_str();
   app.add_option("--store", o.store_dir, "Chunk store directory (the node's cache disk)")->required();
   hoard::AddBytesOption(app, "--capacity", &o.capacity_bytes, "Cache size limit, e.g. 500G; 0 = the size of the store's disk (no limit but the disk)");
   app.add_option("--fetch-threads", o.fetch_threads, "Warm-up workers (chunks fetched at once)")

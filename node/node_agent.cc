@@ -155,7 +155,11 @@ Status NodeAgent::Init() {
   });
   HOARD_RETURN_IF_ERROR(server_->Start());
   capacity_ = Capacity();
-  coordinator_ = std::make_unique<proto::RpcClient>(*options_.context, options_.coordinator);
+  // The control loop heartbeats again at its next tick: looking for a new
+  // leader longer than one request's timeout would only delay its other work.
+  coordinator_ = std::make_unique<proto::LeaderClient>(*options_.context, options_.coordinator,
+                                                       proto::LeaderClient::Options{
+                                                           .failover_wait = options_.coordinator_timeout});
 
   // Serve with the last map we saw until the coordinator answers.
   if (Status s = watcher_->LoadCached(); !s.ok() && s.code() != Code::kNotFound) {
@@ -230,7 +234,7 @@ Status NodeAgent::RegisterSelf() {
   if (!r.ok()) return r.status().Annotate("register with " + options_.coordinator);
   registered_ = true;
   last_report_chunks_ = UINT64_MAX;  // the coordinator needs everything again
-  options_.logger->info("registered with the coordinator at {} (epoch {})", options_.coordinator, r->epoch);
+  options_.logger->info("registered with the coordinator at {} (epoch {})", coordinator_->endpoint(), r->epoch);
   return watcher_->Sync(r->epoch);
 }
 
@@ -267,6 +271,12 @@ Status NodeAgent::Tick() {
   if (!r.ok()) {
     last_report_chunks_ = UINT64_MAX;  // resend once it answers
     return r.status().Annotate("heartbeat");
+  }
+  if (coordinator_->endpoint() != followed_) {
+    // A takeover among several coordinators (or the first answer): say whom
+    // this node now reports to.
+    if (!followed_.empty()) options_.logger->info("now following the coordinator at {}", coordinator_->endpoint());
+    followed_ = coordinator_->endpoint();
   }
   if (!r->registered) {
     options_.logger->warn("the coordinator does not know this node; registering again");

@@ -60,6 +60,7 @@
 #include "prefetch/chunk_filler.h"
 #include "origin/origin_gate.h"
 #include "prefetch/warmer.h"
+#include "proto/leader_client.h"
 #include "proto/rpc_client.h"
 #include "proto/rpc_server.h"
 
@@ -75,7 +76,7 @@ class NodeAgent {
     // beside CURVE) on --listen's address: 0 any free port, -1 none. Only
     // with CURVE keys. Peers dial it on the host of the endpoint they dialed.
     int data_port = 0;
-    std::string coordinator;  // coordinator endpoint
+    std::string coordinator;  // coordinator endpoint, or several separated by commas (HA)
     std::string store_dir;    // the chunk store (stands for the NVMe disk)
     uint64_t capacity_bytes = 0;  // 0 = unlimited (up to the disk's size)
     int fetch_threads = 16;   // warm-up workers
@@ -191,7 +192,8 @@ class NodeAgent {
   // DiskBusy's last sample (the scrubber's thread only).
   uint64_t disk_read_at_ = 0, scrubbed_at_ = 0;
   std::unique_ptr<proto::RpcServer> server_;
-  std::unique_ptr<proto::RpcClient> coordinator_;  // used by the control thread only
+  std::unique_ptr<proto::LeaderClient> coordinator_;  // used by the control thread only
+  std::string followed_;  // the coordinator that answered the last heartbeat (control thread only)
 
   std::thread control_;
   Mutex mu_;

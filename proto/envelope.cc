@@ -61,6 +61,17 @@ bool IsKnownType(uint16_t t) {
   return false;
 }
 
+bool IsIdempotent(uint16_t t) {
+  switch (static_cast<MsgType>(t)) {
+#define HOARD_IDEMPOTENT_CASE(name) case MsgType::k##name:
+    HOARD_IDEMPOTENT_REQUESTS(HOARD_IDEMPOTENT_CASE)
+#undef HOARD_IDEMPOTENT_CASE
+    return true;
+    default:
+      return false;
+  }
+}
+
 const char* TypeName(MsgType t) {
   switch (t) {
 #define HOARD_MSG_NAME(name, ...) \

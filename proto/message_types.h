@@ -6,7 +6,8 @@
 // ReplyType (proto/messages.h), IsKnownType and TypeName (proto/envelope.cc),
 // RequiresAdmin (proto/access.h), UsesDataChannel (proto/data_channel.h), the
 // body decoder switch of fuzz/message_fuzz.cc and the message seeds of
-// fuzz/make_seeds.cc.
+// fuzz/make_seeds.cc. Beside it, HOARD_IDEMPOTENT_REQUESTS (below) lists the
+// requests a client may send twice (IsIdempotent).
 //
 // To add a message type: write its struct (messages.h or ckpt_messages.h; a
 // request names its kType and Reply) and add its row below. That is all; a
@@ -122,3 +123,44 @@ enum class MsgChannel : uint8_t { kCurve, kData };
   X(CkptLock,            86,     CkptLock,            kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
   X(CkptLockReply,       87,     CkptLockReply,       kReply,   kMember, kCurve, kMaxHeaderBytes,   0)
 // clang-format on
+
+// The requests a client may send again when it cannot know whether the first
+// one was applied (it went out and no reply came: the server died, or the
+// reply was lost), which is what proto::LeaderClient does across a takeover of
+// the coordinator. Sending one twice leaves the state as sending it once, and
+// its reply means the same either way. Not listed means not idempotent: a
+// new request type is never retried until someone adds it here (and to
+// message_types_test.cc, which pins this set). Why each is here:
+//   reads:     Ping (it also records the mount, a set), GetClusterMap,
+//              GetManifest, ClusterStatus, DatasetList, CkptLookup (its
+//              atime touch sets "now" again), CkptList, CkptStatus, and the
+//              node's GetChunk, NodeStatus, GetCkptChunk;
+//   heartbeats, whose body is the whole state, replacing the last:
+//              RegisterNode (a re-registration is what a restarted node
+//              sends anyway), Heartbeat, CkptSession;
+//   set a flag to a value: Warm (warm = true), NodeDrain (draining = the
+//              request's value: Coordinator::SetDraining says idempotent).
+// Not idempotent, on purpose: DatasetAdd and NodeRemove (a second gets
+// AlreadyExists/NotFound for what succeeded), DatasetRefresh (a second
+// answers "unchanged" and loses the diff), DatasetRemove, CkptCreate,
+// CkptRename, CkptRemove, CkptCommit and CkptSetAttr (namespace changes:
+// issue 32 makes them idempotent by request id, not by retry), CkptFlush,
+// CkptWork (leases drain work and adds up rebuilt/dropped counts),
+// CkptDrained (queues a publish), CkptLock (a retried take or release can
+// cross another owner's), PutCkptChunk, Scrub, OpenDataChannel (RpcClient's
+// own) and every reply type.
+// clang-format off
+#define HOARD_IDEMPOTENT_REQUESTS(X)                                                                  \
+  X(Ping) X(GetClusterMap) X(GetManifest) X(ClusterStatus) X(DatasetList) X(CkptLookup) X(CkptList) \
+  X(CkptStatus) X(GetChunk) X(NodeStatus) X(GetCkptChunk)                                            \
+  X(RegisterNode) X(Heartbeat) X(CkptSession)                                                        \
+  X(Warm) X(NodeDrain)
+// clang-format on
+
+namespace hoard::proto {
+
+// True for the request types HOARD_IDEMPOTENT_REQUESTS lists (by wire number:
+// a client asks about the type it sent). Defined in proto/envelope.cc.
+bool IsIdempotent(uint16_t type);
+
+}  // namespace hoard::proto

@@ -120,6 +120,27 @@ TEST(MessageTypesTest, OnlyChunkRequestsUseTheDataChannel) {
   EXPECT_FALSE(UsesDataChannel(static_cast<MsgType>(999)));
 }
 
+// Which requests a client may send twice (proto::LeaderClient after a lost
+// reply): listed again here, as a change decides whether a takeover can
+// apply a request twice. Only requests; never a reply or an unknown type.
+TEST(MessageTypesTest, OnlyReadsHeartbeatsAndSettingsAreIdempotent) {
+  const std::set<MsgType> idempotent = {
+      MsgType::kPing,       MsgType::kGetClusterMap, MsgType::kGetManifest,  MsgType::kClusterStatus,
+      MsgType::kDatasetList, MsgType::kCkptLookup,   MsgType::kCkptList,     MsgType::kCkptStatus,
+      MsgType::kGetChunk,   MsgType::kNodeStatus,    MsgType::kGetCkptChunk, MsgType::kRegisterNode,
+      MsgType::kHeartbeat,  MsgType::kCkptSession,   MsgType::kWarm,         MsgType::kNodeDrain};
+  EXPECT_EQ(TypesWhere([](const Row& r) { return IsIdempotent(static_cast<uint16_t>(r.type)); }), idempotent);
+  for (const Row& r : kRows) {
+    if (r.kind == MsgKind::kReply) {
+      EXPECT_FALSE(IsIdempotent(static_cast<uint16_t>(r.type))) << r.name;
+    }
+  }
+  for (MsgType t : {MsgType::kCkptCommit, MsgType::kDatasetAdd, MsgType::kCkptCreate, MsgType::kCkptLock}) {
+    EXPECT_FALSE(IsIdempotent(static_cast<uint16_t>(t))) << TypeName(t);
+  }
+  EXPECT_FALSE(IsIdempotent(999));
+}
+
 TEST(MessageTypesTest, LimitsAreTheRowsAndOnlyDataPathTypesDiffer) {
   for (const Row& r : kRows) {
     SCOPED_TRACE(std::string(r.name));

@@ -93,6 +93,11 @@ class RpcClient {
   // reply came before its timeout: the server is there but slow (or stuck),
   // unlike a peer that never connected or dropped the connection.
   bool last_call_timed_out() const { return timed_out_; }
+  // Whether the last call's request went out on a connection. False: the
+  // peer certainly did not get it (no connection came up, or the send
+  // failed), so sending it again elsewhere cannot apply it twice
+  // (proto/leader_client.h).
+  bool last_call_sent() const { return sent_; }
 
   // Caps how long a call waits for a connection to the peer (the rest of its
   // timeout is for the reply). A dead peer then costs this much, not the whole

@@ -383,6 +383,10 @@ void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
     }
     if (it == handlers_.end()) {
       status = Status::InvalidArgument(std::string(TypeName(env->type)) + " is not served by " + options_.name);
+    } else if (Status gated = gate_ ? gate_(static_cast<uint16_t>(env->type)) : Status::Ok(); !gated.ok()) {
+      // An answer, like a handler's error (a standby naming the leader).
+      *header = EncodeError(id, gated);
+      return;
     } else {
       bool malformed = false;
       status = it->second(*env, header, payload, &malformed);

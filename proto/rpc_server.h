@@ -23,6 +23,12 @@
 // server, and a request proto/access.h reserves for the admin key gets
 // kPermissionDenied unless its connection authenticated with that key.
 //
+// Gate: an optional hook (SetGate) that sees every request's type after the
+// admin check and before its handler; a non-OK Status it returns is the reply
+// and the handler never runs. A standby coordinator answers everything
+// kNotLeader this way without touching its state (coordinator/service.h).
+// OpenDataChannel, which the server answers itself, is not gated.
+//
 // Data channel: with Options::data_endpoint on a context with keys, the server
 // also binds a data socket for sealed chunk traffic (proto/data_channel.h) and
 // answers OpenDataChannel; the handlers cannot tell which socket a request
@@ -110,6 +116,12 @@ class RpcServer {
     };
   }
 
+  // Sets the gate (see the top of this file); before Start. Called on worker
+  // threads, concurrently: it must be thread-safe, and quick (it runs for
+  // every request).
+  using Gate = std::function<Status(uint16_t type)>;
+  void SetGate(Gate gate) { gate_ = std::move(gate); }
+
   // Binds and starts the threads.
   Status Start();
   // Stops accepting, finishes nothing further, joins the threads. Idempotent.
@@ -169,6 +181,7 @@ class RpcServer {
 
   Options options_;
   std::unordered_map<uint16_t, RawHandler> handlers_;  // fixed after Start
+  Gate gate_;                                          // fixed after Start; null: none
   std::string bound_endpoint_;
   std::string reply_endpoint_;  // inproc, workers -> I/O thread
   bool secure_ = false;         // CURVE keys on the context; fixed after Start

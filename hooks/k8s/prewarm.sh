@@ -6,7 +6,7 @@
 #
 # Environment:
 #   HOARD_DATASET          the dataset (required)
-#   HOARD_COORDINATOR      tcp://HOST:PORT (required: a container has no local cluster to find)
+#   HOARD_COORDINATOR      tcp://HOST:PORT, or several separated by commas (required: a container has no local cluster to find)
 #   HOARD_KEYS             the cluster's keys: cluster.key and admin.pub (warming is a member's request);
 #                          admin.key and cluster.pub instead if HOARD_SOURCE may add the dataset
 #   HOARD_SOURCE           optional: add the dataset from this source if it does not exist

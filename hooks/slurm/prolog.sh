@@ -29,7 +29,7 @@
 #
 # Settings, from the environment or /etc/default/hoard-hooks (sourced if it
 # exists; HOARD_HOOKS_ENV names another file):
-#   HOARD_COORDINATOR     the coordinator, tcp://HOST:PORT (read by hoard)
+#   HOARD_COORDINATOR     the coordinator, tcp://HOST:PORT, or several separated by commas (read by hoard)
 #   HOARD_KEYS            the cluster's keys directory, with cluster.key and admin.pub (read by hoard)
 #   HOARD                 the hoard binary (default: hoard on the PATH below)
 #   HOARD_PROLOG_TIMEOUT  seconds to wait at most (default 300)

@@ -501,6 +501,13 @@ class LocalClusterTest(unittest.TestCase):
             self.assertIn("is the cluster up", r.stderr)
         r = harness.hoard("--coordinator", dead, "dataset", "ls", check=False, timeout=60)
         self.assertEqual(r.returncode, 3, r.stderr)
+        # A list of coordinators (HA, proto/leader_client.h): a dead one first
+        # is skipped; a bad endpoint anywhere in it is bad input.
+        listed = f"{dead},{c.info['coordinator']}"
+        r = harness.hoard("--coordinator", listed, "--keys", c.info["keys"], "dataset", "ls", check=False, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r = harness.hoard("--coordinator", f"{c.info['coordinator']},ftp://host", "status", check=False, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
         # Bad input is 2 even when the coordinator is not there to see it.
         r = harness.hoard("--coordinator", dead, "dataset", "add", "x", "ftp://host/data", check=False, timeout=60)
         self.assertEqual(r.returncode, 2, r.stderr)
