@@ -26,6 +26,7 @@ std::string Absolute(const std::string& path) {
 
 struct UpArgs {
   int nodes = 3;
+  int coordinators = 1;
   std::string capacity = "0";
   bool no_mount = false;
   int down_after_ms = 5000;
@@ -40,6 +41,7 @@ int RunUp(Context& ctx, const UpArgs& a) {
   const std::string dir = Absolute(ctx.LocalDir());
   Result<nlohmann::json> r = LocalUp({.dir = dir,
                                       .nodes = a.nodes,
+                                      .coordinators = a.coordinators,
                                       .capacity_bytes = *cap,
                                       .mount = !a.no_mount,
                                       .down_after_ms = a.down_after_ms,
@@ -68,8 +70,20 @@ int RunUp(Context& ctx, const UpArgs& a) {
   } else {
     t << "hoard local cluster up in " << dir << "\n";
   }
-  t << "  coordinator  " << j["coordinator"].get<std::string>() << "  (log " << j["coordinator_log"].get<std::string>()
-    << ")\n";
+  if (j.contains("coordinators") && j["coordinators"].is_array()) {
+    // High availability: the coordinators and etcd's members, one a line.
+    for (const auto& c : j["coordinators"]) {
+      t << "  " << c["name"].get<std::string>() << " " << c["endpoint"].get<std::string>() << "  (log "
+        << c["log"].get<std::string>() << ")\n";
+    }
+    for (const auto& m : j.value("etcd", nlohmann::json::array())) {
+      t << "  " << m["name"].get<std::string>() << "        " << m["endpoint"].get<std::string>() << "  (log "
+        << m["log"].get<std::string>() << ")\n";
+    }
+  } else {
+    t << "  coordinator  " << j["coordinator"].get<std::string>() << "  (log "
+      << j["coordinator_log"].get<std::string>() << ")\n";
+  }
   for (const auto& n : j["nodes"]) {
     if (n.value("removed", false)) {
       t << "  " << n["name"].get<std::string>() << "        removed (hoard node remove): not started\n";
@@ -170,6 +184,11 @@ void AddLocalCommands(CLI::App& app, Action* action) {
       "Start a coordinator, N node agents and a mount under --dir (default /tmp/hoard), on loopback; on a cluster "
       "there of which some daemons died, restart only those (removed nodes stay out)");
   up->add_option("--nodes", up_args->nodes, "Number of node agents")->capture_default_str();
+  up->add_option("--coordinators", up_args->coordinators,
+                 "Coordinators; more than 1: that many in high availability, with as many etcd members (the "
+                 "leader elected and the state kept in etcd)")
+      ->check(CLI::Range(1, 7))
+      ->capture_default_str();
   up->add_option("--capacity", up_args->capacity, "Cache size per node, e.g. 10G; 0 = the size of the store's disk (no limit but the disk)")
       ->capture_default_str();
   up->add_flag("--no-mount", up_args->no_mount, "Do not start the FUSE mount");
@@ -181,7 +200,8 @@ void AddLocalCommands(CLI::App& app, Action* action) {
   up->callback([action, up_args, up] {
     // Which options were given: a resume refuses those that differ from the
     // record, and ignores the defaults.
-    for (const char* flag : {"--nodes", "--capacity", "--no-mount", "--down-after-ms", "--log-level", "--insecure"}) {
+    for (const char* flag :
+         {"--nodes", "--coordinators", "--capacity", "--no-mount", "--down-after-ms", "--log-level", "--insecure"}) {
       if (up->count(flag) > 0) up_args->given.insert(flag);
     }
     *action = [up_args](Context& ctx) { return RunUp(ctx, *up_args); };

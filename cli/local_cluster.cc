@@ -31,6 +31,8 @@
 #include "cli/process.h"
 #include "common/file_util.h"
 #include "proto/curve.h"
+#include "consensus/etcd_kv.h"
+#include "proto/leader_client.h"
 #include "proto/rpc_client.h"
 
 namespace hoard::cli {
@@ -42,6 +44,13 @@ using namespace std::chrono_literals;
 
 constexpr const char* kClusterFile = "cluster.json";
 constexpr const char* kLockFile = "local.lock";
+
+// The etcd a cluster with several coordinators runs: $HOARD_ETCD, else
+// Debian's (scripts/deps installs etcd-server).
+std::string EtcdBinary() {
+  const char* given = std::getenv("HOARD_ETCD");
+  return given != nullptr && *given != '\0' ? given : "/usr/bin/etcd";
+}
 
 Result<int> AnyFreePort() {
   UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -152,10 +161,11 @@ std::vector<std::string> ArgvAt(const json& j, const char* key) {
 }
 
 // The processes a record names, in stop order: the mount, the nodes, the
-// coordinator.
+// coordinator (or coordinators), etcd's members.
 struct Recorded {
-  std::vector<Proc> mount, nodes, coordinator;
+  std::vector<Proc> mount, nodes, coordinator, etcd;
   std::string mount_path;
+  bool ha = false;  // several coordinators on etcd (--coordinators N)
 };
 
 Recorded ParseRecord(const json& doc) {
@@ -174,6 +184,15 @@ Recorded ParseRecord(const json& doc) {
   if (PidAt(doc, "coordinator_pid") > 0) {
     r.coordinator.push_back({"coordinator", "hoard-coordinator", StringAt(doc, "coordinator_log"),
                              PidAt(doc, "coordinator_pid"), U64At(doc, "coordinator_start_time")});
+  }
+  for (const auto& [key, binary, into] : {std::tuple{"coordinators", "hoard-coordinator", &r.coordinator},
+                                          std::tuple{"etcd", "etcd", &r.etcd}}) {
+    auto list = doc.find(key);
+    if (list == doc.end() || !list->is_array()) continue;
+    r.ha = true;
+    for (const json& c : *list) {
+      into->push_back({StringAt(c, "name"), binary, StringAt(c, "log"), PidAt(c, "pid"), U64At(c, "start_time")});
+    }
   }
   return r;
 }
@@ -213,6 +232,7 @@ StopReport StopRecorded(const Recorded& r) {
   StopGroup(r.mount, &report);
   StopGroup(r.nodes, &report);
   StopGroup(r.coordinator, &report);
+  StopGroup(r.etcd, &report);
   return report;
 }
 
@@ -327,6 +347,7 @@ Result<std::unique_ptr<proto::CurveSecurity>> ConnectAsMember(zmq::context_t& zm
 // The options a cluster was started with, as its record keeps them.
 json OptionsJson(const LocalUpOptions& o) {
   return {{"nodes", o.nodes},
+          {"coordinators", o.coordinators},
           {"capacity_bytes", o.capacity_bytes},
           {"mount", o.mount},
           {"down_after_ms", o.down_after_ms},
@@ -345,12 +366,12 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
   // Starts one daemon; `record` adds it to `doc`, which is saved before the
   // daemon may run.
   // Each daemon's argv is recorded with it: a resume restarts it as it was.
-  auto start = [&](Proc p, std::vector<std::string> argv,
-                   const std::function<void(const Proc&, const json&)>& record) -> Result<Proc> {
+  auto start = [&](Proc p, std::vector<std::string> argv, const std::function<void(const Proc&, const json&)>& record,
+                   bool own_log = true) -> Result<Proc> {
     if (int sig = signals.Received()) return Interrupted(sig);
     // The daemon writes and rotates its log itself: a cluster left up for
-    // weeks never fills the disk with it.
-    argv.insert(argv.end(), {"--log-file", p.log});
+    // weeks never fills the disk with it. (etcd is told its log in argv.)
+    if (own_log) argv.insert(argv.end(), {"--log-file", p.log});
     Result<pid_t> pid = Spawn(argv, StderrPath(p.log), [&](pid_t child, uint64_t start_time) {
       p.pid = child;
       p.start_time = start_time;
@@ -385,28 +406,116 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
     HOARD_ASSIGN_OR_RETURN(int port, FreePort(&taken));
     return "127.0.0.1:" + std::to_string(port);
   };
-  HOARD_ASSIGN_OR_RETURN(int cport, FreePort(&taken));
-  const std::string coordinator = "tcp://127.0.0.1:" + std::to_string(cport);
+  // The coordinators: one, with its state in DIR/coordinator (the default),
+  // or (--coordinators N) N of them in high availability with N etcd members,
+  // the state in etcd (coordinator/ha_coordinator.h).
+  std::vector<Proc> coordinators;
+  std::string coordinator;  // what every client dials: one endpoint, or the list
+  // The checkpoint origin the nodes drain to and the mount reads drained
+  // checkpoints back from: the coordinator's default (DATA/ckpt-origin), or
+  // one directory every coordinator of an HA cluster shares.
+  std::string ckpt_origin = JoinPath(dir, "coordinator/ckpt-origin");
+  if (o.coordinators <= 1) {
+    HOARD_ASSIGN_OR_RETURN(int cport, FreePort(&taken));
+    coordinator = "tcp://127.0.0.1:" + std::to_string(cport);
+    HOARD_ASSIGN_OR_RETURN(const std::string coordinator_metrics, metrics_addr());
+    doc["coordinator_metrics"] = coordinator_metrics;
+    HOARD_ASSIGN_OR_RETURN(
+        Proc c, start({"coordinator", "hoard-coordinator", JoinPath(dir, "logs/coordinator.log")},
+                      with_keys({bin("hoard-coordinator"), "--listen", coordinator, "--data-dir",
+                                 JoinPath(dir, "coordinator"), "--down-after-ms", std::to_string(o.down_after_ms),
+                                 "--metrics-addr", coordinator_metrics, "--log-level", o.log_level}),
+                      [&](const Proc& p, const json& argv) {
+                        doc["coordinator_pid"] = p.pid;
+                        doc["coordinator_start_time"] = p.start_time;
+                        doc["coordinator_log"] = p.log;
+                        doc["coordinator_argv"] = argv;
+                      }));
+    coordinators.push_back(c);
+  } else {
+    ckpt_origin = JoinPath(dir, "ckpt-origin");
+    const std::string shared = JoinPath(dir, "shared");
+    HOARD_RETURN_IF_ERROR(MakeDirs(ckpt_origin));
+    HOARD_RETURN_IF_ERROR(MakeDirs(shared));
+    // etcd: N members on loopback, one cluster.
+    std::vector<std::string> client_urls, peer_urls;
+    std::string initial_cluster;
+    for (int i = 1; i <= o.coordinators; ++i) {
+      HOARD_ASSIGN_OR_RETURN(int client_port, FreePort(&taken));
+      HOARD_ASSIGN_OR_RETURN(int peer_port, FreePort(&taken));
+      client_urls.push_back("http://127.0.0.1:" + std::to_string(client_port));
+      peer_urls.push_back("http://127.0.0.1:" + std::to_string(peer_port));
+      initial_cluster += (i > 1 ? "," : "") + ("etcd" + std::to_string(i)) + "=" + peer_urls.back();
+    }
+    std::string etcd_list;
+    for (const std::string& u : client_urls) etcd_list += (etcd_list.empty() ? "" : ",") + u;
+    doc["etcd"] = json::array();
+    std::vector<Proc> members;
+    for (int i = 1; i <= o.coordinators; ++i) {
+      const std::string name = "etcd" + std::to_string(i);
+      const std::string log = JoinPath(dir, "logs/" + name + ".log");
+      HOARD_ASSIGN_OR_RETURN(
+          Proc m, start({name, "etcd", log},
+                        {EtcdBinary(), "--name", name, "--data-dir", JoinPath(dir, name), "--listen-client-urls",
+                         client_urls[i - 1], "--advertise-client-urls", client_urls[i - 1], "--listen-peer-urls",
+                         peer_urls[i - 1], "--initial-advertise-peer-urls", peer_urls[i - 1], "--initial-cluster",
+                         initial_cluster, "--initial-cluster-state", "new", "--initial-cluster-token",
+                         "hoard-local-" + std::to_string(::getpid()), "--auto-compaction-mode", "revision",
+                         "--auto-compaction-retention", "10000", "--logger", "zap", "--log-outputs", log},
+                        [&](const Proc& p, const json& argv) {
+                          doc["etcd"].push_back({{"name", name},
+                                                 {"endpoint", client_urls[i - 1]},
+                                                 {"pid", p.pid},
+                                                 {"start_time", p.start_time},
+                                                 {"log", p.log},
+                                                 {"argv", argv}});
+                        },
+                        /*own_log=*/false));
+      members.push_back(m);
+    }
+    HOARD_ASSIGN_OR_RETURN(std::unique_ptr<EtcdKv> etcd, EtcdKv::Open({.endpoints = client_urls}));
+    HOARD_RETURN_IF_ERROR(WaitFor(
+        [&] {
+          Result<std::vector<KvMember>> ms = etcd->Members();
+          if (!ms.ok() || ms->size() != client_urls.size()) return false;
+          for (const KvMember& m : *ms) {
+            if (!m.healthy) return false;
+          }
+          return true;
+        },
+        30s, members, signals, "the etcd members did not all answer"));
+    doc["coordinators"] = json::array();
+    for (int i = 1; i <= o.coordinators; ++i) {
+      const std::string name = "coordinator" + std::to_string(i);
+      HOARD_ASSIGN_OR_RETURN(int cport, FreePort(&taken));
+      const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(cport);
+      HOARD_ASSIGN_OR_RETURN(const std::string cmetrics, metrics_addr());
+      HOARD_ASSIGN_OR_RETURN(
+          Proc c, start({name, "hoard-coordinator", JoinPath(dir, "logs/" + name + ".log")},
+                        with_keys({bin("hoard-coordinator"), "--listen", endpoint, "--data-dir", JoinPath(dir, name),
+                                   "--etcd", etcd_list, "--etcd-prefix", "/hoard/local/", "--shared-store", shared,
+                                   "--ckpt-origin", ckpt_origin, "--down-after-ms",
+                                   std::to_string(o.down_after_ms), "--metrics-addr", cmetrics, "--log-level",
+                                   o.log_level}),
+                        [&](const Proc& p, const json& argv) {
+                          doc["coordinators"].push_back({{"name", name},
+                                                         {"endpoint", endpoint},
+                                                         {"pid", p.pid},
+                                                         {"start_time", p.start_time},
+                                                         {"metrics", cmetrics},
+                                                         {"log", p.log},
+                                                         {"argv", argv}});
+                        }));
+      coordinators.push_back(c);
+      coordinator += (coordinator.empty() ? "" : ",") + endpoint;
+    }
+    doc["coordinator_metrics"] = doc["coordinators"][0]["metrics"];
+  }
   doc["coordinator"] = coordinator;
-  HOARD_ASSIGN_OR_RETURN(const std::string coordinator_metrics, metrics_addr());
-  doc["coordinator_metrics"] = coordinator_metrics;
-  // The coordinator's default checkpoint origin (DATA/ckpt-origin): the
-  // nodes drain checkpoints to it and the mount reads drained ones back.
-  const std::string ckpt_origin = JoinPath(dir, "coordinator/ckpt-origin");
-  HOARD_ASSIGN_OR_RETURN(
-      Proc c, start({"coordinator", "hoard-coordinator", JoinPath(dir, "logs/coordinator.log")},
-                    with_keys({bin("hoard-coordinator"), "--listen", coordinator, "--data-dir",
-                               JoinPath(dir, "coordinator"), "--down-after-ms", std::to_string(o.down_after_ms),
-                               "--metrics-addr", coordinator_metrics, "--log-level", o.log_level}),
-                    [&](const Proc& p, const json& argv) {
-                      doc["coordinator_pid"] = p.pid;
-                      doc["coordinator_start_time"] = p.start_time;
-                      doc["coordinator_log"] = p.log;
-                      doc["coordinator_argv"] = argv;
-                    }));
-  proto::RpcClient client(zmq, coordinator);
-  HOARD_RETURN_IF_ERROR(WaitFor([&] { return client.Call(proto::Ping{}, 200ms).ok(); }, 15s, {c}, signals,
-                                "the coordinator did not answer"));
+  proto::LeaderClient client(zmq, coordinator);
+  HOARD_RETURN_IF_ERROR(WaitFor([&] { return client.Call(proto::Ping{}, 200ms).ok(); }, 30s, coordinators, signals,
+                                o.coordinators > 1 ? "no coordinator became the leader"
+                                                   : "the coordinator did not answer"));
 
   std::vector<Proc> nodes;
   for (int i = 1; i <= o.nodes; ++i) {
@@ -443,7 +552,7 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
     return up >= o.nodes;
   };
   std::vector<Proc> watch = nodes;
-  watch.insert(watch.begin(), c);
+  watch.insert(watch.begin(), coordinators.begin(), coordinators.end());
   HOARD_RETURN_IF_ERROR(WaitFor(all_up, 20s, watch, signals, "not every node registered"));
 
   if (o.mount) {
@@ -535,6 +644,9 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
   const std::string cluster_file = JoinPath(dir, kClusterFile);
   const std::string afresh = "hoard local down --dir " + ShellWord(dir) + ", then hoard local up";
   Recorded r = ParseRecord(doc);
+  if (r.ha) {
+    return Status::InvalidArgument("resuming a cluster with several coordinators is not supported yet: " + afresh);
+  }
   std::vector<Daemon> nodes;
   std::optional<Daemon> coordinator, mount;
   if (!r.coordinator.empty()) {
@@ -576,7 +688,8 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
   const json recorded_options = doc.value("options", json::object());
   const json options = OptionsJson(o);
   const std::pair<const char*, const char*> flags[] = {
-      {"--nodes", "nodes"},         {"--capacity", "capacity_bytes"},         {"--no-mount", "mount"},
+      {"--nodes", "nodes"},         {"--coordinators", "coordinators"}, {"--capacity", "capacity_bytes"},
+      {"--no-mount", "mount"},
       {"--down-after-ms", "down_after_ms"}, {"--log-level", "log_level"}, {"--insecure", "insecure"}};
   for (const auto& [flag, key] : flags) {
     if (o.given.count(flag) == 0 || !recorded_options.contains(key) || recorded_options[key] == options[key]) continue;
@@ -622,7 +735,7 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
 
   auto run = [&]() -> Status {
     const std::string endpoint = StringAt(doc, "coordinator");
-    proto::RpcClient client(zmq, endpoint);
+    proto::LeaderClient client(zmq, endpoint);
     if (!coordinator->running) HOARD_RETURN_IF_ERROR(restart(*coordinator));
     HOARD_RETURN_IF_ERROR(WaitFor([&] { return client.Call(proto::Ping{}, 200ms).ok(); }, 15s, {coordinator->proc},
                                   signals, "the coordinator did not answer"));
@@ -898,6 +1011,10 @@ LocalRestartResult LocalRestart(const LocalRestartOptions& o) {
     return fail(Status::Unavailable("the record of the cluster in " + dir + " names no coordinator; start afresh: " +
                                     afresh));
   }
+  if (r.ha) {
+    return fail(Status::InvalidArgument("restart and upgrade of a cluster with several coordinators are not "
+                                        "supported yet"));
+  }
 
   // The daemons to restart, in order: the coordinator first (the mounts serve
   // from their last map meanwhile, the nodes retry their heartbeats), then
@@ -974,7 +1091,7 @@ LocalRestartResult LocalRestart(const LocalRestartOptions& o) {
     if (!s.ok()) return fail(s.status());
     security = std::move(*s);
   }
-  proto::RpcClient client(zmq, StringAt(doc, "coordinator"));
+  proto::LeaderClient client(zmq, StringAt(doc, "coordinator"));
   auto save = [&] { return WriteFileAtomic(cluster_file, Dump(doc)); };
 
   // One daemon: stopped and started (the coordinator, a node agent), or

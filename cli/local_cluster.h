@@ -89,13 +89,19 @@ namespace hoard::cli {
 struct LocalUpOptions {
   std::string dir;
   int nodes = 3;
+  // 1: one coordinator with its state in DIR/coordinator. More: that many
+  // coordinators in high availability, with as many etcd members
+  // (DIR/etcdN/, DIR/coordinatorN/; manifests shared in DIR/shared/,
+  // checkpoints drained to DIR/ckpt-origin/). Such a cluster is not resumed,
+  // restarted or upgraded by `hoard local` yet: down, then up.
+  int coordinators = 1;
   uint64_t capacity_bytes = 0;  // per node; 0 = the size of the store's disk
   bool mount = true;
   int down_after_ms = 5000;
   std::string log_level = "info";
   std::string bin_dir;  // where hoard-coordinator, hoard-node, hoard-fuse are
   bool insecure = false;  // daemons without keys (--insecure): to measure what CURVE costs
-  // The options given on the command line ("--nodes", "--capacity",
+  // The options given on the command line ("--nodes", "--coordinators", "--capacity",
   // "--no-mount", "--down-after-ms", "--log-level", "--insecure"): a resume
   // refuses any of them that differs from what the cluster was started with.
   std::set<std::string> given;

@@ -27,13 +27,13 @@
 //      contiguous; anything that cannot be trusted (a gap, damage followed
 //      by valid records) is kCorruption, never a silent loss.
 //   3. A fenced journal (EtcdJournal) refuses Append and WriteSnapshot with
-//      kStale as soon as its writer is no longer the leader, even if the
+//      kNotLeader as soon as its writer is no longer the leader, even if the
 //      writer does not know it yet: the check is in the same etcd
 //      transaction as the write.
 //
 // Errors: kIoError / kNoSpace (disk), kUnavailable (etcd did not answer:
-// whether the record was applied is then unknown to the caller, and the
-// journal finds out before it accepts another Append), kStale (fenced out),
+// whether the record was applied is then unknown, and the journal refuses
+// every later write: its owner must reload), kNotLeader (fenced out),
 // kCorruption (Open), kInvalidArgument (a record too large for the backend).
 //
 // Thread-safety: not thread-safe; the owning store serialises calls.

@@ -203,7 +203,7 @@ Result<Journal::Loaded> EtcdJournal::Follow(std::chrono::milliseconds timeout) {
 Status EtcdJournal::FencedPut(const std::string& key, std::string_view value, bool must_be_new,
                               const std::vector<KvOp>& also) {
   if (!broken_.ok()) return broken_;
-  if (!fence_) return Status::Stale("not the leader: this journal has no term to write in");
+  if (!fence_) return Status::NotLeader("");  // no term to write in
   std::vector<KvCompare> compare = {fence_->Compare()};
   if (must_be_new) compare.push_back(KvCompare::Absent(key));
   std::vector<KvOp> success = {KvOp::Put(key, std::string(value))};
@@ -219,31 +219,34 @@ Status EtcdJournal::FencedPut(const std::string& key, std::string_view value, bo
       }
       const std::vector<KvPair>* term = r->ranges.size() > 0 ? &r->ranges[0] : nullptr;
       if (term == nullptr || term->empty() || (*term)[0].create_revision != fence_->create_revision) {
-        return Break(Status::Stale("no longer the leader: the term that began at etcd revision " +
-                                   std::to_string(fence_->create_revision) + " is over"));
+        // kNotLeader's message is where to go instead, which this journal
+        // does not know: empty.
+        return Break(Status::NotLeader(""), "no longer the leader: the term that began at etcd revision " +
+                                                std::to_string(fence_->create_revision) + " is over");
       }
       const std::vector<KvPair>* at = r->ranges.size() > 1 ? &r->ranges[1] : nullptr;
       if (must_be_new && at != nullptr && !at->empty() && (*at)[0].value == value) {
         return Status::Ok();  // an earlier send whose answer was lost applied it
       }
-      return Break(Status::Internal(key + " in etcd holds a record this leader did not write"));
+      const std::string why = key + " in etcd holds a record this leader did not write";
+      return Break(Status::Internal(why), why);
     }
     if (r.status().code() != Code::kUnavailable) return r.status();  // refused: nothing applied
     if (options_.clock->Now() >= deadline) {
-      return Break(Status::Unavailable("etcd did not answer for " +
-                                       std::to_string(options_.resolve_timeout.count()) + " ms; whether " + key +
-                                       " was written is unknown: " + r.status().message()));
+      const std::string why = "etcd did not answer for " + std::to_string(options_.resolve_timeout.count()) +
+                              " ms; whether " + key + " was written is unknown: " + r.status().message();
+      return Break(Status::Unavailable(why), why);
     }
     options_.clock->SleepFor(kResendPause);
   }
 }
 
-Status EtcdJournal::Break(Status why) {
+Status EtcdJournal::Break(Status status, const std::string& why) {
   if (broken_.ok()) {
-    broken_ = why;
+    broken_ = status;
     if (options_.on_lost) options_.on_lost(why);
   }
-  return why;
+  return status;
 }
 
 Status EtcdJournal::Append(std::string_view record) {

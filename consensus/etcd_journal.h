@@ -11,8 +11,9 @@
 //
 // Fencing: every write is a transaction whose compares include the writer's
 // Fence (consensus/leader_election.h), so a writer that is no longer the
-// leader gets kStale and changes nothing, whether or not it knows yet; the
-// journal is then broken for good (Options::on_lost).
+// leader gets kNotLeader and changes nothing, whether or not it knows yet;
+// the journal is then broken for good (Options::on_lost). kNotLeader, so
+// that the request that made the write is sent to the leader by its client.
 //
 // Appends: record seq+1 is written with "the key log/<seq+1> does not exist
 // yet" as a second compare. An Append whose answer was lost (kUnavailable
@@ -72,12 +73,13 @@ class EtcdJournal : public Journal {
     // Called once, from the writing thread, when the journal breaks: a write
     // was fenced out (this writer's term is over) or left in doubt. Its owner
     // drops what it holds in memory (HaCoordinator ends the term).
-    std::function<void(const Status&)> on_lost;
+    std::function<void(const std::string& why)> on_lost;
   };
 
   EtcdJournal(Kv* kv, Options options);
 
-  // The term every write is fenced with. Until it is set, writes are kStale.
+  // The term every write is fenced with. Until it is set, writes are
+  // kNotLeader.
   void SetFence(Fence fence) { fence_ = std::move(fence); }
 
   Result<Loaded> Open(const SnapshotSeqFn& snapshot_seq) override;
@@ -107,8 +109,9 @@ class EtcdJournal : public Journal {
   // `must_be_new`) until it gets a definite answer or resolve_timeout passes.
   Status FencedPut(const std::string& key, std::string_view value, bool must_be_new,
                    const std::vector<KvOp>& also = {});
-  // Latches `why` (every later write fails with it) and tells on_lost.
-  Status Break(Status why);
+  // Latches `status` (every later write fails with it), tells on_lost why,
+  // and returns `status`.
+  Status Break(Status status, const std::string& why);
 
   Kv* kv_;
   Options options_;

@@ -103,8 +103,8 @@ TEST_F(EtcdJournalTest, AWriterWhoseTermEndedChangesNothing) {
   auto new_leader = Journal(&store_);
   new_leader->SetFence(Elect(&store_));  // a new term: the old one's key is gone
   ASSERT_TRUE(new_leader->Open(SeqOf).ok());
-  EXPECT_EQ(old_leader->Append("r2 from the old leader").code(), Code::kStale);
-  EXPECT_EQ(old_leader->WriteSnapshot(SnapshotBytes(1, 10)).code(), Code::kStale);
+  EXPECT_EQ(old_leader->Append("r2 from the old leader").code(), Code::kNotLeader);
+  EXPECT_EQ(old_leader->WriteSnapshot(SnapshotBytes(1, 10)).code(), Code::kNotLeader);
   ASSERT_TRUE(new_leader->Append("r2").ok());
 
   Result<Journal::Loaded> got = Journal(&store_)->Open(SeqOf);
@@ -174,7 +174,7 @@ TEST_F(EtcdJournalTest, AFollowerKeepsUpAndTakesOverWithTheWholeHistory) {
   EXPECT_EQ(took->snapshot, snap);
   EXPECT_EQ(took->records, (std::vector<std::string>{"r3", "r4"}));
   ASSERT_TRUE(follower->Append("r5").ok());
-  EXPECT_EQ(leader->Append("r5 from the old leader").code(), Code::kStale);
+  EXPECT_EQ(leader->Append("r5 from the old leader").code(), Code::kNotLeader);
 }
 
 TEST_F(EtcdJournalTest, ASnapshotThatIsNotWhatEtcdSaysIsCorruption) {
@@ -248,7 +248,7 @@ TEST(EtcdJournalOnEtcdTest, ATakeoverOnRealEtcdFindsEveryRecordAndFencesTheOldTe
   ASSERT_TRUE(b_journal->Append("r4").ok());
 
   a_kv.set_cut(false);  // A comes back and writes as if it still led
-  EXPECT_EQ(a_journal->Append("r4 from a").code(), Code::kStale);
+  EXPECT_EQ(a_journal->Append("r4 from a").code(), Code::kNotLeader);
   Result<Journal::Loaded> final = journal(kv->get())->Open(SeqOf);
   ASSERT_TRUE(final.ok());
   EXPECT_EQ(final->records, (std::vector<std::string>{"r2", "r3", "r4"}));

@@ -9,7 +9,9 @@
 #include "common/file_util.h"
 #include "common/metrics_server.h"
 #include "common/units.h"
+#include "consensus/etcd_kv.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/ha_coordinator.h"
 #include "coordinator/service.h"
 #include "proto/curve.h"
 
@@ -65,6 +67,28 @@ int main(int argc, char** argv) {
   app.add_option("--ckpt-commit-markers", ckpt.commit_markers,
                  "File names published only after the rest of their directory (comma-separated)")
       ->delimiter(',')->capture_default_str();
+  // High availability (issue 32): with --etcd, this is one of several
+  // coordinators; etcd elects the leader and keeps the state.
+  std::string etcd;
+  std::string etcd_prefix = "/hoard/default/";
+  std::string advertise;
+  int lease_ttl_s = 3;
+  auto* ha = app.add_option_group("High availability");
+  ha->add_option("--etcd", etcd,
+                 "etcd client URLs, comma-separated (http://host:2379,...): run as one of several coordinators, "
+                 "with the state in etcd and the leader elected there; empty: the state in DATA_DIR, one "
+                 "coordinator");
+  ha->add_option("--etcd-prefix", etcd_prefix, "Key prefix of this cluster in etcd (one etcd can serve several)")
+      ->capture_default_str();
+  ha->add_option("--advertise", advertise,
+                 "Endpoint clients are told to dial when this coordinator leads; default: --listen");
+  ha->add_option("--lease-ttl", lease_ttl_s,
+                 "Seconds of silence after which a leader's term ends and a standby takes over")
+      ->check(CLI::Range(1, 60))
+      ->capture_default_str();
+  ha->add_option("--shared-store", o.shared_store,
+                 "Where coordinators keep manifests for each other (nfs://host/export/path or an absolute "
+                 "directory every coordinator reaches); required with --etcd");
   hoard::proto::SecurityFlags security_flags;
   hoard::proto::AddSecurityFlags(app, &security_flags);
   std::string metrics_addr;
@@ -89,6 +113,48 @@ int main(int argc, char** argv) {
   }
   o.logger = log;
   const std::string data_dir = o.data_dir;
+  if (!etcd.empty()) {
+    if (o.shared_store.empty()) {
+      log->critical("cannot start: --etcd needs --shared-store, where every coordinator finds the manifests");
+      return 2;
+    }
+    if (etcd_prefix.empty() || etcd_prefix.back() != '/') etcd_prefix += '/';
+    // A standby opens no store, but keeps its metrics address there.
+    if (hoard::Status s = hoard::MakeDirs(data_dir); !s.ok()) {
+      log->critical("cannot start: --data-dir: {}", s.ToString());
+      return 2;
+    }
+    auto kv = hoard::EtcdKv::Open({.endpoints = hoard::EtcdKv::SplitEndpoints(etcd)});
+    if (!kv.ok()) {
+      log->critical("cannot start: --etcd: {}", kv.status().ToString());
+      return 2;
+    }
+    hoard::HaCoordinator ha_coordinator({.coordinator = std::move(o),
+                                         .listen = listen,
+                                         .advertise = advertise.empty() ? listen : advertise,
+                                         .prefix = etcd_prefix,
+                                         .lease_ttl = std::chrono::seconds(lease_ttl_s),
+                                         .kv = kv->get(),
+                                         .context = &context,
+                                         .logger = log});
+    if (hoard::Status s = ha_coordinator.Start(); !s.ok()) {
+      log->critical("cannot start: {}", s.ToString());
+      return 1;
+    }
+    hoard::metrics::Registry registry;
+    ha_coordinator.RegisterMetrics(&registry);
+    auto metrics =
+        hoard::metrics::ServeMetrics(metrics_addr, &registry, log, hoard::JoinPath(data_dir, "metrics.addr"));
+    if (!metrics.ok()) {
+      log->critical("cannot start: --metrics-addr: {}", metrics.status().ToString());
+      return 1;
+    }
+    int sig = hoard::WaitForTermination();
+    log->info("signal {}: stopping (resigning if leading)", sig);
+    metrics->reset();
+    ha_coordinator.Stop();
+    return 0;
+  }
   auto coordinator = hoard::Coordinator::Open(std::move(o));
   if (!coordinator.ok()) {
     log->critical("cannot start: {}", coordinator.status().ToString());

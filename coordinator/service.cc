@@ -140,7 +140,10 @@ void CoordinatorService::Stop() {
     if (stopping_) return;
     stopping_ = true;
   }
-  coordinator_->Shutdown();
+  // Walks in progress give up; not for a service that never started (its
+  // coordinator may be served by the next one: HaCoordinator retries a bind)
+  // nor for a standby's, which has none.
+  if (coordinator_ != nullptr && liveness_.joinable()) coordinator_->Shutdown();
   cv_.NotifyAll();
   if (liveness_.joinable()) liveness_.join();
   server_.Stop();
