@@ -1,5 +1,7 @@
 #include "common/units.h"
 
+#include <algorithm>
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -72,6 +74,21 @@ std::string FormatBytes(double bytes) {
   if (u == 0) std::snprintf(buf, sizeof buf, "%.0f B", bytes);
   else std::snprintf(buf, sizeof buf, bytes < 10 ? "%.2f %s" : "%.1f %s", bytes, kUnits[u]);
   return buf;
+}
+
+std::vector<std::string> SplitCommaList(std::string_view list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string_view::npos) comma = list.size();
+    std::string_view e = list.substr(start, comma - start);
+    while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
+    while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
+    if (!e.empty() && std::find(out.begin(), out.end(), e) == out.end()) out.emplace_back(e);
+    start = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace hoard

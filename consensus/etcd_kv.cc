@@ -1,5 +1,7 @@
 #include "consensus/etcd_kv.h"
 
+#include "common/units.h"
+
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -291,20 +293,7 @@ struct EtcdKv::Exchange {
   std::string body;
 };
 
-std::vector<std::string> EtcdKv::SplitEndpoints(const std::string& list) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    std::string item = list.substr(start, end - start);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-    start = end + 1;
-  }
-  return out;
-}
+std::vector<std::string> EtcdKv::SplitEndpoints(const std::string& list) { return SplitCommaList(list); }
 
 Result<std::unique_ptr<EtcdKv>> EtcdKv::Open(Options options) {
   if (options.endpoints.empty()) return Status::InvalidArgument("etcd: no endpoint");

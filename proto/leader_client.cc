@@ -1,5 +1,7 @@
 #include "proto/leader_client.h"
 
+#include "common/units.h"
+
 #include <algorithm>
 #include <iterator>
 #include <set>
@@ -8,20 +10,7 @@
 
 namespace hoard::proto {
 
-std::vector<std::string> SplitEndpoints(std::string_view list) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string_view::npos) comma = list.size();
-    std::string_view e = list.substr(start, comma - start);
-    while (!e.empty() && e.front() == ' ') e.remove_prefix(1);
-    while (!e.empty() && e.back() == ' ') e.remove_suffix(1);
-    if (!e.empty() && std::find(out.begin(), out.end(), e) == out.end()) out.emplace_back(e);
-    start = comma + 1;
-  }
-  return out;
-}
+std::vector<std::string> SplitEndpoints(std::string_view list) { return SplitCommaList(list); }
 
 LeaderClient::LeaderClient(zmq::context_t& context, std::string_view endpoints, Options options,
                            std::shared_ptr<LeaderHint> hint)
