@@ -60,6 +60,7 @@ Status LeaderClient::Run(uint16_t type, std::chrono::milliseconds timeout, const
   std::vector<std::string> asked;  // in order, for the final error
   std::set<std::string> round;     // asked since the last backoff
   Status last;
+  bool standby_answered = false;  // some coordinator said it does not lead
   for (bool first = true;; first = false) {
     std::chrono::milliseconds t = timeout;
     if (!first) {
@@ -85,6 +86,7 @@ Status LeaderClient::Run(uint16_t type, std::chrono::milliseconds timeout, const
     timed_out_ = client.last_call_timed_out();
     if (answered_) answered_by_ = target;
     if (last.code() == Code::kNotLeader) {
+      standby_answered = true;
       hint_->Forget(target);
       const std::string& leader = last.message();
       if (named.empty()) named = target;
@@ -118,8 +120,11 @@ Status LeaderClient::Run(uint16_t type, std::chrono::milliseconds timeout, const
   }
   std::string names;
   for (const std::string& e : asked) names += (names.empty() ? "" : ", ") + e;
-  return Status(last.code(), "no coordinator led within " + std::to_string(options_.failover_wait.count()) +
-                                 " ms (asked " + names + "); last: " + last.ToString());
+  // Coordinators answered that none of them leads: that is the outcome, even
+  // when the last attempt, cut short by the deadline, only timed out.
+  const Code code = standby_answered ? Code::kNotLeader : last.code();
+  return Status(code, "no coordinator led within " + std::to_string(options_.failover_wait.count()) +
+                          " ms (asked " + names + "); last: " + last.ToString());
 }
 
 LeaderPool::LeaderPool(zmq::context_t& context, std::string endpoints, LeaderClient::Options options,
