@@ -81,8 +81,18 @@ Result<proto::CkptListReply> CkptTable::List(const std::string& path) const {
 Result<CkptEntry> CkptTable::Create(const proto::CkptCreate& req) {
   MutexLock lock(&mu_);
   HOARD_ASSIGN_OR_RETURN(const CkptNode* parent, ns_.ResolveParent(req.path));
-  if (ns_.Resolve(req.path).ok()) return Status::AlreadyExists("checkpoint path " + req.path + " exists");
   const bool symlink = !req.target.empty();
+  if (Result<const CkptNode*> there = ns_.Resolve(req.path); there.ok()) {
+    // A resend finding what its first attempt made (proto/message_types.h):
+    // the same kind, owner and target, a file never committed. Its mode may
+    // have been narrowed by the parent's set-group-ID rule: not compared.
+    const CkptNode* n = *there;
+    if (req.retry && n->is_dir == req.is_dir && n->is_symlink == symlink && n->target == req.target &&
+        n->uid == req.uid && (n->is_dir || n->gen == 0)) {
+      return ns_.ToEntry(*n);
+    }
+    return Status::AlreadyExists("checkpoint path " + req.path + " exists");
+  }
   if (symlink && (req.is_dir || req.target.size() > proto::kMaxCkptTargetBytes ||
                   req.target.find('\0') != std::string::npos)) {
     return Status::InvalidArgument("bad symlink target for checkpoint path " + req.path);
@@ -159,6 +169,10 @@ Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
     return Status::NotFound("checkpoint file " + std::to_string(req.id) + " does not exist");
   }
   if (n->is_dir) return Status::IsDirectory("checkpoint id " + std::to_string(req.id) + " is a directory");
+  if (req.retry && req.gen == n->gen && req.size == n->size && req.checksums == n->checksums &&
+      req.writer == n->writer) {
+    return ns_.ToEntry(*n);  // a resend whose first attempt was applied (proto/message_types.h)
+  }
   if (req.gen <= n->gen) {
     return Status::Stale("checkpoint file " + std::to_string(req.id) + " is at generation " + std::to_string(n->gen) +
                          ", not below " + std::to_string(req.gen));
@@ -210,7 +224,10 @@ Result<CkptEntry> CkptTable::Commit(const proto::CkptCommit& req) {
 
 Result<uint64_t> CkptTable::Remove(const proto::CkptRemove& req) {
   MutexLock lock(&mu_);
-  HOARD_ASSIGN_OR_RETURN(const CkptNode* n, ns_.Resolve(req.path));
+  Result<const CkptNode*> found = ns_.Resolve(req.path);
+  // A resend whose first attempt was applied (proto/message_types.h).
+  if (req.retry && found.status().code() == Code::kNotFound) return uint64_t{0};
+  HOARD_ASSIGN_OR_RETURN(const CkptNode* n, std::move(found));
   if (n->id == 0) return Status::InvalidArgument("the checkpoint root cannot be removed");
   if (req.is_dir && !n->is_dir) return Status::NotDirectory("checkpoint path " + req.path + " is a file");
   if (!req.is_dir && n->is_dir) return Status::IsDirectory("checkpoint path " + req.path + " is a directory");
@@ -230,7 +247,12 @@ Result<uint64_t> CkptTable::Remove(const proto::CkptRemove& req) {
 
 Result<CkptEntry> CkptTable::Rename(const proto::CkptRename& req) {
   MutexLock lock(&mu_);
-  HOARD_ASSIGN_OR_RETURN(const CkptNode* src, ns_.Resolve(req.from));
+  Result<const CkptNode*> from = ns_.Resolve(req.from);
+  if (req.retry && from.status().code() == Code::kNotFound) {
+    // A resend whose first attempt was applied (proto/message_types.h).
+    if (Result<const CkptNode*> to = ns_.Resolve(req.to); to.ok()) return ns_.ToEntry(**to);
+  }
+  HOARD_ASSIGN_OR_RETURN(const CkptNode* src, std::move(from));
   HOARD_RETURN_IF_ERROR(CkptNamespace::CheckPath(req.to));
   if (src->id == 0 || req.to.empty()) return Status::InvalidArgument("the checkpoint root cannot be renamed");
   HOARD_ASSIGN_OR_RETURN(const CkptNode* parent, ns_.ResolveParent(req.to));

@@ -225,6 +225,56 @@ TEST_F(CkptTableTest, CommitChecksGenerations) {
             Code::kInvalidArgument);  // no checksum for its chunk
 }
 
+// A resend (`retry`: its first attempt went to a coordinator that died, and
+// may have been applied) that finds its own effect succeeds, and changes
+// nothing more; without `retry` the same request is refused, as POSIX says.
+TEST_F(CkptTableTest, AResendFindingItsOwnEffectSucceeds) {
+  Mk("job", true);
+  const uint64_t f = Mk("job/f");
+  proto::CkptCommit commit{.id = f, .gen = 2, .size = 100, .mtime_ns = 5, .chunk_size = 4096, .checksums = {42},
+                           .writer = "n1", .replicas = {{"n2"}}, .replicas_wanted = 2,
+                           .level = uint8_t(CkptLevel::kR)};
+  ASSERT_TRUE(table_->Commit(commit).ok());
+  EXPECT_EQ(table_->Commit(commit).status().code(), Code::kStale);
+  commit.retry = true;
+  Result<proto::CkptEntry> resent = table_->Commit(commit);
+  ASSERT_TRUE(resent.ok()) << resent.status().ToString();
+  EXPECT_EQ(resent->gen, 2u);
+  commit.checksums = {43};  // other bytes at that generation: not ours
+  EXPECT_EQ(table_->Commit(commit).status().code(), Code::kStale);
+
+  // Create: an entry of the same kind and owner, never committed.
+  EXPECT_EQ(CreateCode("job/g"), Code::kOk);
+  EXPECT_EQ(CreateCode("job/g"), Code::kAlreadyExists);
+  EXPECT_TRUE(table_->Create({.path = "job/g", .retry = true}).ok());
+  EXPECT_EQ(table_->Create({.path = "job/g", .is_dir = true, .retry = true}).status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(table_->Create({.path = "job/g", .uid = 7, .retry = true}).status().code(), Code::kAlreadyExists);
+  EXPECT_EQ(table_->Create({.path = "job/f", .retry = true}).status().code(), Code::kAlreadyExists)
+      << "a committed file is someone's save, not a fresh create";
+  EXPECT_TRUE(table_->Create({.path = "job", .is_dir = true, .retry = true}).ok());
+
+  // Rename: `from` gone and `to` there.
+  ASSERT_EQ(RenameCode("job/g", "job/h"), Code::kOk);
+  EXPECT_EQ(RenameCode("job/g", "job/h"), Code::kNotFound);
+  Result<proto::CkptEntry> moved = table_->Rename({.from = "job/g", .to = "job/h", .retry = true});
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->id, IdOf("job/h"));
+  EXPECT_EQ(table_->Rename({.from = "job/x", .to = "job/y", .retry = true}).status().code(), Code::kNotFound);
+
+  // Remove: the path gone.
+  ASSERT_EQ(RemoveCode("job/h", false), Code::kOk);
+  EXPECT_EQ(RemoveCode("job/h", false), Code::kNotFound);
+  Result<uint64_t> removed = table_->Remove({.path = "job/h", .retry = true});
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 0u);
+  EXPECT_FALSE(table_->Lookup("job/h").ok());
+
+  // Nothing above was journalled twice: the table reopens to the same state.
+  Reopen();
+  EXPECT_EQ(table_->Lookup("job/f")->gen, 2u);
+  EXPECT_FALSE(table_->Lookup("job/g").ok());
+}
+
 // Chunkings no writer makes are refused, and nothing of them is journalled:
 // the table reopens (a size whose chunk count wraps to 0 once passed here
 // and then made every restart refuse the journal).

@@ -1,4 +1,5 @@
 // hoard status [DATASET]
+#include <algorithm>
 #include <ctime>
 #include <map>
 #include <sstream>
@@ -8,6 +9,8 @@
 #include "cli/json.h"
 #include "cli/progress.h"
 #include "common/units.h"
+#include "proto/leader_client.h"
+#include "proto/rpc_client.h"
 
 namespace hoard::cli {
 namespace {
@@ -71,6 +74,63 @@ std::string BuildLine(const proto::Build& b, const BuildUse& u) {
   const std::string build =
       b.version.empty() ? "unknown (from before builds were reported)" : b.version + " (commit " + b.commit + ")";
   return build + " on " + who;
+}
+
+// Coordinators in high availability: each one of the list (and the leader,
+// if the list lacks it) asked with a Ping of its own: the leader answers it,
+// a standby says kNotLeader, a dead one nothing. And etcd's members, as the
+// leader sees them.
+void HaSection(Context& ctx, const proto::HaStatus& ha, nlohmann::json* doc, std::ostringstream* text) {
+  std::vector<std::string> endpoints = proto::SplitEndpoints(ctx.CoordinatorEndpoint());
+  if (std::find(endpoints.begin(), endpoints.end(), ha.leader) == endpoints.end()) endpoints.push_back(ha.leader);
+  nlohmann::json coordinators = nlohmann::json::array();
+  std::vector<std::vector<std::string>> rows = {{"COORDINATOR", "ROLE", "NOTE"}};
+  for (const std::string& e : endpoints) {
+    proto::RpcClient client(ctx.zmq(), e);
+    client.set_connect_timeout(std::chrono::milliseconds(1000));
+    Result<proto::Pong> pong = client.Call(proto::Ping{}, std::chrono::milliseconds(2000));
+    std::string role, note;
+    if (pong.ok()) {
+      role = e == ha.leader ? "leader" : "serving";  // "serving" but not the leader: a term just changed
+      if (e == ha.leader) note = "term " + std::to_string(ha.term);
+    } else if (pong.status().code() == Code::kNotLeader) {
+      role = "standby";
+      note = pong.status().message().empty() ? "knows no leader" : "follows " + pong.status().message();
+    } else {
+      role = "unreachable";
+      note = pong.status().message();
+    }
+    coordinators.push_back({{"endpoint", e}, {"role", role}, {"note", note}});
+    rows.push_back({e, role, note});
+  }
+  (*doc)["coordinators"] = coordinators;
+  (*doc)["term"] = ha.term;
+  nlohmann::json etcd = nlohmann::json::array();
+  std::vector<std::vector<std::string>> members = {{"ETCD MEMBER", "HEALTH", "RAFT", "DB", "ENDPOINT"}};
+  size_t healthy = 0;
+  for (const auto& m : ha.etcd) {
+    healthy += m.healthy ? 1 : 0;
+    etcd.push_back({{"name", m.name},
+                    {"endpoint", m.endpoint},
+                    {"healthy", m.healthy},
+                    {"leader", m.leader},
+                    {"db_size_bytes", m.db_size_bytes},
+                    {"error", m.error}});
+    members.push_back({m.name, m.healthy ? "healthy" : "UNHEALTHY: " + m.error, m.leader ? "leader" : "follower",
+                       FormatBytes(double(m.db_size_bytes)), m.endpoint});
+  }
+  (*doc)["etcd"] = etcd;
+  (*doc)["etcd_error"] = ha.etcd_error;
+  *text << "\n" << Table(rows);
+  if (!ha.etcd_error.empty()) {
+    *text << "etcd: the member list could not be read: " << ha.etcd_error << "\n";
+  } else {
+    // A quorum is a majority: with fewer healthy members, no change can be made.
+    const bool quorum = healthy * 2 > ha.etcd.size();
+    *text << "etcd: " << healthy << " of " << ha.etcd.size() << " members healthy"
+          << (quorum ? "" : " (NO QUORUM: every change waits)") << "\n"
+          << Table(members);
+  }
 }
 
 int RunStatus(Context& ctx, const std::string& dataset) {
@@ -147,6 +207,7 @@ int RunStatus(Context& ctx, const std::string& dataset) {
     text << "note: " << builds.size() << " builds running:\n";
     for (const auto& [b, use] : builds) text << "  " << BuildLine(b, use) << "\n";
   }
+  if (!st->ha.leader.empty()) HaSection(ctx, st->ha, &doc, &text);
   text << "\n";
   if (st->nodes.empty()) text << "no nodes registered\n";
   else text << Table(nodes);

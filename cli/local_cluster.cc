@@ -644,13 +644,20 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
   const std::string cluster_file = JoinPath(dir, kClusterFile);
   const std::string afresh = "hoard local down --dir " + ShellWord(dir) + ", then hoard local up";
   Recorded r = ParseRecord(doc);
+  // The coordinator, or (high availability) the coordinators and the etcd
+  // members they keep their state in, each with its own entry.
+  std::vector<Daemon> etcd, coordinators, nodes;
+  std::optional<Daemon> mount;
   if (r.ha) {
-    return Status::InvalidArgument("resuming a cluster with several coordinators is not supported yet: " + afresh);
-  }
-  std::vector<Daemon> nodes;
-  std::optional<Daemon> coordinator, mount;
-  if (!r.coordinator.empty()) {
-    coordinator = Daemon{r.coordinator[0], ArgvAt(doc, "coordinator_argv"), &doc, "coordinator_"};
+    for (const auto& [key, procs, into] : {std::tuple{"etcd", &r.etcd, &etcd},
+                                           std::tuple{"coordinators", &r.coordinator, &coordinators}}) {
+      json& list = doc[key];
+      for (size_t i = 0; i < procs->size() && i < list.size(); ++i) {
+        into->push_back({(*procs)[i], ArgvAt(list[i], "argv"), &list[i], ""});
+      }
+    }
+  } else if (!r.coordinator.empty()) {
+    coordinators.push_back({r.coordinator[0], ArgvAt(doc, "coordinator_argv"), &doc, "coordinator_"});
   }
   json& recorded_nodes = doc["nodes"];
   json left_out = json::array();
@@ -666,7 +673,8 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
   }
   if (!r.mount.empty()) mount = Daemon{r.mount[0], ArgvAt(doc["mount"], "argv"), &doc["mount"], ""};
   std::vector<Daemon*> all;
-  if (coordinator) all.push_back(&*coordinator);
+  for (Daemon& e : etcd) all.push_back(&e);
+  for (Daemon& c : coordinators) all.push_back(&c);
   for (Daemon& n : nodes) all.push_back(&n);
   if (mount) all.push_back(&*mount);
   bool any_dead = false;
@@ -674,11 +682,11 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
     d->running = Running(d->proc);
     any_dead = any_dead || !d->running;
   }
-  if (!any_dead && coordinator) {
+  if (!any_dead && !coordinators.empty()) {
     return Status::AlreadyExists("a local cluster is already running in " + dir +
                                  "; stop it first with: hoard local down --dir " + ShellWord(dir));
   }
-  if (!coordinator) {
+  if (coordinators.empty()) {
     return Status::Unavailable("the record of the cluster in " + dir + " names no coordinator; start afresh: " +
                                afresh);
   }
@@ -736,9 +744,18 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
   auto run = [&]() -> Status {
     const std::string endpoint = StringAt(doc, "coordinator");
     proto::LeaderClient client(zmq, endpoint);
-    if (!coordinator->running) HOARD_RETURN_IF_ERROR(restart(*coordinator));
-    HOARD_RETURN_IF_ERROR(WaitFor([&] { return client.Call(proto::Ping{}, 200ms).ok(); }, 15s, {coordinator->proc},
-                                  signals, "the coordinator did not answer"));
+    // etcd's members first: a restarted member rejoins from its data
+    // directory (its --initial-cluster flags are then ignored), and the
+    // coordinators need a quorum to elect one of them.
+    std::vector<Proc> watch;
+    for (std::vector<Daemon>* group : {&etcd, &coordinators}) {
+      for (Daemon& d : *group) {
+        if (!d.running) HOARD_RETURN_IF_ERROR(restart(d));
+        watch.push_back(d.proc);
+      }
+    }
+    HOARD_RETURN_IF_ERROR(WaitFor([&] { return client.Call(proto::Ping{}, 200ms).ok(); }, 30s, watch, signals,
+                                  r.ha ? "no coordinator became the leader" : "the coordinator did not answer"));
     // A dead node the coordinator no longer lists was removed: it stays out.
     HOARD_ASSIGN_OR_RETURN(proto::ClusterStatusReply st, client.Call(proto::ClusterStatus{}, 5s));
     std::set<std::string> members;
@@ -756,7 +773,6 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
     }
     HOARD_RETURN_IF_ERROR(save());
     // Ready when each restarted node answers on its port and is up.
-    std::vector<Proc> watch = {coordinator->proc};
     for (Daemon* n : waiting) watch.push_back(n->proc);
     HOARD_RETURN_IF_ERROR(WaitFor(
         [&] {

@@ -25,9 +25,10 @@
 // compared with /proc/self/mountinfo is the resolved one.
 //
 // Resuming. `up` on a cluster recorded "up" of which some daemons died (the
-// coordinator, a node, the mount) keeps what runs and restarts only the dead
-// ones, each with the command line it was recorded with (its ports, its
-// directories, its keys). A node the coordinator no longer lists (`hoard node
+// coordinator, or with --coordinators N any coordinator or etcd member, a
+// node, the mount) keeps what runs and restarts only the dead ones, each with
+// the command line it was recorded with (its ports, its directories, its
+// keys): etcd members first, then coordinators, then nodes, then the mount. A node the coordinator no longer lists (`hoard node
 // remove`) is left out and marked "removed" in the record, never brought
 // back. Where that cannot be done (a recorded port now taken by another
 // program, a record without command lines from an older hoard, an option

@@ -217,16 +217,18 @@ Status EtcdJournal::FencedPut(const std::string& key, std::string_view value, bo
         revision_ = r->revision;
         return Status::Ok();
       }
+      const std::vector<KvPair>* at = r->ranges.size() > 1 ? &r->ranges[1] : nullptr;
+      if (must_be_new && at != nullptr && !at->empty() && (*at)[0].value == value) {
+        // An earlier send whose answer was lost applied it, inside the term
+        // (its fence held then), even if the term has ended since.
+        return Status::Ok();
+      }
       const std::vector<KvPair>* term = r->ranges.size() > 0 ? &r->ranges[0] : nullptr;
       if (term == nullptr || term->empty() || (*term)[0].create_revision != fence_->create_revision) {
         // kNotLeader's message is where to go instead, which this journal
         // does not know: empty.
         return Break(Status::NotLeader(""), "no longer the leader: the term that began at etcd revision " +
                                                 std::to_string(fence_->create_revision) + " is over");
-      }
-      const std::vector<KvPair>* at = r->ranges.size() > 1 ? &r->ranges[1] : nullptr;
-      if (must_be_new && at != nullptr && !at->empty() && (*at)[0].value == value) {
-        return Status::Ok();  // an earlier send whose answer was lost applied it
       }
       const std::string why = key + " in etcd holds a record this leader did not write";
       return Break(Status::Internal(why), why);
@@ -235,7 +237,10 @@ Status EtcdJournal::FencedPut(const std::string& key, std::string_view value, bo
     if (options_.clock->Now() >= deadline) {
       const std::string why = "etcd did not answer for " + std::to_string(options_.resolve_timeout.count()) +
                               " ms; whether " + key + " was written is unknown: " + r.status().message();
-      return Break(Status::Unavailable(why), why);
+      // kNotLeader, not kUnavailable: this coordinator stops leading now, and
+      // its clients take the change to the next leader, which knows whether
+      // it landed (a resend, proto/message_types.h).
+      return Break(Status::NotLeader(""), why);
     }
     options_.clock->SleepFor(kResendPause);
   }

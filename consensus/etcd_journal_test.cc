@@ -132,11 +132,31 @@ TEST_F(EtcdJournalTest, EtcdAwayForLongerThanTheResolveTimeoutBreaksTheJournal) 
   j->SetFence(Elect(&kv));
   ASSERT_TRUE(j->Open(SeqOf).ok());
   kv.set_cut(true);
-  EXPECT_EQ(Driven([&] { return j->Append("r1"); }).code(), Code::kUnavailable);
+  // kNotLeader: the writer's clients go to the next leader, which knows.
+  EXPECT_EQ(Driven([&] { return j->Append("r1"); }).code(), Code::kNotLeader);
   kv.set_cut(false);
   // Whether r1 went in is unknown to the writer: it must reload, not go on.
-  EXPECT_EQ(j->Append("r2").code(), Code::kUnavailable);
+  EXPECT_EQ(j->Append("r2").code(), Code::kNotLeader);
   EXPECT_EQ(KeysUnder(std::string(kPrefix) + "log/"), 0);
+}
+
+TEST_F(EtcdJournalTest, ARecordWhoseAnswerWasLostCountsThoughTheTermEndedBeforeTheResend) {
+  FaultyKv kv(&store_);
+  auto j = Journal(&kv);
+  j->SetFence(Elect(&kv));
+  ASSERT_TRUE(j->Open(SeqOf).ok());
+  kv.LoseAnswers(1);  // r1 is applied, its answer lost
+  int txns = 0;
+  store_.SetBeforeCallHook([&](std::string_view call) {
+    // Another coordinator's term begins between the send and the resend.
+    if (call == "Txn" && ++txns == 2) (void)store_.Txn({}, {KvOp::Delete(kLeaderKey)}, {});
+  });
+  EXPECT_TRUE(Driven([&] { return j->Append("r1"); }).ok()) << "r1 was written inside the term";
+  store_.SetBeforeCallHook(nullptr);
+  EXPECT_EQ(j->Append("r2").code(), Code::kNotLeader);
+  Result<Journal::Loaded> got = Journal(&store_)->Open(SeqOf);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->records, (std::vector<std::string>{"r1"}));
 }
 
 TEST_F(EtcdJournalTest, AFollowerKeepsUpAndTakesOverWithTheWholeHistory) {

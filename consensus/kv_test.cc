@@ -22,6 +22,7 @@
 #include "consensus/etcd_kv.h"
 #include "consensus/kv.h"
 #include "consensus/mem_kv.h"
+#include "consensus/timed_kv.h"
 #include "testing/etcd_cluster.h"
 
 namespace hoard {
@@ -802,6 +803,29 @@ TEST(EtcdKvTest, ThreeMembersServeEveryCallWithOneStoppedOrKilled) {
   EXPECT_FALSE((*members)[0].healthy);
   EXPECT_FALSE((*members)[0].error.empty());
   EXPECT_EQ((*members)[0].endpoint, order[0]);
+}
+
+// ---- TimedKv ----
+
+TEST(TimedKvTest, TimesEachKindOfCallAndCountsFailures) {
+  FakeClock clock;
+  MemKv mem({.clock = &clock});
+  TimedKv timed(&mem);
+  Kv& kv = timed;  // the defaults of Kv's calls
+  ASSERT_TRUE(kv.Txn({}, {KvOp::Put("k", "v")}).ok());
+  ASSERT_TRUE(kv.Range("k").ok());
+  mem.FailNext(1, Status::Unavailable("injected"));
+  EXPECT_EQ(kv.Txn({}, {KvOp::Put("k", "w")}).status().code(), Code::kUnavailable);
+  EXPECT_EQ(kv.Range("k")->kvs[0].value, "v") << "calls pass through unchanged";
+  EXPECT_EQ(timed.calls("txn"), 2u);
+  EXPECT_EQ(timed.calls("range"), 2u);
+  EXPECT_EQ(timed.calls("lease"), 0u);
+  metrics::Registry registry;
+  timed.RegisterMetrics(&registry);
+  const std::string text = registry.Render();
+  EXPECT_NE(text.find("hoard_etcd_request_seconds_count{op=\"txn\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("hoard_etcd_request_errors_total{op=\"txn\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("hoard_etcd_request_errors_total{op=\"range\"} 0"), std::string::npos) << text;
 }
 
 }  // namespace

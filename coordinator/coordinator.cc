@@ -336,6 +336,10 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
   if (req.replicas < 1 || req.replicas > 16) return Status::InvalidArgument("replicas must be between 1 and 16");
   {
     MutexLock lock(&mu_);
+    if (const Catalogue::Dataset* d = catalogue_.Find(req.name); d != nullptr && req.retry &&
+        d->meta.source == req.source && d->meta.chunk_size == chunk_size && d->meta.replicas == req.replicas) {
+      return proto::DatasetAddReply{.meta = d->meta};  // a resend (proto/message_types.h)
+    }
     if (catalogue_.Find(req.name) != nullptr || catalogue_.Reserved(req.name)) {
       return Status::AlreadyExists("dataset " + req.name + " already exists");
     }

@@ -130,7 +130,10 @@ void HaCoordinator::Lead(const Fence& fence) {
           coordinator.get(), CoordinatorService::Options{.endpoint = options_.listen,
                                                          .logger = options_.logger,
                                                          .context = options_.context,
-                                                         .clock = options_.clock});
+                                                         .clock = options_.clock,
+                                                         .ha_status = [this, term = fence.create_revision] {
+                                                           return Describe(term);
+                                                         }});
       bound = service->Start();
       if (bound.ok()) break;
       service.reset();
@@ -191,6 +194,20 @@ bool HaCoordinator::leading() const {
 std::shared_ptr<Coordinator> HaCoordinator::TEST_current() const {
   MutexLock lock(&mu_);
   return current_;
+}
+
+proto::HaStatus HaCoordinator::Describe(int64_t term) const {
+  proto::HaStatus s{.leader = options_.advertise, .term = term};
+  Result<std::vector<KvMember>> members = options_.kv->Members();
+  if (!members.ok()) {
+    s.etcd_error = members.status().ToString();
+    return s;
+  }
+  for (const KvMember& m : *members) {
+    s.etcd.push_back({.name = m.name, .endpoint = m.endpoint, .healthy = m.healthy, .leader = m.leader,
+                      .db_size_bytes = m.db_size_bytes, .error = m.error});
+  }
+  return s;
 }
 
 void HaCoordinator::RegisterMetrics(metrics::Registry* registry) {

@@ -91,6 +91,9 @@ class HaCoordinator {
   void Lead(const Fence& fence);
   // Follows both journals until `following_` turns false.
   void Follow();
+  // ClusterStatusReply::ha while leading term `term`: asks etcd for its
+  // members' health (each member's status, a moment per member).
+  proto::HaStatus Describe(int64_t term) const;
   std::shared_ptr<EtcdJournal> NewJournal(const std::string& what);
   Status StartStandbyService();
 

@@ -10,6 +10,7 @@
 #include "common/metrics_server.h"
 #include "common/units.h"
 #include "consensus/etcd_kv.h"
+#include "consensus/timed_kv.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/ha_coordinator.h"
 #include "coordinator/service.h"
@@ -129,12 +130,13 @@ int main(int argc, char** argv) {
       log->critical("cannot start: --etcd: {}", kv.status().ToString());
       return 2;
     }
+    hoard::TimedKv timed_kv(kv->get());  // hoard_etcd_request_seconds
     hoard::HaCoordinator ha_coordinator({.coordinator = std::move(o),
                                          .listen = listen,
                                          .advertise = advertise.empty() ? listen : advertise,
                                          .prefix = etcd_prefix,
                                          .lease_ttl = std::chrono::seconds(lease_ttl_s),
-                                         .kv = kv->get(),
+                                         .kv = &timed_kv,
                                          .context = &context,
                                          .logger = log});
     if (hoard::Status s = ha_coordinator.Start(); !s.ok()) {
@@ -143,6 +145,7 @@ int main(int argc, char** argv) {
     }
     hoard::metrics::Registry registry;
     ha_coordinator.RegisterMetrics(&registry);
+    timed_kv.RegisterMetrics(&registry);
     auto metrics =
         hoard::metrics::ServeMetrics(metrics_addr, &registry, log, hoard::JoinPath(data_dir, "metrics.addr"));
     if (!metrics.ok()) {

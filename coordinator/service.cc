@@ -49,7 +49,12 @@ void CoordinatorService::RegisterHandlers() {
   server_.Handle<proto::GetManifest>(
       [c](const proto::GetManifest& r, const Envelope&, std::string* payload) { return c->GetManifest(r, payload); });
   server_.Handle<proto::ClusterStatus>(
-      [c](const proto::ClusterStatus& r, const Envelope&, std::string*) { return c->GetStatus(r.dataset); });
+      [c, ha = options_.ha_status](const proto::ClusterStatus& r, const Envelope&,
+                                   std::string*) -> Result<proto::ClusterStatusReply> {
+        HOARD_ASSIGN_OR_RETURN(proto::ClusterStatusReply reply, c->GetStatus(r.dataset));
+        if (ha) reply.ha = ha();
+        return reply;
+      });
   server_.Handle<proto::DatasetAdd>(
       [c](const proto::DatasetAdd& r, const Envelope&, std::string*) { return c->AddDataset(r); });
   server_.Handle<proto::DatasetRefresh>(
@@ -59,15 +64,21 @@ void CoordinatorService::RegisterHandlers() {
   });
   server_.Handle<proto::DatasetRemove>(
       [c](const proto::DatasetRemove& r, const Envelope&, std::string*) -> Result<proto::DatasetRemoveReply> {
-        HOARD_RETURN_IF_ERROR(c->RemoveDataset(r.name));
+        Status s = c->RemoveDataset(r.name);
+        // A resend whose first attempt was applied (proto/message_types.h).
+        if (!s.ok() && !(r.retry && s.code() == Code::kNotFound)) return s;
         return proto::DatasetRemoveReply{};
       });
   server_.Handle<proto::NodeDrain>([c](const proto::NodeDrain& r, const Envelope&, std::string*) {
     return c->SetDraining(r.name, r.drain);
   });
-  server_.Handle<proto::NodeRemove>([c](const proto::NodeRemove& r, const Envelope&, std::string*) {
-    return c->RemoveNode(r.name, r.force);
-  });
+  server_.Handle<proto::NodeRemove>(
+      [c](const proto::NodeRemove& r, const Envelope&, std::string*) -> Result<proto::NodeRemoveReply> {
+        Result<proto::NodeRemoveReply> removed = c->RemoveNode(r.name, r.force);
+        // A resend whose first attempt was applied (proto/message_types.h).
+        if (r.retry && removed.status().code() == Code::kNotFound) return proto::NodeRemoveReply{};
+        return removed;
+      });
   server_.Handle<proto::Warm>([c](const proto::Warm& r, const Envelope&, std::string*) { return c->Warm(r.name); });
   RegisterCheckpointHandlers();
 }

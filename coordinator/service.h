@@ -47,6 +47,8 @@ class CoordinatorService {
     // is elected). Asked once per request and per liveness round, from any
     // thread: thread-safe and quick (read an atomic state, not etcd).
     std::function<std::optional<std::string>()> standby;
+    // Null without HA; else fills ClusterStatusReply::ha (it may ask etcd).
+    std::function<proto::HaStatus()> ha_status;
   };
 
   CoordinatorService(Coordinator* coordinator, Options options);

@@ -189,7 +189,8 @@ struct CkptCreate {
   uint32_t uid = 0;
   uint32_t gid = 0;
   std::string target;
-  MSGPACK_DEFINE_MAP(path, is_dir, mode, uid, gid, target);
+  bool retry = false;  // a resend (proto/message_types.h): an entry of this kind and owner is ours
+  MSGPACK_DEFINE_MAP(path, is_dir, mode, uid, gid, target, retry);
 };
 
 struct CkptRenameReply {
@@ -204,7 +205,8 @@ struct CkptRename {
   std::string from;
   std::string to;
   bool noreplace = false;
-  MSGPACK_DEFINE_MAP(from, to, noreplace);
+  bool retry = false;  // a resend: `from` gone and `to` there is ours
+  MSGPACK_DEFINE_MAP(from, to, noreplace, retry);
 };
 
 struct CkptRemoveReply {
@@ -217,7 +219,8 @@ struct CkptRemove {
   using Reply = CkptRemoveReply;
   std::string path;
   bool is_dir = false;
-  MSGPACK_DEFINE_MAP(path, is_dir);
+  bool retry = false;  // a resend: the path gone is ours (reply id 0)
+  MSGPACK_DEFINE_MAP(path, is_dir, retry);
 };
 
 // Makes new bytes of file `id` its committed generation `gen` (greater than
@@ -265,8 +268,9 @@ struct CkptCommit {
   bool writing = false;
   std::vector<CkptReplicaRef> discard;
   uint64_t mount = 0;  // the committing mount's session id (CkptSession.mount)
+  bool retry = false;  // a resend: generation `gen` already there with these bytes is ours
   MSGPACK_DEFINE_MAP(id, gen, size, mtime_ns, mode, chunk_size, checksums, writer, replicas, replicas_wanted,
-                     level, ctime_ns, chunk_gens, writing, discard, mount);
+                     level, ctime_ns, chunk_gens, writing, discard, mount, retry);
 };
 
 // chmod / utimens of an entry (truncate is a commit of new bytes), and

@@ -48,9 +48,10 @@ const std::string& LeaderClient::Next(const std::string& endpoint) const {
   return *it;
 }
 
-Status LeaderClient::Run(uint16_t type, std::chrono::milliseconds timeout, const Attempt& attempt) {
+Status LeaderClient::Run(uint16_t type, bool resendable, std::chrono::milliseconds timeout,
+                         const Attempt& attempt) {
   Clock* clock = options_.clock;
-  const Time deadline = clock->Now() + options_.failover_wait;
+  Time deadline{};  // set when the first attempt ends
   std::string target = hint_->Get();
   if (target.empty()) target = answered_by_;
   // `named`: set once a standby answered (and to the leader it named, or
@@ -80,7 +81,8 @@ Status LeaderClient::Run(uint16_t type, std::chrono::milliseconds timeout, const
     RpcClient& client = ClientFor(target);
     client.set_connect_timeout(Several(named) ? std::min(connect_timeout_, options_.connect_timeout)
                                               : connect_timeout_);
-    last = attempt(client, t);
+    last = attempt(client, t, /*again=*/!first);
+    if (first) deadline = clock->Now() + options_.failover_wait;
     answered_ = client.last_call_answered();
     busy_ = client.last_call_busy();
     timed_out_ = client.last_call_timed_out();
@@ -113,8 +115,9 @@ Status LeaderClient::Run(uint16_t type, std::chrono::milliseconds timeout, const
     }
     if (!Several(named)) return last;  // one coordinator: exactly RpcClient
     // Sent and unanswered: it may have been applied. Only a request that
-    // means the same twice may go to the next coordinator.
-    if (client.last_call_sent() && !IsIdempotent(type)) return last;
+    // means the same twice, or whose resend its handler recognises, may go
+    // to the next coordinator.
+    if (client.last_call_sent() && !IsIdempotent(type) && !resendable) return last;
     hint_->Forget(target);
     target = Next(target);
   }

@@ -17,17 +17,22 @@
 //   - kNotLeader naming none (an election under way): asks the next endpoint.
 //   - no answer (a dead or unreachable coordinator): asks the next endpoint,
 //     but only if the request certainly was not processed (it never went out:
-//     RpcClient::last_call_sent) or is idempotent (IsIdempotent,
-//     proto/message_types.h): a request that went out and got no reply may
-//     have been applied, and sending a CkptCommit or a DatasetAdd twice is
-//     not the same as once. Such a call returns kUnavailable, as RpcClient
-//     does.
+//     RpcClient::last_call_sent), is idempotent (IsIdempotent,
+//     proto/message_types.h) or is Resendable: a request that went out and
+//     got no reply may have been applied. Any other such call returns
+//     kUnavailable, as RpcClient does.
+// A Resendable request (one with `bool retry`: CkptCommit, DatasetAdd, ...,
+// proto/message_types.h says which and what its handler does) goes out with
+// `retry` set on every attempt after the call's first, so that the leader
+// counts finding its own effect (the first attempt applied before its
+// coordinator died) as success rather than AlreadyExists or Stale.
 //   - any other answer, success or error (a handler's kUnavailable, a busy
 //     server too): that is the call's result, and its coordinator the leader.
 // Each endpoint is asked once per round; a new round starts after
-// Options::backoff. Retrying stops at Options::failover_wait after the call
-// began: the call then returns the last error, its message naming the
-// endpoints asked. The first attempt has the caller's whole timeout (a
+// Options::backoff. Retrying stops at Options::failover_wait after the first
+// attempt ended (a first attempt cut off by the death of its coordinator
+// took the caller's whole timeout already): the call then returns the last
+// error, its message naming the endpoints asked. The first attempt has the caller's whole timeout (a
 // DatasetAdd that walks a large tree is not cut short); later ones at most
 // what is left of the failover wait.
 //
@@ -46,6 +51,7 @@
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -64,6 +70,13 @@
 #include "proto/rpc_client.h"
 
 namespace hoard::proto {
+
+// A request whose handler resolves a resend (proto/message_types.h): it has
+// `bool retry`, set on a call's second and later attempts.
+template <typename Req>
+concept Resendable = requires(Req r) {
+  { r.retry } -> std::same_as<bool&>;
+};
 
 // Splits "tcp://a:7100, tcp://b:7100" at commas (spaces around each endpoint
 // dropped, empty ones skipped, duplicates kept once, in order).
@@ -137,9 +150,18 @@ class LeaderClient {
                                    zmq::message_t* payload = nullptr,
                                    const std::string_view* request_payload = nullptr) {
     std::optional<typename Req::Reply> reply;
-    Status s = Run(static_cast<uint16_t>(Req::kType), timeout,
-                   [&](RpcClient& client, std::chrono::milliseconds t) -> Status {
-                     Result<typename Req::Reply> r = client.Call(req, t, payload, request_payload);
+    Status s = Run(static_cast<uint16_t>(Req::kType), Resendable<Req>, timeout,
+                   [&](RpcClient& client, std::chrono::milliseconds t, bool again) -> Status {
+                     Result<typename Req::Reply> r = [&] {
+                       if constexpr (Resendable<Req>) {
+                         if (again) {
+                           Req resent = req;
+                           resent.retry = true;
+                           return client.Call(resent, t, payload, request_payload);
+                         }
+                       }
+                       return client.Call(req, t, payload, request_payload);
+                     }();
                      if (!r.ok()) return r.status();
                      reply.emplace(std::move(*r));
                      return Status::Ok();
@@ -149,10 +171,12 @@ class LeaderClient {
   }
 
  private:
-  using Attempt = std::function<Status(RpcClient&, std::chrono::milliseconds)>;
+  // One attempt at `client`; `again`: not the call's first.
+  using Attempt = std::function<Status(RpcClient&, std::chrono::milliseconds, bool again)>;
   using Time = std::chrono::steady_clock::time_point;
 
-  Status Run(uint16_t type, std::chrono::milliseconds timeout, const Attempt& attempt);
+  // `resendable`: the request type is Resendable.
+  Status Run(uint16_t type, bool resendable, std::chrono::milliseconds timeout, const Attempt& attempt);
   // The client for `endpoint`, made on first use.
   RpcClient& ClientFor(const std::string& endpoint);
   // Whether a failed attempt may go on to another coordinator: more than one

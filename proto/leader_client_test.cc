@@ -38,9 +38,10 @@ class Election {
   std::string leader_ GUARDED_BY(mu_);
 };
 
-// One coordinator: serves Ping, GetClusterMap and DatasetAdd while it leads.
-// `hold`: its DatasetAdd and GetClusterMap handlers wait until Release (a
-// reply that never comes in time: the call times out after it went out).
+// One coordinator: serves Ping, GetClusterMap, DatasetAdd (its reply's
+// source says whether the request was a resend) and DatasetRefresh while it
+// leads. `hold`: all but Ping wait until Release (a reply that never comes in
+// time: the call times out after it went out).
 class FakeCoordinator {
  public:
   FakeCoordinator(zmq::context_t* ctx, Election* election, int n) : election_(election) {
@@ -66,7 +67,12 @@ class FakeCoordinator {
     server_->Handle<DatasetAdd>([this](const DatasetAdd& r, const Envelope&, std::string*) {
       served_.fetch_add(1);
       Hold();
-      return Result<DatasetAddReply>(DatasetAddReply{.meta = {.name = r.name}});
+      return Result<DatasetAddReply>(DatasetAddReply{.meta = {.name = r.name, .source = r.retry ? "resent" : ""}});
+    });
+    server_->Handle<DatasetRefresh>([this](const DatasetRefresh& r, const Envelope&, std::string*) {
+      served_.fetch_add(1);
+      Hold();
+      return Result<DatasetRefreshReply>(DatasetRefreshReply{.meta = {.name = r.name}});
     });
   }
   ~FakeCoordinator() {
@@ -221,7 +227,7 @@ TEST_F(LeaderClientTest, TheLeaderMovesBetweenCalls) {
   EXPECT_EQ(c(1).asked(), 0);
 }
 
-TEST_F(LeaderClientTest, ALostReplyIsRetriedOnlyForAnIdempotentRequest) {
+TEST_F(LeaderClientTest, ALostReplyIsRetriedOnlyForAnIdempotentOrResendableRequest) {
   StartCoordinators(2);
   // Both serve (an old leader that has not noticed its takeover yet), and
   // the first holds its replies: a request goes out and no reply comes.
@@ -229,11 +235,11 @@ TEST_F(LeaderClientTest, ALostReplyIsRetriedOnlyForAnIdempotentRequest) {
   c(0).set_hold(true);
   c(1).set_leads(true);
   LeaderClient client(ctx_, List({0, 1}), Fast());
-  Result<DatasetAddReply> add = client.Call(DatasetAdd{.name = "d"}, 300ms);
-  EXPECT_EQ(add.status().code(), Code::kUnavailable) << add.status().ToString();
+  Result<DatasetRefreshReply> refresh = client.Call(DatasetRefresh{.name = "d"}, 300ms);
+  EXPECT_EQ(refresh.status().code(), Code::kUnavailable) << refresh.status().ToString();
   EXPECT_TRUE(client.last_call_timed_out());
   EXPECT_EQ(c(0).served(), 1);
-  EXPECT_EQ(c(1).asked(), 0) << "a DatasetAdd that may have been applied is not sent again";
+  EXPECT_EQ(c(1).asked(), 0) << "a DatasetRefresh that may have been applied is not sent again";
   // A read is sent again, to the next coordinator.
   Result<ClusterMap> map = client.Call(GetClusterMap{}, 300ms);
   ASSERT_TRUE(map.ok()) << map.status().ToString();
@@ -241,6 +247,23 @@ TEST_F(LeaderClientTest, ALostReplyIsRetriedOnlyForAnIdempotentRequest) {
   EXPECT_EQ(client.endpoint(), c(1).endpoint());
   EXPECT_EQ(c(0).served(), 2);
   EXPECT_EQ(c(1).served(), 1);
+}
+
+TEST_F(LeaderClientTest, AResendableRequestIsSentAgainMarkedAsARetry) {
+  StartCoordinators(2);
+  c(0).set_leads(true);
+  c(0).set_hold(true);  // the first attempt goes out and gets no reply
+  c(1).set_leads(true);
+  LeaderClient client(ctx_, List({0, 1}), Fast());
+  Result<DatasetAddReply> add = client.Call(DatasetAdd{.name = "d"}, 300ms);
+  ASSERT_TRUE(add.ok()) << add.status().ToString();
+  EXPECT_EQ(add->meta.source, "resent") << "the second attempt carries retry";
+  EXPECT_EQ(c(0).served(), 1);
+  EXPECT_EQ(c(1).served(), 1);
+  // A call answered at its first attempt is not marked.
+  Result<DatasetAddReply> again = client.Call(DatasetAdd{.name = "e"}, 300ms);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->meta.source, "");
 }
 
 TEST_F(LeaderClientTest, FailoverWaitBoundsAClusterWithoutALeader) {

@@ -140,21 +140,31 @@ enum class MsgChannel : uint8_t { kCurve, kData };
 //              sends anyway), Heartbeat, CkptSession;
 //   set a flag to a value: Warm (warm = true), NodeDrain (draining = the
 //              request's value: Coordinator::SetDraining says idempotent).
-// Not idempotent, on purpose: DatasetAdd and NodeRemove (a second gets
-// AlreadyExists/NotFound for what succeeded), DatasetRefresh (a second
-// answers "unchanged" and loses the diff), DatasetRemove, CkptCreate,
-// CkptRename, CkptRemove, CkptCommit and CkptSetAttr (namespace changes:
-// issue 32 makes them idempotent by request id, not by retry), CkptFlush,
-// CkptWork (leases drain work and adds up rebuilt/dropped counts),
-// CkptDrained (queues a publish), CkptLock (a retried take or release can
-// cross another owner's), PutCkptChunk, Scrub, OpenDataChannel (RpcClient's
-// own) and every reply type.
+//   set attributes to values: CkptSetAttr (mode, times, owner, and a reopen
+//              that holds the file's copies; a second changes only ctime).
+// Resent with `retry` set, not listed: DatasetAdd, DatasetRemove, NodeRemove,
+// CkptCreate, CkptRename, CkptRemove and CkptCommit. A second one is not the
+// same as the first (AlreadyExists, NotFound or Stale for what succeeded), so
+// each struct has `bool retry`, which LeaderClient sets on every attempt after
+// a call's first and which lets it resend the request; the handler then
+// counts finding the request's own effect as success: the dataset there with
+// the same source and layout, the dataset, node or path already gone, an
+// entry of the same kind and owner at the path (never committed, for a file),
+// `from` gone and `to` there, generation `gen` there with the same size and
+// checksums. The price: a resend cannot tell its own effect from the same
+// change made by another client meanwhile (two mounts creating one new file
+// within a takeover both succeed, as open(O_CREAT) without O_EXCL would).
+// Neither, on purpose: DatasetRefresh (a second answers "unchanged" and
+// loses the diff), CkptFlush, CkptWork (leases drain work and adds up
+// rebuilt/dropped counts), CkptDrained (queues a publish), CkptLock (a
+// retried take or release can cross another owner's), PutCkptChunk, Scrub,
+// OpenDataChannel (RpcClient's own) and every reply type.
 // clang-format off
 #define HOARD_IDEMPOTENT_REQUESTS(X)                                                                  \
   X(Ping) X(GetClusterMap) X(GetManifest) X(ClusterStatus) X(DatasetList) X(CkptLookup) X(CkptList) \
   X(CkptStatus) X(GetChunk) X(NodeStatus) X(GetCkptChunk)                                            \
   X(RegisterNode) X(Heartbeat) X(CkptSession)                                                        \
-  X(Warm) X(NodeDrain)
+  X(Warm) X(NodeDrain) X(CkptSetAttr)
 // clang-format on
 
 namespace hoard::proto {

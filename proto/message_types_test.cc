@@ -15,6 +15,7 @@
 
 #include "proto/access.h"
 #include "proto/data_channel.h"
+#include "proto/leader_client.h"
 #include "proto/messages.h"
 
 namespace hoard::proto {
@@ -128,7 +129,8 @@ TEST(MessageTypesTest, OnlyReadsHeartbeatsAndSettingsAreIdempotent) {
       MsgType::kPing,       MsgType::kGetClusterMap, MsgType::kGetManifest,  MsgType::kClusterStatus,
       MsgType::kDatasetList, MsgType::kCkptLookup,   MsgType::kCkptList,     MsgType::kCkptStatus,
       MsgType::kGetChunk,   MsgType::kNodeStatus,    MsgType::kGetCkptChunk, MsgType::kRegisterNode,
-      MsgType::kHeartbeat,  MsgType::kCkptSession,   MsgType::kWarm,         MsgType::kNodeDrain};
+      MsgType::kHeartbeat,  MsgType::kCkptSession,   MsgType::kWarm,         MsgType::kNodeDrain,
+      MsgType::kCkptSetAttr};
   EXPECT_EQ(TypesWhere([](const Row& r) { return IsIdempotent(static_cast<uint16_t>(r.type)); }), idempotent);
   for (const Row& r : kRows) {
     if (r.kind == MsgKind::kReply) {
@@ -139,6 +141,21 @@ TEST(MessageTypesTest, OnlyReadsHeartbeatsAndSettingsAreIdempotent) {
     EXPECT_FALSE(IsIdempotent(static_cast<uint16_t>(t))) << TypeName(t);
   }
   EXPECT_FALSE(IsIdempotent(999));
+}
+
+// The requests LeaderClient resends with `retry` set, whose handlers count
+// finding their own effect as success: pinned, like the idempotent ones.
+TEST(MessageTypesTest, OnlyNamespaceAndMembershipChangesAreResent) {
+  std::set<MsgType> resent;
+#define HOARD_TEST_RESENT(name, number, body, kind, access, channel, header, payload) \
+  if constexpr (Resendable<body>) resent.insert(MsgType::k##name);
+  HOARD_MESSAGE_TYPES(HOARD_TEST_RESENT)
+#undef HOARD_TEST_RESENT
+  const std::set<MsgType> want = {MsgType::kDatasetAdd, MsgType::kDatasetRemove, MsgType::kNodeRemove,
+                                  MsgType::kCkptCreate, MsgType::kCkptRename,    MsgType::kCkptRemove,
+                                  MsgType::kCkptCommit};
+  EXPECT_EQ(resent, want);
+  for (MsgType t : resent) EXPECT_FALSE(IsIdempotent(static_cast<uint16_t>(t))) << TypeName(t) << ": one or the other";
 }
 
 TEST(MessageTypesTest, LimitsAreTheRowsAndOnlyDataPathTypesDiffer) {

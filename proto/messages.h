@@ -398,6 +398,25 @@ struct DatasetStatus {
   MSGPACK_DEFINE_MAP(meta, cached_bytes, cached_chunks, files_cached, expected_bytes, complete,
                      nodes_reporting, failures, shares, fill_rate, eta_seconds);
 };
+// Coordinators in high availability (coordinator/ha_coordinator.h), as the
+// leader sees them: itself, its term, and each etcd member's health.
+struct EtcdMemberInfo {
+  std::string name;
+  std::string endpoint;  // the client URL the coordinator uses
+  bool healthy = false;
+  bool leader = false;  // etcd's own (raft) leader
+  int64_t db_size_bytes = 0;
+  std::string error;  // why not healthy
+  MSGPACK_DEFINE_MAP(name, endpoint, healthy, leader, db_size_bytes, error);
+};
+struct HaStatus {
+  std::string leader;  // the leading coordinator's advertised endpoint; "" without HA
+  int64_t term = 0;    // the etcd revision its term began at
+  std::vector<EtcdMemberInfo> etcd;
+  std::string etcd_error;  // the member list could not be read
+  MSGPACK_DEFINE_MAP(leader, term, etcd, etcd_error);
+};
+
 struct ClusterStatusReply {
   uint64_t epoch = 0;
   std::vector<NodeInfo> nodes;
@@ -409,7 +428,8 @@ struct ClusterStatusReply {
   // by node and mountpoint, and the coordinator's own build.
   std::vector<MountInfo> mounts;
   Build build;
-  MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits, ckpt_jobs, ckpt_origin, mounts, build);
+  HaStatus ha;
+  MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits, ckpt_jobs, ckpt_origin, mounts, build, ha);
 };
 struct ClusterStatus {
   static constexpr MsgType kType = MsgType::kClusterStatus;
@@ -430,7 +450,8 @@ struct DatasetAdd {
   std::string source;
   uint64_t chunk_size = 0;  // 0 = default (4 MiB)
   uint32_t replicas = 1;
-  MSGPACK_DEFINE_MAP(name, source, chunk_size, replicas);
+  bool retry = false;  // a resend: the dataset there with this source and layout is ours
+  MSGPACK_DEFINE_MAP(name, source, chunk_size, replicas, retry);
 };
 
 // One file a refresh found added, changed (a new size or mtime) or removed.
@@ -493,7 +514,8 @@ struct DatasetRemove {
   static constexpr MsgType kType = MsgType::kDatasetRemove;
   using Reply = DatasetRemoveReply;
   std::string name;
-  MSGPACK_DEFINE_MAP(name);
+  bool retry = false;  // a resend: no such dataset is done
+  MSGPACK_DEFINE_MAP(name, retry);
 };
 
 struct WarmReply {
@@ -534,7 +556,8 @@ struct NodeRemove {
   using Reply = NodeRemoveReply;
   std::string name;
   bool force = false;
-  MSGPACK_DEFINE_MAP(name, force);
+  bool retry = false;  // a resend: no such node is done (epoch 0)
+  MSGPACK_DEFINE_MAP(name, force, retry);
 };
 
 // Reply payload: chunk bytes [offset, offset + returned length).
