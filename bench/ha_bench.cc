@@ -11,8 +11,9 @@
 //     after another (--commits of them): the latency of each, median and p99;
 //   - a heartbeat of a registered node (--heartbeats, after --nodes
 //     registrations, each of which is a journal record);
-//   - a save of --files small files by --writers threads at once, as a job
-//     saving a sharded checkpoint does through its mounts: files per second.
+//   - a save of --files small files into one checkpoint directory by
+//     --writers threads at once, as a job saving a sharded checkpoint does
+//     through its mounts: files per second.
 // Prints a table and one JSON line. Needs /usr/bin/etcd (scripts/deps).
 #include <unistd.h>
 
@@ -70,11 +71,13 @@ struct Figures {
 hoard::Result<Figures> Measure(hoard::Coordinator& c, int commits, int nodes, int heartbeats, int files,
                                int writers) {
   Figures f;
+  // As a job saves: files in a checkpoint directory of the job's.
   HOARD_RETURN_IF_ERROR(c.checkpoints().Create({.path = "bench", .is_dir = true}).status());
+  HOARD_RETURN_IF_ERROR(c.checkpoints().Create({.path = "bench/step1", .is_dir = true}).status());
   Latencies commit;
   for (int i = 0; i < commits; ++i) {
     const auto t = Clock::now();
-    HOARD_RETURN_IF_ERROR(Save(c, "bench/c" + std::to_string(i), "node0"));
+    HOARD_RETURN_IF_ERROR(Save(c, "bench/step1/c" + std::to_string(i), "node0"));
     commit.ms.push_back(Ms(Clock::now() - t));
   }
   f.commit_p50 = commit.Quantile(0.5);
@@ -101,6 +104,7 @@ hoard::Result<Figures> Measure(hoard::Coordinator& c, int commits, int nodes, in
   f.heartbeat_p99 = hb.Quantile(0.99);
 
   HOARD_RETURN_IF_ERROR(c.checkpoints().Create({.path = "save", .is_dir = true}).status());
+  HOARD_RETURN_IF_ERROR(c.checkpoints().Create({.path = "save/step1", .is_dir = true}).status());
   std::atomic<int> next{0};
   std::atomic<bool> failed{false};
   const auto t = Clock::now();
@@ -108,7 +112,7 @@ hoard::Result<Figures> Measure(hoard::Coordinator& c, int commits, int nodes, in
   for (int w = 0; w < writers; ++w) {
     threads.emplace_back([&, w] {
       for (int i = next++; i < files && !failed; i = next++) {
-        if (!Save(c, "save/f" + std::to_string(i), "node" + std::to_string(w % nodes)).ok()) failed = true;
+        if (!Save(c, "save/step1/f" + std::to_string(i), "node" + std::to_string(w % nodes)).ok()) failed = true;
       }
     });
   }
@@ -191,8 +195,8 @@ int main(int argc, char** argv) {
   row("checkpoint create+commit, median (ms)", wal.commit_p50, etcd.commit_p50);
   row("checkpoint create+commit, p99 (ms)", wal.commit_p99, etcd.commit_p99);
   row("node registration, median (ms)", wal.register_p50, etcd.register_p50);
-  row("heartbeat, median (ms)", wal.heartbeat_p50, etcd.heartbeat_p50);
-  row("heartbeat, p99 (ms)", wal.heartbeat_p99, etcd.heartbeat_p99);
+  row("heartbeat, median (us)", wal.heartbeat_p50 * 1000, etcd.heartbeat_p50 * 1000);
+  row("heartbeat, p99 (us)", wal.heartbeat_p99 * 1000, etcd.heartbeat_p99 * 1000);
   std::printf("%-44s %12.0f %12.0f %7.2fx\n", "save of many small files (files/s)", wal.save_files_per_s,
               etcd.save_files_per_s, wal.save_files_per_s > 0 ? etcd.save_files_per_s / wal.save_files_per_s : 0);
   auto figures = [](const Figures& f) {

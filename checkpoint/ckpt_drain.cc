@@ -142,7 +142,15 @@ Status CkptTable::OriginOpDone(uint64_t seq, OpOutcome outcome) {
   }
   if (n == nullptr || outcome != OpOutcome::kDone) return Status::Ok();
   HOARD_RETURN_IF_ERROR(PublishReadyMarkersLocked());
-  return ApplyRetentionLocked(ns_.JobOf(op.id));
+  // Only this file became P: it can be released only if its checkpoint is
+  // not among the newest, which the one of the job's last commit is (see
+  // Commit): no scan for the files of a checkpoint being drained as written.
+  const uint64_t job = ns_.JobOf(op.id), checkpoint = ns_.CheckpointOf(op.id);
+  if (auto last = last_committed_checkpoint_.find(job);
+      checkpoint != 0 && last != last_committed_checkpoint_.end() && last->second == checkpoint) {
+    return Status::Ok();
+  }
+  return ApplyRetentionLocked(job);
 }
 
 void CkptTable::OriginOpFailed(const OriginOp& op, const Status& s, bool for_good) {

@@ -109,6 +109,16 @@ uint64_t CkptNamespace::JobOf(uint64_t id) const {
   return n == nullptr ? 0 : n->id;
 }
 
+uint64_t CkptNamespace::CheckpointOf(uint64_t id) const {
+  const CkptNode* n = Find(id);
+  while (n != nullptr && n->parent != 0) {
+    const CkptNode* parent = Find(n->parent);
+    if (parent != nullptr && parent->parent == 0) return n->id;
+    n = parent;
+  }
+  return 0;
+}
+
 void CkptNamespace::ForEachFile(uint64_t id, const std::function<void(const CkptNode&)>& fn) const {
   if (const CkptNode* n = Find(id); n != nullptr && !n->is_dir) {
     fn(*n);

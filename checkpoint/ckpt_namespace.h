@@ -55,6 +55,10 @@ class CkptNamespace {
   bool InSubtree(uint64_t id, uint64_t ancestor) const;
   // The top-level ancestor (itself if top-level); 0 for the root.
   uint64_t JobOf(uint64_t id) const;
+  // The ancestor directly in the top-level directory (itself if there): the
+  // job's "checkpoint" that holds `id`, for retention. 0 for the root, a
+  // job itself, and orphans.
+  uint64_t CheckpointOf(uint64_t id) const;
   // Calls fn for every file in the subtree of `id` (itself if a file).
   void ForEachFile(uint64_t id, const std::function<void(const CkptNode&)>& fn) const;
   // The entries directly in directory `id`, by name (null if none).

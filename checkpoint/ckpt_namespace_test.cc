@@ -51,6 +51,11 @@ TEST_F(CkptNamespaceTest, DerivesPathsJobsAndLinks) {
   EXPECT_EQ(ns_.JobOf(3), 1u);
   EXPECT_EQ(ns_.JobOf(1), 1u);
   EXPECT_EQ(ns_.JobOf(0), 0u);
+  EXPECT_EQ(ns_.CheckpointOf(3), 2u) << "a.bin is in checkpoint iter_1";
+  EXPECT_EQ(ns_.CheckpointOf(2), 2u);
+  EXPECT_EQ(ns_.CheckpointOf(4), 4u) << "a file directly in the job is a checkpoint of its own";
+  EXPECT_EQ(ns_.CheckpointOf(1), 0u) << "a job is no checkpoint";
+  EXPECT_EQ(ns_.CheckpointOf(0), 0u);
   EXPECT_TRUE(ns_.InSubtree(3, 1));
   EXPECT_TRUE(ns_.InSubtree(3, 0));
   EXPECT_FALSE(ns_.InSubtree(4, 2));

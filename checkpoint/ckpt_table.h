@@ -386,6 +386,10 @@ class CkptTable {
   DrainHealth health_ GUARDED_BY(mu_);       // not durable (see drain_health.h)
   std::atomic<uint64_t> rereplicated_chunks_{0};
   std::function<void()> listener_ GUARDED_BY(mu_);
+  // By job: the checkpoint (entry directly in the job) of its last commit in
+  // this process, so that commits into the same one skip the retention scan
+  // (Commit). Not durable: the first commit after a restart scans.
+  std::map<uint64_t, uint64_t> last_committed_checkpoint_ GUARDED_BY(mu_);
 };
 
 }  // namespace hoard
