@@ -40,6 +40,19 @@ def systemd_exec(argv):
     return " ".join(words)
 
 
+def hoard_endpoints(hosts, hostvars, scheme, port_var, default_port):
+    """SCHEME://ADDR:PORT of each host: its hoard_listen_addr (else its
+    default IPv4) and its own port variable, else default_port (a role's
+    default, which hostvars does not hold)."""
+    out = []
+    for host in hosts:
+        hv = hostvars[host]
+        addr = hv.get("hoard_listen_addr") or hv["ansible_default_ipv4"]["address"]
+        out.append(f"{scheme}://{addr}:{hv.get(port_var, default_port)}")
+    return out
+
+
 class FilterModule:
     def filters(self):
-        return {"hoard_present": hoard_present, "hoard_argv": hoard_argv, "systemd_exec": systemd_exec}
+        return {"hoard_present": hoard_present, "hoard_argv": hoard_argv, "systemd_exec": systemd_exec,
+                "hoard_endpoints": hoard_endpoints}

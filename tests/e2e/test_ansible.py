@@ -14,8 +14,14 @@ over the dataset through its mount comparing bytes, restarts one node at a
 time, each node agent stopped and started and each mount in place (the same
 supervisor, the next generation in server.json), without a drain, and
 restarts the coordinator whose options changed: the readers see no error;
-teardown.yml stops every daemon and unmounts. Other hoard processes on this
-machine are never touched: everything is found through this test's pidfiles.
+teardown.yml stops every daemon and unmounts. High availability
+(hoard_coordinators): three hosts each run an etcd member and a coordinator,
+one of them a node agent and a mount; one coordinator leads, the others stand
+by, every member is healthy; after kill -9 of the leader the dataset still
+reads through the mount and a checkpoint saves through the new leader; both
+coordinator groups at once and an even etcd are refused before anything is
+installed. Other hoard processes on this machine are never touched:
+everything is found through this test's pidfiles.
 """
 import json
 import os
@@ -120,6 +126,8 @@ class AnsibleTest(unittest.TestCase):
         cls.env = dict(os.environ, ANSIBLE_LOCAL_TEMP=os.path.join(root, "ansible-tmp"),
                        ANSIBLE_REMOTE_TEMP=os.path.join(root, "ansible-tmp"), ANSIBLE_NOCOLOR="1",
                        ANSIBLE_FORCE_COLOR="0")
+        # Prefixes of test_ha's hosts, for kill_leftovers.
+        cls.ha_prefixes = []
         cls.addClassCleanup(cls.kill_leftovers)
 
     @classmethod
@@ -137,20 +145,26 @@ class AnsibleTest(unittest.TestCase):
     @classmethod
     def kill_leftovers(cls):
         """Whatever teardown.yml did not stop (a failed test): our pidfiles only."""
-        for prefix in (cls.prefix, cls.prefix2):
+        for prefix in (cls.prefix, cls.prefix2, *cls.ha_prefixes):
             subprocess.run(["fusermount3", "-uz", os.path.join(prefix, "mnt", "hoard")], capture_output=True)
-            for d in reversed(DAEMONS):
+            for d in (*reversed(DAEMONS), "hoard-etcd"):
                 pid = cls.pid(d, prefix)
                 try:
-                    if pid and harness.alive(pid) and os.readlink(f"/proc/{pid}/exe").startswith(prefix):
+                    if not pid or not harness.alive(pid):
+                        continue
+                    # etcd is /usr/bin/etcd: ours has its data directory below the prefix.
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        ours = (os.readlink(f"/proc/{pid}/exe").startswith(prefix) if d != "hoard-etcd"
+                                else prefix.encode() in f.read())
+                    if ours:
                         os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
 
-    def run_playbook(self, name, extra=None, inventory=None):
+    def run_playbook(self, name, extra=None, inventory=None, base=None):
         vars_file = os.path.join(self.tmp.path, "vars.json")
         with open(vars_file, "w") as f:
-            json.dump({**self.vars, **(extra or {})}, f)
+            json.dump({**(self.vars if base is None else base), **(extra or {})}, f)
         # The output goes to a file first: a playbook that overruns its time
         # still shows where it was.
         out = os.path.join(self.tmp.path, name + ".out")
@@ -167,20 +181,21 @@ class AnsibleTest(unittest.TestCase):
         with open(out) as f:
             return subprocess.CompletedProcess(p.args, p.returncode, f.read(), err)
 
-    def playbook(self, name, extra=None):
+    def playbook(self, name, extra=None, inventory=None, base=None, hosts=("localhost", "node2")):
         """Runs one playbook with the test's variables; returns (changed, stdout), changed summed over the hosts."""
-        r = self.run_playbook(name, extra)
-        recaps = re.findall(r"^(localhost|node2)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)",
+        r = self.run_playbook(name, extra, inventory, base)
+        recaps = re.findall(rf"^({'|'.join(hosts)})\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)",
                             r.stdout, re.M)
-        if r.returncode != 0 or len(recaps) != 2 or any(f != "0" for _, _, _, f in recaps):
+        if r.returncode != 0 or len(recaps) != len(hosts) or any(f != "0" for _, _, _, f in recaps):
             self.fail(f"ansible-playbook {name} exited {r.returncode}:\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}")
         return sum(int(c) for _, c, _, _ in recaps), r.stdout
 
-    def cli_json(self, *args):
+    def cli_json(self, *args, coordinator=None, prefix=None):
         env = dict(os.environ)
         if self.keys:
-            env["HOARD_KEYS"] = os.path.join(self.prefix, "etc", "hoard", "keys")
-        r = subprocess.run([os.path.join(harness.BIN, "hoard"), "--coordinator", self.coordinator, *args, "--json"],
+            env["HOARD_KEYS"] = os.path.join(prefix or self.prefix, "etc", "hoard", "keys")
+        r = subprocess.run([os.path.join(harness.BIN, "hoard"), "--coordinator", coordinator or self.coordinator, *args,
+                            "--json"],
                            env=env, text=True, capture_output=True, timeout=60)
         self.assertEqual(r.returncode, 0, f"hoard {' '.join(args)}: {r.stdout}\n{r.stderr}")
         return json.loads(r.stdout)
@@ -323,7 +338,8 @@ class AnsibleTest(unittest.TestCase):
                 self.assertIn(b"# TYPE", r.read(), table)
 
     def test_filters(self):
-        """The command lines the roles render: for daemons without --config, and ExecStart= quoting."""
+        """The command lines the roles render: for daemons without --config, and ExecStart= quoting; the
+        endpoints of a group's hosts; ansible/README.md documents every variable of defaults/main.yml."""
         sys.path.insert(0, os.path.join(ANSIBLE, "filter_plugins"))
         import hoard as filters  # noqa: E402
         self.assertEqual(filters.hoard_argv({"mountpoint": "/mnt/h", "allow-other": True, "fuse-debug": False,
@@ -333,6 +349,15 @@ class AnsibleTest(unittest.TestCase):
                           ".metadata,latest", "--threads", "4", "/mnt/h"])
         self.assertEqual(filters.systemd_exec(["/bin/x", "--store", "/a b/c", "--rate", "50%", "$HOME", 'q"'
                                                ]), '/bin/x --store "/a b/c" --rate 50%% $$HOME "q\\""')
+        self.assertEqual(filters.hoard_endpoints(["a", "b"], {"a": {"hoard_listen_addr": "10.0.0.1", "p": 9},
+                                                              "b": {"ansible_default_ipv4": {"address": "10.0.0.2"}}},
+                                                 "http", "p", 2379), ["http://10.0.0.1:9", "http://10.0.0.2:2379"])
+        # Every variable of the roles' defaults is in ansible/README.md's tables, and nothing else is.
+        with open(os.path.join(ANSIBLE, "roles", "common", "defaults", "main.yml")) as f:
+            defaults = set(yaml.safe_load(f))
+        with open(os.path.join(ANSIBLE, "README.md")) as f:
+            rows = re.findall(r"^\| (`hoard_[^|]*)\|", f.read(), re.M)
+        self.assertEqual(set(re.findall(r"`(hoard_[a-z0-9_]+)`", " ".join(rows))), defaults)
 
     def test_ansible(self):
         # Lint while the syntax checks and the first run go on: it takes a while.
@@ -426,6 +451,144 @@ class AnsibleTest(unittest.TestCase):
         for prefix in (self.prefix, self.prefix2):
             self.assertFalse(harness.mounted(os.path.join(prefix, "mnt", "hoard")))
 
+
+    def test_ha(self):
+        """hoard_coordinators: three hosts (this machine, a prefix each) each run an etcd member and a coordinator
+        on etcd, the first a node agent and a mount too; one coordinator leads and two stand by, every etcd
+        member is healthy; kill -9 of the leader: the dataset reads through the mount and a checkpoint saves
+        through the new leader; teardown.yml leaves no process. Refused before anything is installed: both
+        coordinator groups at once, and two etcd members."""
+        root = self.tmp.path
+        local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+        names = ("ha1", "ha2", "ha3")
+        prefixes = {h: os.path.join(root, "prefix-" + h) for h in names}
+        self.ha_prefixes.extend(prefixes.values())
+        shared, ckpt_origin = os.path.join(root, "ha-shared"), os.path.join(root, "ha-ckpt-origin")
+        os.makedirs(shared)
+        os.makedirs(ckpt_origin)
+        hosts = {h: {**local, "hoard_prefix": prefixes[h], "hoard_node_name": "ansible-" + h,
+                     "hoard_coordinator_port": free_port(), "hoard_etcd_client_port": free_port(),
+                     "hoard_etcd_peer_port": free_port(), "hoard_node_port": free_port(),
+                     "hoard_node_data_port": free_port(),
+                     "hoard_metrics_port": {"coordinator": None, "node": None, "mount": None}} for h in names}
+        # Per-host ports are host variables: no extra variable may override them.
+        base = {k: v for k, v in self.vars.items() if k != "hoard_coordinator_port"}
+        base.update(hoard_shared_store=shared, hoard_ckpt_origin=ckpt_origin, hoard_cluster_name="ansible-test")
+
+        def inventory(name, coordinators, single=()):
+            path = os.path.join(root, name)
+            with open(path, "w") as f:
+                yaml.safe_dump({"hoard": {"hosts": hosts, "children": {
+                    "hoard_coordinator": {"hosts": {h: None for h in single}},
+                    "hoard_coordinators": {"hosts": {h: None for h in coordinators}},
+                    "hoard_nodes": {"hosts": {"ha1": None}},
+                    "hoard_mounts": {"hosts": {"ha1": None}},
+                    "hoard_operators": {"hosts": {"ha1": None}}}}}, f)
+            return path
+
+        # Refused at the start, nothing installed: both groups, or an etcd of two members.
+        for inv, message in ((inventory("inventory-ha-both.yml", names[1:], single=names[:1]),
+                              r"both groups hoard_coordinator \(ha1\) and hoard_coordinators \(ha2, ha3\) have hosts"),
+                             (inventory("inventory-ha-even.yml", names[:2]),
+                              r"hoard_coordinators has 2 hosts \(ha1, ha2\), and each runs an etcd member: etcd "
+                              r"needs an odd number of members, 3 or more")):
+            r = self.run_playbook("site.yml", inventory=inv, base=base)
+            self.assertNotEqual(r.returncode, 0, r.stdout[-3000:])
+            self.assertRegex(re.sub(r"\s+", " ", r.stdout), message)
+            for p in prefixes.values():
+                self.assertFalse(os.path.exists(os.path.join(p, "usr", "local", "bin", "hoard")), inv)
+
+        inv = inventory("inventory-ha.yml", names)
+        endpoints = ",".join(f"tcp://127.0.0.1:{hosts[h]['hoard_coordinator_port']}" for h in names)
+        started = time.monotonic()
+        changed, _ = self.playbook("site.yml", inventory=inv, base=base, hosts=names)
+        print(f"site.yml, HA, first run: {time.monotonic() - started:.0f} s", file=sys.stderr)
+        self.assertGreater(changed, 0)
+
+        # What every host was given: the list of coordinators; the coordinators etcd's members.
+        etcd_urls = ",".join(f"http://127.0.0.1:{hosts[h]['hoard_etcd_client_port']}" for h in names)
+        for h in names:
+            with open(os.path.join(prefixes[h], "etc", "hoard", "hoard.toml"), "rb") as f:
+                config = tomllib.load(f)
+            self.assertEqual(config["coordinator"]["ckpt-origin"], ckpt_origin)
+            # The HA options are flags after --config (the loader does not read them from hoard.toml yet).
+            units = os.path.join(prefixes[h], "etc", "systemd", "system")
+            with open(os.path.join(units, "hoard-coordinator.service")) as f:
+                exec_start = re.search(r"^ExecStart=(.*)$", f.read(), re.M).group(1)
+            for flag in (f"--etcd {etcd_urls}", "--etcd-prefix /hoard/ansible-test/", f"--shared-store {shared}",
+                         f"--advertise tcp://127.0.0.1:{hosts[h]['hoard_coordinator_port']}"):
+                self.assertIn(flag, exec_start)
+            r = subprocess.run(["systemd-analyze", "verify", "--man=no", os.path.join(units, "hoard-etcd.service")],
+                               text=True, capture_output=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(os.path.join(prefixes[h], "etc", "profile.d", "hoard.sh")) as f:
+                self.assertIn(f"export HOARD_COORDINATOR={endpoints}\n", f.read())
+        self.assertNotIn("node", config)  # ha3's: a coordinator host without a node agent
+        with open(os.path.join(prefixes["ha1"], "etc", "hoard", "hoard.toml"), "rb") as f:
+            config = tomllib.load(f)
+        self.assertEqual((config["node"]["coordinator"], config["mount"]["coordinator"]), (endpoints, endpoints))
+
+        def status():
+            return self.cli_json("status", coordinator=endpoints, prefix=prefixes["ha1"])
+
+        def settled():
+            st = status()
+            roles = sorted(c["role"] for c in st.get("coordinators", []))
+            healthy = [m["healthy"] for m in st.get("etcd", [])]
+            return st if roles == ["leader", "standby", "standby"] and healthy == [True] * 3 else None
+
+        st = harness.wait_until(settled, 30, step=0.2)
+        self.assertIsNotNone(st, status())
+        self.assertEqual(sorted(c["endpoint"] for c in st["coordinators"]), sorted(endpoints.split(",")))
+        self.assertEqual([d["name"] for d in st["datasets"]], ["ds"])
+
+        def pids():
+            out = {}
+            for h in names:
+                for d in ("hoard-etcd", "hoard-coordinator") + (("hoard-node", "hoard-fuse") if h == "ha1" else ()):
+                    pid = self.pid(d, prefixes[h])
+                    self.assertTrue(pid and harness.alive(pid), f"{h}/{d} (pid {pid}) does not run")
+                    out[f"{h}/{d}"] = pid
+            return out
+        # (A second site.yml run changes nothing here too, as test_ansible checks for one coordinator: 20 s more
+        # of CI, left out.)
+        first = pids()
+
+        mnt = os.path.join(prefixes["ha1"], "mnt", "hoard")
+
+        def check_reads():
+            harness.drop_caches()
+            for rel in SOURCE_FILES:
+                self.assertEqual(harness.digest(os.path.join(mnt, "datasets", "ds", rel)),
+                                 harness.digest(os.path.join(self.origin, "ds", rel)), rel)
+        check_reads()
+
+        # kill -9 the leader, by its pidfile: a standby takes over.
+        leader = next(c["endpoint"] for c in st["coordinators"] if c["role"] == "leader")
+        host = next(h for h in names if leader.endswith(f":{hosts[h]['hoard_coordinator_port']}"))
+        os.kill(first[f"{host}/hoard-coordinator"], signal.SIGKILL)
+
+        def new_leader():
+            st = status()
+            return [c["endpoint"] for c in st.get("coordinators", []) if c["role"] == "leader" and c["endpoint"] != leader]
+        self.assertTrue(harness.wait_until(new_leader, 30, step=0.2), status())
+        check_reads()
+        data = random.Random(11).randbytes(3 * 1024 * 1024 + 5)
+        path = os.path.join(mnt, "checkpoints", "hajob", "model.pt")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+            os.fsync(f.fileno())
+        doc = self.cli_json("checkpoint", "flush", "hajob", "--wait", "--timeout", "60", coordinator=endpoints,
+                            prefix=prefixes["ha1"])
+        self.assertTrue(doc["flushed"], doc)
+        with open(os.path.join(ckpt_origin, "hajob", "model.pt"), "rb") as f:
+            self.assertEqual(f.read(), data)
+
+        self.playbook("teardown.yml", inventory=inv, base=base, hosts=names)
+        for d, pid in first.items():
+            self.assertFalse(harness.alive(pid), f"{d} (pid {pid}) survived teardown.yml")
+        self.assertFalse(harness.mounted(mnt))
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
