@@ -115,6 +115,12 @@ CLI::Option* FindOption(CLI::App& app, const std::string& key) {
     if (std::find(lnames.begin(), lnames.end(), key) != lnames.end()) return opt;
     if (opt->get_positional() && opt->get_name(true) == key) return opt;
   }
+  // An option group (add_option_group, e.g. hoard-coordinator's "High
+  // availability") is a nameless subcommand holding its own options: they
+  // are the daemon's options all the same.
+  for (CLI::App* group : app.get_subcommands([](CLI::App* sub) { return sub->get_name().empty(); })) {
+    if (CLI::Option* opt = FindOption(*group, key); opt != nullptr) return opt;
+  }
   return nullptr;
 }
 

@@ -21,6 +21,7 @@ struct Settings {
   std::string mountpoint;
   std::string level = "R";
   int timeout_ms = 1000;
+  std::string etcd;
 };
 
 class ConfigFileTest : public ::testing::Test {
@@ -40,6 +41,8 @@ class ConfigFileTest : public ::testing::Test {
     app_->add_option("--markers", s_.markers, "Names")->delimiter(',');
     app_->add_option("--level", s_.level, "R or L")->check(CLI::IsMember({"R", "L"}));
     app_->add_option("--timeout-ms", s_.timeout_ms, "Timeout")->check(Positive());
+    // As hoard-coordinator's "High availability" group.
+    app_->add_option_group("Group")->add_option("--etcd", s_.etcd, "In a group");
   }
 
   // Parses `args` (after the program name) on a fresh command line.
@@ -103,6 +106,12 @@ level = "L"
   EXPECT_TRUE(s_.allow_other);
   EXPECT_EQ(s_.markers, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(s_.level, "L");
+}
+
+TEST_F(ConfigFileTest, AnOptionOfAnOptionGroupIsTheDaemonsToo) {
+  auto errors = Run("[node]\ndata-dir = \"/d\"\netcd = \"http://e1:2379,http://e2:2379\"\n");
+  ASSERT_TRUE(errors.empty()) << errors[0].ToString();
+  EXPECT_EQ(s_.etcd, "http://e1:2379,http://e2:2379");
 }
 
 TEST_F(ConfigFileTest, ListAsOneDelimitedString) {
