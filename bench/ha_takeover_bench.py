@@ -18,7 +18,6 @@ HOARD_BUILD_DIR selects the binaries (default build).
 import argparse
 import json
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -26,7 +25,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "lib"))
 import hosts  # noqa: E402
@@ -43,31 +41,6 @@ def log(msg):
 def hoard(cluster_dir, *args, timeout=600):
     return subprocess.run([HOARD, "--dir", cluster_dir, *args], check=True, text=True, capture_output=True,
                           timeout=timeout).stdout
-
-
-def record(cluster_dir):
-    with open(os.path.join(cluster_dir, "cluster.json")) as f:
-        return json.load(f)
-
-
-def leads(c):
-    """Whether coordinator `c` says it leads (hoard_coordinator_leader on its
-    metrics address; a dead one does not answer). Not its log: a restarted
-    coordinator's log still ends with its former life's "leading" line."""
-    if not hosts.alive(c["pid"]):
-        return False
-    try:
-        with urllib.request.urlopen(f"http://{c['metrics']}/metrics", timeout=0.5) as r:
-            return re.search(r"^hoard_coordinator_leader 1$", r.read().decode(), re.M) is not None
-    except OSError:
-        return False
-
-
-def leader(cluster_dir, besides=None):
-    for c in record(cluster_dir)["coordinators"]:
-        if c["name"] != besides and leads(c):
-            return c
-    return None
 
 
 class Savers:
@@ -120,14 +93,14 @@ def main():
             t.start()
         try:
             for k in range(args.kills):
-                first = hosts.wait_until(lambda: leader(cluster), 60)
+                first = hosts.wait_until(lambda: hosts.ha_leader(cluster), 60)
                 assert first, "no leader"
                 # Saves flowing before the kill.
                 mark = time.monotonic()
                 assert hosts.wait_until(lambda: len(savers.since(mark)) >= 4, 60), "saves stopped"
                 killed = time.monotonic()
                 os.kill(first["pid"], signal.SIGKILL)
-                second = hosts.wait_until(lambda: leader(cluster, besides=first["name"]), 60)
+                second = hosts.wait_until(lambda: hosts.ha_leader(cluster, besides=first["name"]), 60)
                 assert second, "no standby took over"
                 takeover = time.monotonic() - killed
                 # Saves flow again: 2 per writer completed after the takeover.

@@ -16,7 +16,8 @@ import unittest
 # Process and mount checks, digests and dropping the page cache live with the
 # hosts harness (tests/lib), which the benchmarks share.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from hosts import alive, digest, drop_caches, mounted, wait_until  # noqa: E402,F401
+from hosts import (alive, coordinator_leads, digest, drop_caches, ha_leader, local_record, metrics_text,  # noqa: E402,F401
+                   mounted, wait_until)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))

@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 import unittest
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -130,27 +129,12 @@ class HaTest(unittest.TestCase):
         return harness.hoard("--dir", self.dir, *args, **kw)
 
     def record(self):
-        with open(os.path.join(self.dir, "cluster.json")) as f:
-            return json.load(f)
-
-    def leads(self, c):
-        """Whether coordinator `c` says it leads (hoard_coordinator_leader on
-        its metrics address; a dead or stopped one does not answer)."""
-        if not harness.alive(c["pid"]):
-            return False
-        try:
-            with urllib.request.urlopen(f"http://{c['metrics']}/metrics", timeout=0.5) as r:
-                return re.search(r"^hoard_coordinator_leader 1$", r.read().decode(), re.M) is not None
-        except OSError:
-            return False
+        return harness.local_record(self.dir)
 
     def leader(self, besides=None):
         """The running coordinator that says it leads now, other than
         `besides`; or None."""
-        for c in self.record()["coordinators"]:
-            if (not besides or c["name"] != besides["name"]) and self.leads(c):
-                return c
-        return None
+        return harness.ha_leader(self.dir, besides=besides["name"] if besides else None)
 
     def kill_leader(self):
         """kill -9 of the leader; returns the new leader once it leads."""
@@ -222,8 +206,7 @@ class HaTest(unittest.TestCase):
         self.assertEqual([m["healthy"] for m in status["etcd"]], [True] * 3, status["etcd"])
         self.assertEqual(sum(m["leader"] for m in status["etcd"]), 1, status["etcd"])
         # Its metrics: it leads, and its changes went to etcd.
-        with urllib.request.urlopen(f"http://{self.leader()['metrics']}/metrics", timeout=10) as r:
-            text = r.read().decode()
+        text = harness.metrics_text(self.leader()["metrics"], timeout=10)
         self.assertIn("hoard_coordinator_leader 1", text)
         txns = re.search(r'^hoard_etcd_request_seconds_count\{op="txn"\} (\d+)', text, re.M)
         self.assertTrue(txns and int(txns.group(1)) > 0, text[:2000])
@@ -247,22 +230,15 @@ class HaTest(unittest.TestCase):
             finally:
                 os.kill(first["pid"], signal.SIGCONT)
             # It wakes, finds its term over, and stands by.
-            self.assertTrue(harness.wait_until(lambda: harness.alive(first["pid"]) and not self.leads(first) and
-                                               self.answers(first), 30),
+            self.assertTrue(harness.wait_until(lambda: harness.alive(first["pid"]) and
+                                               harness.metrics_text(first["metrics"]) is not None and
+                                               not harness.coordinator_leads(first), 30),
                             "the woken coordinator did not stand by")
             savers.wait_for_more(self, 6)
         savers.check(self)
         listed = json.dumps(harness.hoard_json("--dir", self.dir, "dataset", "ls"))
         self.assertIn("while-stopped", listed, "the woken leader undid an acknowledged change")
         self.assertEqual(self.leader()["name"], second["name"])
-
-    def answers(self, c):
-        """Whether `c`'s metrics address answers (it runs, not stopped)."""
-        try:
-            with urllib.request.urlopen(f"http://{c['metrics']}/metrics", timeout=0.5):
-                return True
-        except OSError:
-            return False
 
     def test_3_kill_9_during_warm_wait(self):
         origin = os.path.join(self.tmp.path, "warm-origin")

@@ -36,11 +36,13 @@ import errno
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import threading
 import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("HOARD_BIN") or os.path.join(ROOT, os.environ.get("HOARD_BUILD_DIR", "build"), "bin")
@@ -107,6 +109,40 @@ def digest(path):
                 break
             h.update(b)
     return h.hexdigest()
+
+
+def local_record(cluster_dir):
+    """The record `hoard local up` keeps of a cluster (DIR/cluster.json)."""
+    with open(os.path.join(cluster_dir, "cluster.json")) as f:
+        return json.load(f)
+
+
+def metrics_text(addr, timeout=0.5):
+    """What a daemon's metrics address serves; None if it does not answer
+    (dead, or stopped by SIGSTOP)."""
+    try:
+        with urllib.request.urlopen(f"http://{addr}/metrics", timeout=timeout) as r:
+            return r.read().decode()
+    except OSError:
+        return None
+
+
+def coordinator_leads(c):
+    """Whether the recorded coordinator `c` (an entry of the record's
+    "coordinators") says it leads: hoard_coordinator_leader 1 on its metrics
+    address. Not its log: a restarted coordinator's log still ends with its
+    former life's "leading" line."""
+    text = metrics_text(c["metrics"]) if alive(c["pid"]) else None
+    return text is not None and re.search(r"^hoard_coordinator_leader 1$", text, re.M) is not None
+
+
+def ha_leader(cluster_dir, besides=None):
+    """The coordinator of a `hoard local up --coordinators N` cluster that
+    leads now, other than the one named `besides`; or None."""
+    for c in local_record(cluster_dir)["coordinators"]:
+        if c["name"] != besides and coordinator_leads(c):
+            return c
+    return None
 
 
 def _now():
