@@ -205,6 +205,15 @@ class LocalClusterTest(unittest.TestCase):
         self.assertIn("  directory mode, owner or mtime changed  .\n", text)
         r = c.cli_json("dataset", "refresh", "local")
         self.assertFalse(r["changed"])
+        # The mount adopts the new version at its next map poll (within a
+        # second): until then it serves the old one, whose changed file reads
+        # EIO once the nodes dropped its chunks (docs/architecture.md,
+        # "Dataset version"). The readers below are about restarts, not that window.
+        new_mtime = os.stat(shard).st_mtime_ns
+        deadline = time.time() + 10
+        while os.stat(os.path.join(root, "shard-01.tar")).st_mtime_ns != new_mtime and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(os.stat(os.path.join(root, "shard-01.tar")).st_mtime_ns, new_mtime)
         # After the refresh: right after a coordinator restart, status counts
         # what nodes report again, which the assertion above does not expect.
         self.check_restart_and_upgrade_under_readers(c, root)
