@@ -14,10 +14,12 @@ namespace {
 constexpr uint64_t kDropLogEvery = 1000;
 // The writer thread's nice value (see WriterLoop).
 constexpr int kWriterNice = 10;
-// How far past what it holds the tier reserves at a time (at most an eighth
-// of its budget): copies within the reservation are written without reading
+// How far past what it holds the tier reserves at a time, and how much its
+// reservation may grow in a second: a sixteenth of its budget (see the top of
+// read_tier.h). Copies within the reservation are written without reading
 // the budget's files and the disk's free space for each.
-constexpr uint64_t kReserveAhead = 8u << 20;
+constexpr uint64_t kStepDivisor = 16;
+constexpr std::chrono::seconds kStepWindow{1};
 
 }  // namespace
 
@@ -173,7 +175,22 @@ void ReadTier::Store(const Copy& copy) {
     }
     TrimTo(allowed - need);
     const uint64_t used = store_->usage().used_bytes;
-    Publish(std::min(allowed, used + need + std::min(kReserveAhead, allowed / 8)));
+    const uint64_t step = std::max<uint64_t>(allowed / kStepDivisor, need);
+    uint64_t reservation = std::min(allowed, used + need + step);
+    if (SharesCapacity()) {
+      const auto now = options_.clock->Now();
+      if (now - window_start_ >= kStepWindow) {
+        window_start_ = now;
+        window_base_ = reserved_;
+      }
+      // No further than a step past the reservation of a second ago: the
+      // node agent may not have seen the last one yet.
+      reservation = std::min(reservation, window_base_ + step);
+      if (used + need > reservation) {
+        return drop(Status::NoSpace("the read tier grows by at most a sixteenth of its budget a second"));
+      }
+    }
+    Publish(reservation);
   }
   for (;;) {
     Status s = store_->Put(copy.key, copy.dataset_uid, *copy.bytes);
@@ -210,6 +227,12 @@ uint64_t ReadTier::Allowed() {
   const uint64_t allowed = budget_.Allowed(store_->usage().used_bytes);
   counters_.allowed_bytes.store(allowed, std::memory_order_relaxed);
   return allowed;
+}
+
+bool ReadTier::SharesCapacity() const {
+  if (options_.node_usage_path.empty()) return false;
+  Result<NodeUsageRecord> node = ReadNodeUsage(options_.node_usage_path);
+  return node.ok() && node->capacity_bytes != 0;
 }
 
 void ReadTier::TrimTo(uint64_t allowed) {

@@ -19,9 +19,15 @@
 // or sooner if a copy past its reservation finds the budget shrunk.
 //
 // Sharing the node's capacity: the tier writes DIR/usage (disk_usage.h:
-// what it holds, and a reservation of a few MiB more that the node agent
-// counts against the capacity) before it writes copies past its last
-// reservation, so the agent never admits chunks into room the tier took.
+// what it holds, and a reservation a step more that the node agent counts
+// against the capacity) before it writes copies past its last reservation.
+// The agent reads it once a heartbeat (a second), and the tier reads the
+// agent's figures as of its last heartbeat, so both may take the same free
+// room in between: while the node's capacity bounds it, the tier grows its
+// reservation by at most one step (a sixteenth of its budget, at least a
+// copy) a second, which bounds that excess to about two steps and a chunk,
+// given back at its next trim. (Without a --capacity only the disk bounds
+// both, and its free space is each one's to see at once.)
 //
 // On-disk layout: a ChunkStore (store/chunk_store.h) in DIR, the same format as
 // the node agent's store (DIR/chunks/<hh>/<name>, bytes and an xattr), so the
@@ -37,6 +43,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -47,6 +54,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "common/file_util.h"
 #include "common/work_queue.h"
 #include "store/chunk_store.h"
@@ -67,6 +75,8 @@ class ReadTier {
     std::string node_usage_path;
     // The disk's free bytes (tests); default statvfs(dir).
     std::function<std::optional<uint64_t>()> disk_free;
+    // Times the growth of the reservation (tests: a FakeClock).
+    Clock* clock = Clock::Real();
     // Copies waiting to be written; past this, new ones are dropped.
     size_t max_pending_bytes = 64u << 20;
     std::shared_ptr<spdlog::logger> logger;  // required
@@ -144,6 +154,9 @@ class ReadTier {
   bool EvictOldest();
   // The budget now (ReadTierBudget), also kept in counters_.allowed_bytes.
   uint64_t Allowed();
+  // Whether the node agent's --capacity bounds the tier (its node-usage
+  // file says one), and so the agent counts it.
+  bool SharesCapacity() const;
   // Evicts the oldest copies until at most `allowed` bytes are used.
   void TrimTo(uint64_t allowed);
   // Sets the reservation and writes DIR/usage.
@@ -162,6 +175,10 @@ class ReadTier {
   // What DIR/usage last said the tier may hold (>= what it holds): a copy
   // that fits under it is written without looking at the budget again.
   uint64_t reserved_ = 0;
+  // The reservation at the start of the current second: it grows by at most
+  // one step a second (see the top).
+  std::chrono::steady_clock::time_point window_start_;
+  uint64_t window_base_ = 0;
   bool publish_failed_ = false;  // logged once until it works again
 
   // The writer. Copies cost their bytes, counted until written (the memory

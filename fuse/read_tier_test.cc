@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include "common/clock.h"
 #include "common/file_util.h"
 #include "common/testing.h"
 #include "store/chunk_file.h"
@@ -30,6 +31,7 @@ class ReadTierTest : public ::testing::Test {
         .capacity_bytes = capacity,
         .min_free_bytes = min_free,
         .node_usage_path = std::move(node_usage_path),
+        .clock = &clock_,
         .max_pending_bytes = max_pending,
         .logger = logger_,
         .on_stored = [this](const ChunkKey& key) { stored_.push_back(key); }});
@@ -59,6 +61,7 @@ class ReadTierTest : public ::testing::Test {
   std::shared_ptr<spdlog::logger> logger_ =
       std::make_shared<spdlog::logger>("read-tier-test", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   std::vector<ChunkKey> stored_;  // written by the tier's writer; read after Flush
+  FakeClock clock_;
 };
 
 TEST_F(ReadTierTest, ACopyIsTheChunksBytesInTheStoreFormat) {
@@ -155,7 +158,15 @@ TEST_F(ReadTierTest, TrimsItselfToWhatTheNodesCapacityLeavesIt) {
   ASSERT_TRUE(WriteNodeUsage(node_usage, {.capacity_bytes = 100'000}).ok());
   auto tier = Open(1 << 20, 0, 64u << 20, node_usage);
   const std::string usage_path = ReadTierUsagePath(dir_);
-  for (uint64_t i = 1; i <= 5; ++i) {
+  // Its reservation grows by a step (here: a copy) a second, so that the
+  // agent sees it before the tier takes more.
+  tier->Offer(Key(1), 7, Bytes(10'000, 1));
+  tier->Offer(Key(2), 7, Bytes(10'000, 2));
+  tier->Flush();
+  EXPECT_EQ(tier->counters().chunks.load(), 1u);
+  EXPECT_EQ(tier->counters().dropped_chunks.load(), 1u);
+  for (uint64_t i = 2; i <= 5; ++i) {
+    clock_.Advance(std::chrono::seconds(1));
     tier->Offer(Key(i), 7, Bytes(10'000, i));
     tier->Flush();
     Result<ReadTierUsage> published = ReadReadTierUsage(usage_path);

@@ -36,8 +36,11 @@
 //      ReadTierBudget::Allowed (on each store and on a timer, every second).
 // The sum can pass the capacity only for the moment between a change of the
 // allowance (a warm-up or a checkpoint grew) and the tier's next trim, by
-// what it then gives back; a checkpoint written while everything is full
-// makes the others shrink, never itself.
+// what it then gives back, and, as each process reads the other's figures as
+// of its last write (a heartbeat), while both fill the same free room at once
+// (the tier bounds that by growing a step a second: fuse/read_tier.h). A
+// checkpoint written while everything is full makes the others shrink, never
+// itself.
 //
 // Thread-safety: the functions are stateless; ReadTierBudget is immutable
 // after construction and may be used from any thread.
