@@ -172,6 +172,9 @@ Status NodeAgent::Init() {
   if (Status s = watcher_->LoadCached(); !s.ok() && s.code() != Code::kNotFound) {
     log->warn("saved cluster map not used: {}", s.ToString());
   }
+  // The checkpoints and the read tier already on the disk count before the
+  // first chunk is stored (the control thread measures every heartbeat).
+  (void)MeasureUsage();
   warmer_->Start();
   drainer_->Start();
   scrubber_->Start();

@@ -167,7 +167,8 @@ class NodeAgent {
   uint64_t Capacity() const;
   // Measures what the disk holds by kind (store/disk_usage.h), counts the
   // checkpoints and the read tier in the chunk store's admission, and
-  // publishes the figures for the mount. Control thread.
+  // publishes the figures for the mount. Control thread (and Init, before
+  // the threads start).
   NodeUsage MeasureUsage() EXCLUDES(mu_);
   // Fetches again (janitor thread) the chunks found corrupt, that this node
   // owns and no longer holds: from a peer that holds them, else the origin.
