@@ -189,7 +189,7 @@ void AddLocalCommands(CLI::App& app, Action* action) {
                  "leader elected and the state kept in etcd)")
       ->check(CLI::Range(1, 7))
       ->capture_default_str();
-  up->add_option("--capacity", up_args->capacity, "Cache size per node, e.g. 10G; 0 = the size of the store's disk (no limit but the disk)")
+  up->add_option("--capacity", up_args->capacity, "What hoard may keep on each node's disk (datasets, checkpoints and the read tier together), e.g. 10G; 0 = the size of the store's disk (no limit but the disk)")
       ->capture_default_str();
   up->add_flag("--no-mount", up_args->no_mount, "Do not start the FUSE mount");
   up->add_option("--down-after-ms", up_args->down_after_ms, "Mark a silent node down after this long")

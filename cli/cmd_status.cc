@@ -133,6 +133,20 @@ void HaSection(Context& ctx, const proto::HaStatus& ha, nlohmann::json* doc, std
   }
 }
 
+// What each node's USED is made of, one line per node: its --capacity bounds
+// the three kinds together (store/disk_usage.h).
+std::string UsedByKind(const std::vector<proto::NodeInfo>& nodes) {
+  std::string out;
+  for (const auto& n : nodes) {
+    out += n.name + ": " + FormatBytes(double(n.used_bytes)) + " used of " +
+           (n.capacity_bytes == 0 ? std::string("unlimited") : FormatBytes(double(n.capacity_bytes))) +
+           ": datasets " + FormatBytes(double(n.used_dataset_bytes)) + ", read tier " +
+           FormatBytes(double(n.used_read_tier_bytes)) + ", checkpoints " +
+           FormatBytes(double(n.used_checkpoint_bytes)) + "\n";
+  }
+  return out;
+}
+
 int RunStatus(Context& ctx, const std::string& dataset) {
   Result<proto::ClusterStatusReply> st = ctx.Call(proto::ClusterStatus{.dataset = dataset});
   if (!st.ok()) return ctx.Fail(st.status());
@@ -210,7 +224,7 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   if (!st->ha.leader.empty()) HaSection(ctx, st->ha, &doc, &text);
   text << "\n";
   if (st->nodes.empty()) text << "no nodes registered\n";
-  else text << Table(nodes);
+  else text << Table(nodes) << UsedByKind(st->nodes);
   if (!st->mounts.empty()) text << "\n" << Table(mounts);
   text << "\n";
   if (st->datasets.empty()) text << "no datasets (add one with: hoard dataset add NAME SOURCE)\n";

@@ -70,6 +70,9 @@ nlohmann::json View(const Sample& prev, const Sample& cur) {
                            {"up", n.up},
                            {"draining", n.draining},
                            {"used_bytes", n.used_bytes},
+                           {"used_dataset_bytes", n.used_dataset_bytes},
+                           {"used_read_tier_bytes", n.used_read_tier_bytes},
+                           {"used_checkpoint_bytes", n.used_checkpoint_bytes},
                            {"capacity_bytes", n.capacity_bytes},
                            {"reachable", cur.counters.count(n.name) > 0}};
     auto now = cur.counters.find(n.name);
@@ -142,7 +145,7 @@ std::string Text(const nlohmann::json& v) {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof line, kNodeRow, "NODE", "STATE", "DISK/s", "PEER/s", "ORIGIN/s", "HIT",
-                "STORE USED/SIZE");
+                "DISK USED/SIZE");
   out += line;
   for (const auto& n : v["nodes"]) {
     const std::string state = !n["up"].get<bool>() ? "down" : n["draining"].get<bool>() ? "drain" : "up";

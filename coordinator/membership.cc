@@ -20,6 +20,9 @@ Membership::Registration Membership::Register(const proto::RegisterNode& req, Ti
   n.info.endpoint = req.endpoint;
   n.info.capacity_bytes = req.capacity_bytes;
   n.info.used_bytes = req.used_bytes;
+  n.info.used_dataset_bytes = req.used_dataset_bytes;
+  n.info.used_read_tier_bytes = req.used_read_tier_bytes;
+  n.info.used_checkpoint_bytes = req.used_checkpoint_bytes;
   n.info.build = req.build;
   n.info.weight = proto::CapacityWeight(req.capacity_bytes);
   n.info.up = true;
@@ -48,6 +51,9 @@ Membership::Node* Membership::Heard(const proto::Heartbeat& req, TimePoint now, 
   n.last_heard = now;
   n.info.last_seen_unix = wall_unix;
   n.info.used_bytes = req.used_bytes;
+  n.info.used_dataset_bytes = req.used_dataset_bytes;
+  n.info.used_read_tier_bytes = req.used_read_tier_bytes;
+  n.info.used_checkpoint_bytes = req.used_checkpoint_bytes;
   n.info.capacity_bytes = req.capacity_bytes;
   n.info.chunks = req.chunks;
   n.info.scrub_last_pass_unix = req.scrub_last_pass_unix;
@@ -122,6 +128,9 @@ std::vector<proto::NodeInfo> Membership::DurableInfos() const {
     // Volatile facts are not state: they would make every commit rewrite
     // every node. (`up` is: it changes only by a commit, with the epochs.)
     info.used_bytes = 0;
+    info.used_dataset_bytes = 0;
+    info.used_read_tier_bytes = 0;
+    info.used_checkpoint_bytes = 0;
     info.chunks = 0;
     info.last_seen_unix = 0;
     info.build = {};

@@ -99,15 +99,27 @@ TEST(MembershipTest, HeartbeatFactsAreServedButNotSaved) {
   Membership m;
   EXPECT_EQ(m.Heard({.name = "nobody"}, At(0ms), 0), nullptr);
   m.Register(Req("n1"), At(0ms), 100);
-  ASSERT_NE(m.Heard({.name = "n1", .capacity_bytes = 1ull << 30, .used_bytes = 7, .chunks = 3}, At(1s), 101), nullptr);
+  ASSERT_NE(m.Heard({.name = "n1",
+                     .capacity_bytes = 1ull << 30,
+                     .used_bytes = 7,
+                     .chunks = 3,
+                     .used_dataset_bytes = 4,
+                     .used_read_tier_bytes = 2,
+                     .used_checkpoint_bytes = 1},
+                    At(1s), 101),
+            nullptr);
   std::vector<proto::NodeInfo> served = m.Infos();
   ASSERT_EQ(served.size(), 1u);
   EXPECT_EQ(served[0].used_bytes, 7u);
+  EXPECT_EQ(served[0].used_dataset_bytes, 4u);
+  EXPECT_EQ(served[0].used_read_tier_bytes, 2u);
+  EXPECT_EQ(served[0].used_checkpoint_bytes, 1u);
   EXPECT_EQ(served[0].chunks, 3u);
   EXPECT_EQ(served[0].last_seen_unix, 101);
   std::vector<proto::NodeInfo> saved = m.DurableInfos();
   ASSERT_EQ(saved.size(), 1u);
   EXPECT_EQ(saved[0].used_bytes, 0u);
+  EXPECT_EQ(saved[0].used_dataset_bytes + saved[0].used_read_tier_bytes + saved[0].used_checkpoint_bytes, 0u);
   EXPECT_EQ(saved[0].chunks, 0u);
   EXPECT_EQ(saved[0].last_seen_unix, 0);
   EXPECT_TRUE(saved[0].up);

@@ -205,6 +205,9 @@ void HoardFs::WatchLoop() {
       // Chunk files evicted or deleted since the last poll are released by
       // each busy worker thread at its next read.
       reader_.ForgetLocalFds();
+      // The node's datasets and checkpoints may have grown into the read
+      // tier's share of the node's capacity: give it back.
+      if (ReadTier* tier = reader_.read_tier()) tier->Trim();
       WriteStats();
       next_poll = clock->Now() + options_.poll_interval;
     }

@@ -29,6 +29,13 @@ LocalChunks::LocalChunks(Options options, ReadCounters* counters)
         ReadTier::Open(ReadTier::Options{.dir = options_.read_tier_dir,
                                          .capacity_bytes = options_.read_tier_bytes,
                                          .min_free_bytes = options_.read_tier_min_free,
+                                         // On the node's disk, where it shares the agent's --capacity
+                                         // (the agent counts the tier there: store/disk_usage.h).
+                                         .node_usage_path =
+                                             !options_.local_store.empty() &&
+                                                     options_.read_tier_dir == DefaultReadTierDir(options_.local_store)
+                                                 ? NodeUsagePath(options_.local_store)
+                                                 : std::string(),
                                          .logger = options_.logger,
                                          .on_stored = [this](const ChunkKey& key) {
                                            const uint64_t fp = ChunkSet::Fingerprint(key);

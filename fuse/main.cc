@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
                  "Where to keep copies of chunks read from peers (default: NODE_STORE/read-tier; needs --node-store)");
   app.add_option("--read-tier-size", read_tier_size,
                  "The most the read tier may hold (auto: half the disk's free space at start, leaving a tenth of "
-                 "the disk or 1 GiB free; 0: no read tier)")
+                 "the disk or 1 GiB free; 0: no read tier); in NODE_STORE it also keeps within what the node's "
+                 "--capacity leaves after its datasets and checkpoints")
       ->capture_default_str()
       ->check([](const std::string& v) -> std::string {
         return v == "auto" || hoard::ParseBytes(v).ok() ? "" : "a size (e.g. 200G), auto, or 0";

@@ -3,6 +3,8 @@
 // MountStats) and its latency histograms.
 #include "fuse/hoard_fs.h"
 
+#include <algorithm>
+
 namespace hoard::fuse {
 
 void HoardFs::RegisterMetrics(metrics::Registry* registry) {
@@ -102,10 +104,19 @@ void HoardFs::RegisterMetrics(metrics::Registry* registry) {
                        const ReadTier* t = reader_.read_tier();
                        return t == nullptr ? 0.0 : double(t->capacity_bytes());
                      });
+  registry->AddGauge("hoard_mount_read_tier_allowed_bytes",
+                     "The most the read tier may hold now: its capacity, less what the node's datasets and "
+                     "checkpoints take of the node's --capacity, and the disk's free space (0: no tier)",
+                     {}, [this] {
+                       const ReadTier* t = reader_.read_tier();
+                       return t == nullptr ? 0.0
+                                           : double(std::min(t->capacity_bytes(),
+                                                             t->counters().allowed_bytes.load(std::memory_order_relaxed)));
+                     });
   registry->AddCounter("hoard_mount_read_tier_stored_bytes_total", "Bytes of chunk copies written to the read tier",
                        {}, tier(&ReadTier::Counters::stored_bytes));
   registry->AddCounter("hoard_mount_read_tier_evicted_bytes_total",
-                       "Bytes of chunk copies evicted from the read tier (capacity, or the disk low on space)", {},
+                       "Bytes of chunk copies evicted from the read tier (its budget: capacity, the node's --capacity, or the disk low on space)", {},
                        tier(&ReadTier::Counters::evicted_bytes));
   registry->AddCounter("hoard_mount_read_tier_dropped_total",
                        "Chunk copies not kept: the write queue was full, no space, or a write error", {},

@@ -14,8 +14,12 @@ namespace {
 constexpr uint64_t kDropLogEvery = 1000;
 // The writer thread's nice value (see WriterLoop).
 constexpr int kWriterNice = 10;
-// Bytes written between two looks at the disk's free space.
-constexpr uint64_t kDiskCheckBytes = 64u << 20;
+// How far past what it holds the tier reserves at a time, and how much its
+// reservation may grow in a second: a sixteenth of its budget (see the top of
+// read_tier.h). Copies within the reservation are written without reading
+// the budget's files and the disk's free space for each.
+constexpr uint64_t kStepDivisor = 16;
+constexpr std::chrono::seconds kStepWindow{1};
 
 }  // namespace
 
@@ -32,7 +36,14 @@ void ReadTier::AutoSize(const std::string& dir, uint64_t* capacity_bytes, uint64
   *min_free_bytes = std::min<uint64_t>(size / 10, 1ull << 30);
 }
 
-ReadTier::ReadTier(Options options) : options_(std::move(options)) {}
+ReadTier::ReadTier(Options options)
+    : options_(std::move(options)),
+      budget_(ReadTierBudget::Options{.dir = options_.dir,
+                                      .node_usage_path = options_.node_usage_path,
+                                      .size_bytes = options_.capacity_bytes,
+                                      .min_free_bytes = options_.min_free_bytes,
+                                      .disk_free = options_.disk_free}),
+      usage_path_(ReadTierUsagePath(options_.dir)) {}
 
 Result<std::unique_ptr<ReadTier>> ReadTier::Open(Options options) {
   const std::string chunks = JoinPath(options.dir, "chunks");
@@ -80,6 +91,8 @@ void ReadTier::Discard(const ChunkKey& key) {
   (void)writer_->Push(Discarded{key});
 }
 
+void ReadTier::Trim() { (void)writer_->Push(TrimTask{}); }
+
 void ReadTier::Flush() { writer_->WaitIdle(); }
 
 void ReadTier::OpenStore() {
@@ -101,6 +114,9 @@ void ReadTier::OpenStore() {
   if (opened.ok()) {
     store_ = std::move(*opened);
     store_->ForEach([this](const ChunkKey& key, uint64_t, uint64_t) { order_.push_back(key); });
+    // The node's capacity may have shrunk while the mount was away.
+    TrimTo(Allowed());
+    Publish(store_->usage().used_bytes);
     UpdateUsage();
     options_.logger->info("read tier {}: {} copies, {} bytes, up to {} bytes", options_.dir, order_.size(),
                           counters_.used_bytes.load(), options_.capacity_bytes);
@@ -115,6 +131,13 @@ void ReadTier::Run(Task& task) {
   } else if (auto* copy = std::get_if<Copy>(&task)) {
     Store(*copy);
   } else if (store_ == nullptr) {
+  } else if (std::holds_alternative<TrimTask>(task)) {
+    const uint64_t allowed = Allowed();
+    TrimTo(allowed);
+    // Never more than the budget: room the tier no longer may take is
+    // given back to the agent's admission.
+    Publish(std::max(store_->usage().used_bytes, std::min(reserved_, allowed)));
+    UpdateUsage();
   } else if (auto* removal = std::get_if<Removal>(&task)) {
     const size_t n = store_->RemoveDataset(removal->dataset_uid);
     if (n > 0) options_.logger->info("read tier: removed {} copies of a removed dataset", n);
@@ -137,22 +160,37 @@ void ReadTier::Store(const Copy& copy) {
   };
   if (store_ == nullptr) return drop(Status::Unavailable("the tier could not be opened"));
   if (store_->Contains(copy.key)) return;
-  if (copy.bytes->size() + kChunkMetaSize > options_.capacity_bytes) {
-    return drop(Status::NoSpace("larger than the whole tier"));
-  }
-  // The node agent's chunks come first: make room on the disk before writing.
-  // Free space is looked at every kDiskCheckBytes written, not per copy (a
-  // small-file epoch stores thousands a second).
-  if (written_since_check_ >= kDiskCheckBytes) {
-    written_since_check_ = 0;
-    disk_low_ = DiskLow();
-  }
-  while (disk_low_) {
-    if (!EvictOldest()) {
-      written_since_check_ = kDiskCheckBytes;  // look again at the next copy
-      return drop(Status::NoSpace("the disk is low on free space"));
+  const uint64_t need = copy.bytes->size() + kChunkMetaSize;  // at most: the trailer, where there is one
+  if (need > options_.capacity_bytes) return drop(Status::NoSpace("larger than the whole tier"));
+  // The node agent's chunks and checkpoints come first: past the last
+  // reservation, ask the budget, make room and reserve before writing.
+  if (store_->usage().used_bytes + need > reserved_) {
+    const uint64_t allowed = Allowed();
+    if (need > allowed) {
+      TrimTo(allowed);
+      Publish(store_->usage().used_bytes);
+      UpdateUsage();
+      return drop(Status::NoSpace("no room for the read tier (the node's capacity is held by its datasets and "
+                                  "checkpoints, or its disk is low on free space)"));
     }
-    disk_low_ = DiskLow();
+    TrimTo(allowed - need);
+    const uint64_t used = store_->usage().used_bytes;
+    const uint64_t step = std::max<uint64_t>(allowed / kStepDivisor, need);
+    uint64_t reservation = std::min(allowed, used + need + step);
+    if (SharesCapacity()) {
+      const auto now = options_.clock->Now();
+      if (now - window_start_ >= kStepWindow) {
+        window_start_ = now;
+        window_base_ = reserved_;
+      }
+      // No further than a step past the reservation of a second ago: the
+      // node agent may not have seen the last one yet.
+      reservation = std::min(reservation, window_base_ + step);
+      if (used + need > reservation) {
+        return drop(Status::NoSpace("the read tier grows by at most a sixteenth of its budget a second"));
+      }
+    }
+    Publish(reservation);
   }
   for (;;) {
     Status s = store_->Put(copy.key, copy.dataset_uid, *copy.bytes);
@@ -163,7 +201,6 @@ void ReadTier::Store(const Copy& copy) {
     }
   }
   order_.push_back(copy.key);
-  written_since_check_ += copy.bytes->size();
   counters_.stored_chunks.fetch_add(1, std::memory_order_relaxed);
   counters_.stored_bytes.fetch_add(copy.bytes->size(), std::memory_order_relaxed);
   UpdateUsage();
@@ -186,11 +223,30 @@ bool ReadTier::EvictOldest() {
   return false;
 }
 
-bool ReadTier::DiskLow() const {
-  if (options_.min_free_bytes == 0) return false;
-  struct statvfs st;
-  if (::statvfs(options_.dir.c_str(), &st) != 0) return false;
-  return uint64_t(st.f_bavail) * st.f_frsize < options_.min_free_bytes;
+uint64_t ReadTier::Allowed() {
+  const uint64_t allowed = budget_.Allowed(store_->usage().used_bytes);
+  counters_.allowed_bytes.store(allowed, std::memory_order_relaxed);
+  return allowed;
+}
+
+bool ReadTier::SharesCapacity() const {
+  if (options_.node_usage_path.empty()) return false;
+  Result<NodeUsageRecord> node = ReadNodeUsage(options_.node_usage_path);
+  return node.ok() && node->capacity_bytes != 0;
+}
+
+void ReadTier::TrimTo(uint64_t allowed) {
+  while (store_->usage().used_bytes > allowed && EvictOldest()) {
+  }
+}
+
+void ReadTier::Publish(uint64_t reserved) {
+  reserved_ = reserved;
+  Status s = WriteReadTierUsage(usage_path_, {.used_bytes = store_->usage().used_bytes, .reserved_bytes = reserved});
+  if (!s.ok() && !publish_failed_) {
+    options_.logger->warn("read tier: cannot tell the node agent what the tier holds: {}", s.ToString());
+  }
+  publish_failed_ = !s.ok();
 }
 
 void ReadTier::UpdateUsage() {

@@ -10,9 +10,24 @@
 // counts on, and a copy here may vanish at any time. So copies are written in
 // the background (a reader never waits for the disk write: a copy that does
 // not fit in the queue is dropped and counted), never fsynced, and evicted
-// oldest first when the tier reaches its capacity or when the disk's free
-// space falls under `min_free_bytes` (the node agent's store shares the disk
-// and comes first).
+// oldest first to stay within the tier's budget (store/disk_usage.h,
+// ReadTierBudget): its capacity (--read-tier-size), what the node's
+// --capacity leaves after its datasets (and what their warm-ups fill) and
+// its checkpoint copies, and the disk's free space above `min_free_bytes`.
+// The node agent's chunks and checkpoints come first: the tier gives them
+// room at its next Trim (the mount calls it every map poll, once a second),
+// or sooner if a copy past its reservation finds the budget shrunk.
+//
+// Sharing the node's capacity: the tier writes DIR/usage (disk_usage.h:
+// what it holds, and a reservation a step more that the node agent counts
+// against the capacity) before it writes copies past its last reservation.
+// The agent reads it once a heartbeat (a second), and the tier reads the
+// agent's figures as of its last heartbeat, so both may take the same free
+// room in between: while the node's capacity bounds it, the tier grows its
+// reservation by at most one step (a sixteenth of its budget, at least a
+// copy) a second, which bounds that excess to about two steps and a chunk,
+// given back at its next trim. (Without a --capacity only the disk bounds
+// both, and its free space is each one's to see at once.)
 //
 // On-disk layout: a ChunkStore (store/chunk_store.h) in DIR, the same format as
 // the node agent's store (DIR/chunks/<hh>/<name>, bytes and an xattr), so the
@@ -28,18 +43,22 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "common/file_util.h"
 #include "common/work_queue.h"
 #include "store/chunk_store.h"
+#include "store/disk_usage.h"
 #include "striping/chunk_key.h"
 
 namespace hoard::fuse {
@@ -51,6 +70,13 @@ class ReadTier {
     uint64_t capacity_bytes = 0;  // the most the copies may use; 0 = no tier
     // Copies are evicted (and none stored) while the disk has less free.
     uint64_t min_free_bytes = 0;
+    // The node agent's STORE/store/node-usage (disk_usage.h) when the tier
+    // is on its disk and shares its --capacity; "" = it does not.
+    std::string node_usage_path;
+    // The disk's free bytes (tests); default statvfs(dir).
+    std::function<std::optional<uint64_t>()> disk_free;
+    // Times the growth of the reservation (tests: a FakeClock).
+    Clock* clock = Clock::Real();
     // Copies waiting to be written; past this, new ones are dropped.
     size_t max_pending_bytes = 64u << 20;
     std::shared_ptr<spdlog::logger> logger;  // required
@@ -69,6 +95,8 @@ class ReadTier {
     std::atomic<uint64_t> dropped_chunks{0};  // queue full, no space, or a write error
     std::atomic<uint64_t> used_bytes{0};      // on disk now (after the background index)
     std::atomic<uint64_t> chunks{0};
+    // The budget when last looked at (UINT64_MAX before); at most capacity_bytes.
+    std::atomic<uint64_t> allowed_bytes{UINT64_MAX};
   };
 
   // "auto" capacity: half the free space of the disk under `dir` now, and a
@@ -92,6 +120,9 @@ class ReadTier {
   // fetched next must be able to take its place. Its name goes at once, its
   // place in the index in the background (before any copy offered later).
   void Discard(const ChunkKey& key);
+  // Evicts the oldest copies until the tier is within its budget, and writes
+  // DIR/usage (in the background).
+  void Trim();
   // Waits until nothing is queued or being written (tests).
   void Flush();
 
@@ -112,7 +143,8 @@ class ReadTier {
   };
   // The first task: opens the store and indexes the copies already there.
   struct Index {};
-  using Task = std::variant<Index, Copy, Removal, Discarded>;
+  struct TrimTask {};
+  using Task = std::variant<Index, Copy, Removal, Discarded, TrimTask>;
 
   explicit ReadTier(Options options);
   void Run(Task& task);
@@ -120,18 +152,34 @@ class ReadTier {
   void Store(const Copy& copy);
   // Evicts the oldest copy; false when there is none left.
   bool EvictOldest();
-  bool DiskLow() const;
+  // The budget now (ReadTierBudget), also kept in counters_.allowed_bytes.
+  uint64_t Allowed();
+  // Whether the node agent's --capacity bounds the tier (its node-usage
+  // file says one), and so the agent counts it.
+  bool SharesCapacity() const;
+  // Evicts the oldest copies until at most `allowed` bytes are used.
+  void TrimTo(uint64_t allowed);
+  // Sets the reservation and writes DIR/usage.
+  void Publish(uint64_t reserved);
   void UpdateUsage();
 
   Options options_;
   UniqueFd chunks_dir_;
   Counters counters_;
+  ReadTierBudget budget_;
+  const std::string usage_path_;  // DIR/usage
   // Writer thread only: the store (null until indexed, or if it could not be
   // opened) and the copies oldest first (some may be gone: removed datasets).
   std::unique_ptr<ChunkStore> store_;
   std::deque<ChunkKey> order_;
-  uint64_t written_since_check_ = UINT64_MAX;  // first copy: look at once
-  bool disk_low_ = false;
+  // What DIR/usage last said the tier may hold (>= what it holds): a copy
+  // that fits under it is written without looking at the budget again.
+  uint64_t reserved_ = 0;
+  // The reservation at the start of the current second: it grows by at most
+  // one step a second (see the top).
+  std::chrono::steady_clock::time_point window_start_;
+  uint64_t window_base_ = 0;
+  bool publish_failed_ = false;  // logged once until it works again
 
   // The writer. Copies cost their bytes, counted until written (the memory
   // they hold), up to max_pending_bytes; the tasks the destructor drops

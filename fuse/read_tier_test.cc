@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include "common/clock.h"
 #include "common/file_util.h"
 #include "common/testing.h"
 #include "store/chunk_file.h"
@@ -23,11 +24,14 @@ std::shared_ptr<const std::string> Bytes(size_t n, uint64_t seed) {
 
 class ReadTierTest : public ::testing::Test {
  protected:
-  std::unique_ptr<ReadTier> Open(uint64_t capacity, uint64_t min_free = 0, size_t max_pending = 64u << 20) {
+  std::unique_ptr<ReadTier> Open(uint64_t capacity, uint64_t min_free = 0, size_t max_pending = 64u << 20,
+                                 std::string node_usage_path = "") {
     Result<std::unique_ptr<ReadTier>> t = ReadTier::Open(ReadTier::Options{
         .dir = dir_,
         .capacity_bytes = capacity,
         .min_free_bytes = min_free,
+        .node_usage_path = std::move(node_usage_path),
+        .clock = &clock_,
         .max_pending_bytes = max_pending,
         .logger = logger_,
         .on_stored = [this](const ChunkKey& key) { stored_.push_back(key); }});
@@ -57,6 +61,7 @@ class ReadTierTest : public ::testing::Test {
   std::shared_ptr<spdlog::logger> logger_ =
       std::make_shared<spdlog::logger>("read-tier-test", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   std::vector<ChunkKey> stored_;  // written by the tier's writer; read after Flush
+  FakeClock clock_;
 };
 
 TEST_F(ReadTierTest, ACopyIsTheChunksBytesInTheStoreFormat) {
@@ -142,6 +147,64 @@ TEST_F(ReadTierTest, ACopyLargerThanTheTierIsDropped) {
   EXPECT_EQ(ReadCopy(*tier, Key(2)), "");
   EXPECT_EQ(ReadCopy(*tier, Key(1)), *Bytes(500, 1)) << "nothing is evicted for a copy that can never fit";
   EXPECT_EQ(tier->counters().dropped_chunks.load(), 1u);
+}
+
+// The tier shares the node's --capacity (store/disk_usage.h): it keeps to
+// what the node's datasets and checkpoints leave, giving back its oldest
+// copies when they grow, and says what it holds (and may hold) before it
+// writes, so the node agent counts it.
+TEST_F(ReadTierTest, TrimsItselfToWhatTheNodesCapacityLeavesIt) {
+  const std::string node_usage = NodeUsagePath(tmp_.path());
+  ASSERT_TRUE(WriteNodeUsage(node_usage, {.capacity_bytes = 100'000}).ok());
+  auto tier = Open(1 << 20, 0, 64u << 20, node_usage);
+  const std::string usage_path = ReadTierUsagePath(dir_);
+  // Its reservation grows by a step (here: a copy) a second, so that the
+  // agent sees it before the tier takes more.
+  tier->Offer(Key(1), 7, Bytes(10'000, 1));
+  tier->Offer(Key(2), 7, Bytes(10'000, 2));
+  tier->Flush();
+  EXPECT_EQ(tier->counters().chunks.load(), 1u);
+  EXPECT_EQ(tier->counters().dropped_chunks.load(), 1u);
+  for (uint64_t i = 2; i <= 5; ++i) {
+    clock_.Advance(std::chrono::seconds(1));
+    tier->Offer(Key(i), 7, Bytes(10'000, i));
+    tier->Flush();
+    Result<ReadTierUsage> published = ReadReadTierUsage(usage_path);
+    ASSERT_TRUE(published.ok()) << published.status().ToString();
+    EXPECT_GE(published->reserved_bytes, tier->counters().used_bytes.load())
+        << "copy " << i << " was written past what the node agent was told";
+    EXPECT_LE(published->reserved_bytes, 100'000u);
+  }
+  EXPECT_EQ(tier->counters().chunks.load(), 5u);
+
+  // The node's datasets and checkpoints grew: 25,000 bytes are left.
+  ASSERT_TRUE(WriteNodeUsage(node_usage, {.capacity_bytes = 100'000,
+                                          .usage = {.dataset_bytes = 50'000, .checkpoint_bytes = 25'000}})
+                  .ok());
+  tier->Trim();
+  tier->Flush();
+  EXPECT_LE(tier->counters().used_bytes.load(), 25'000u);
+  EXPECT_EQ(tier->counters().chunks.load(), 2u);
+  EXPECT_EQ(tier->counters().allowed_bytes.load(), 25'000u);
+  for (uint64_t i = 1; i <= 3; ++i) EXPECT_EQ(ReadCopy(*tier, Key(i)), "") << "the oldest go first: " << i;
+  for (uint64_t i = 4; i <= 5; ++i) EXPECT_EQ(ReadCopy(*tier, Key(i)), *Bytes(10'000, i)) << i;
+  Result<ReadTierUsage> published = ReadReadTierUsage(usage_path);
+  ASSERT_TRUE(published.ok());
+  EXPECT_EQ(published->used_bytes, tier->counters().used_bytes.load());
+  EXPECT_LE(published->reserved_bytes, 25'000u) << "room the tier may no longer take is given back";
+
+  // A warm-up wants the rest of the capacity: the tier keeps nothing and
+  // takes nothing, and the reads it would have served go on without it.
+  ASSERT_TRUE(WriteNodeUsage(node_usage, {.capacity_bytes = 100'000,
+                                          .usage = {.dataset_bytes = 50'000, .checkpoint_bytes = 25'000},
+                                          .dataset_wanted_bytes = 75'000})
+                  .ok());
+  tier->Trim();
+  tier->Offer(Key(6), 7, Bytes(1000, 6));
+  tier->Flush();
+  EXPECT_EQ(ReadCopy(*tier, Key(6)), "");
+  EXPECT_EQ(tier->counters().chunks.load(), 0u);
+  EXPECT_EQ(ReadReadTierUsage(usage_path)->reserved_bytes, 0u);
 }
 
 TEST_F(ReadTierTest, AutoSizeLeavesTheDiskRoom) {

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
                  "Coordinator endpoint, or the coordinators of an HA cluster separated by commas (calls follow the "
                  "leader)")->capture_default_str();
   app.add_option("--store", o.store_dir, "Chunk store directory (the node's cache disk)")->required();
-  hoard::AddBytesOption(app, "--capacity", &o.capacity_bytes, "Cache size limit, e.g. 500G; 0 = the size of the store's disk (no limit but the disk)");
+  hoard::AddBytesOption(app, "--capacity", &o.capacity_bytes, "The most hoard keeps on this node's disk (dataset chunks, checkpoint copies and the mount's read tier together), e.g. 500G; 0 = the size of the store's disk (no limit but the disk)");
   app.add_option("--fetch-threads", o.fetch_threads, "Warm-up workers (chunks fetched at once)")
       ->capture_default_str()->check(hoard::Positive());
   app.add_option("--origin-connections", o.origin_connections,

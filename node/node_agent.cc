@@ -131,9 +131,16 @@ Status NodeAgent::Init() {
   if (Result<DiskStats> d = DiskStats::Open(store_->dir()); d.ok()) disk_stats_ = *d;
   server_->Handle<proto::NodeStatus>([this](const proto::NodeStatus&, const proto::Envelope&, std::string*) {
     ChunkStore::Usage u = store_->usage();
+    const NodeUsage kinds = usage();
     proto::NodeStatusReply r;
-    r.node = proto::NodeInfo{.name = options_.name, .endpoint = Advertised(), .capacity_bytes = u.capacity_bytes,
-                             .used_bytes = u.used_bytes, .chunks = u.chunks};
+    r.node = proto::NodeInfo{.name = options_.name,
+                             .endpoint = Advertised(),
+                             .capacity_bytes = u.capacity_bytes,
+                             .used_bytes = kinds.total(),
+                             .chunks = u.chunks,
+                             .used_dataset_bytes = kinds.dataset_bytes,
+                             .used_read_tier_bytes = kinds.read_tier_bytes,
+                             .used_checkpoint_bytes = kinds.checkpoint_bytes};
     r.counters = Counters();
     const Scrubber::Progress p = scrubber_->progress();
     r.scrub = proto::ScrubStatus{.pass = p.pass,
@@ -165,6 +172,9 @@ Status NodeAgent::Init() {
   if (Status s = watcher_->LoadCached(); !s.ok() && s.code() != Code::kNotFound) {
     log->warn("saved cluster map not used: {}", s.ToString());
   }
+  // The checkpoints and the read tier already on the disk count before the
+  // first chunk is stored (the control thread measures every heartbeat).
+  (void)MeasureUsage();
   warmer_->Start();
   drainer_->Start();
   scrubber_->Start();
@@ -225,11 +235,58 @@ uint64_t NodeAgent::Capacity() const {
   return static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
 }
 
+NodeUsage NodeAgent::usage() const {
+  MutexLock lock(&mu_);
+  return usage_;
+}
+
+NodeUsage NodeAgent::MeasureUsage() {
+  NodeUsageRecord record;
+  record.capacity_bytes = options_.capacity_bytes;
+  record.usage.dataset_bytes = store_->usage().used_bytes;
+  const ReplicaStore::Usage ckpt = replicas_->usage();
+  record.usage.checkpoint_bytes = ckpt.chunk_bytes + ckpt.file_bytes;
+  // The mount's tier, as it last said (absent: no mount has kept one here).
+  ReadTierUsage tier;
+  if (Result<ReadTierUsage> t = ReadReadTierUsage(ReadTierUsagePath(DefaultReadTierDir(store_->dir()))); t.ok()) {
+    tier = *t;
+  }
+  record.usage.read_tier_bytes = tier.used_bytes;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [uid, o] : owned_) {
+      if (o.dataset->meta.warm) record.dataset_wanted_bytes += o.bytes;
+    }
+    usage_ = record.usage;
+  }
+  // Checkpoints always count (they are never refused); the tier counts up to
+  // its allowance only: what it holds beyond that it gives back at its next
+  // trim, and a warm-up must not wait for that.
+  store_->SetOtherBytes(record.usage.checkpoint_bytes + std::min(tier.reserved_bytes, ReadTierAllowance(record)));
+  if (Status s = WriteNodeUsage(NodeUsagePath(store_->dir()), record); !s.ok()) {
+    if (!usage_write_failed_) {
+      options_.logger->warn("cannot tell the mount what this node's disk holds (its read tier then ignores "
+                            "--capacity): {}",
+                            s.ToString());
+    }
+    usage_write_failed_ = true;
+  } else {
+    usage_write_failed_ = false;
+  }
+  return record.usage;
+}
+
 Status NodeAgent::RegisterSelf() {
-  ChunkStore::Usage u = store_->usage();
+  const NodeUsage kinds = MeasureUsage();
   Result<proto::RegisterNodeReply> r = coordinator_->Call(
-      proto::RegisterNode{.name = options_.name, .endpoint = Advertised(), .capacity_bytes = capacity_,
-                          .used_bytes = u.used_bytes, .build = proto::OwnBuild()},
+      proto::RegisterNode{.name = options_.name,
+                          .endpoint = Advertised(),
+                          .capacity_bytes = capacity_,
+                          .used_bytes = kinds.total(),
+                          .build = proto::OwnBuild(),
+                          .used_dataset_bytes = kinds.dataset_bytes,
+                          .used_read_tier_bytes = kinds.read_tier_bytes,
+                          .used_checkpoint_bytes = kinds.checkpoint_bytes},
       options_.coordinator_timeout);
   if (!r.ok()) return r.status().Annotate("register with " + options_.coordinator);
   registered_ = true;
@@ -240,13 +297,17 @@ Status NodeAgent::RegisterSelf() {
 
 Status NodeAgent::Tick() {
   if (!registered_) HOARD_RETURN_IF_ERROR(RegisterSelf());
+  const NodeUsage kinds = MeasureUsage();
   ChunkStore::Usage u = store_->usage();
   proto::Heartbeat hb{.name = options_.name,
                       .epoch = watcher_->Current()->epoch(),
                       .capacity_bytes = capacity_,
-                      .used_bytes = u.used_bytes,
+                      .used_bytes = kinds.total(),
                       .chunks = u.chunks,
-                      .build = proto::OwnBuild()};
+                      .build = proto::OwnBuild(),
+                      .used_dataset_bytes = kinds.dataset_bytes,
+                      .used_read_tier_bytes = kinds.read_tier_bytes,
+                      .used_checkpoint_bytes = kinds.checkpoint_bytes};
   // Reports cost a pass over the owned chunks: send them when what they say
   // may have changed (chunks stored or dropped, a new map, a new failure),
   // when the coordinator asks (it restarted), and every 30 s regardless.

@@ -19,7 +19,11 @@
 //     has adopted the version, deletes the chunks of files the version no
 //     longer has (changed or removed at the origin);
 //   - registers with a placement weight from its capacity (--capacity, or
-//     the size of the store's disk when unlimited);
+//     the size of the store's disk when unlimited), which bounds everything
+//     on its disk: dataset chunks, checkpoint copies and the mount's read
+//     tier (store/disk_usage.h). Each heartbeat it measures the three kinds,
+//     reports them, counts the other two in the chunk store's admission and
+//     publishes them for the mount (STORE/store/node-usage);
 //   - scrubs: re-reads every chunk file it keeps from the disk on a schedule
 //     and quarantines and fetches again what rotted (node/scrubber.h);
 //   - checkpoints (issue 6): stores and serves replicas (PutCkptChunk,
@@ -55,6 +59,7 @@
 #include "node/chunk_service.h"
 #include "node/peer_source.h"
 #include "store/chunk_store.h"
+#include "store/disk_usage.h"
 #include "node/scrubber.h"
 #include "origin/origin_pool.h"
 #include "prefetch/chunk_filler.h"
@@ -133,6 +138,8 @@ class NodeAgent {
   // Runs one heartbeat/sync round now (tests; the control thread does this
   // every heartbeat_interval).
   Status Tick();
+  // What the node's disk held by kind at the last heartbeat (or registration).
+  NodeUsage usage() const EXCLUDES(mu_);
 
  private:
   struct Owned {
@@ -158,6 +165,11 @@ class NodeAgent {
   void DropUnownedCopies(const std::vector<proto::SettledDataset>& settled);
   // The capacity this node registers with (its placement weight).
   uint64_t Capacity() const;
+  // Measures what the disk holds by kind (store/disk_usage.h), counts the
+  // checkpoints and the read tier in the chunk store's admission, and
+  // publishes the figures for the mount. Control thread (and Init, before
+  // the threads start).
+  NodeUsage MeasureUsage() EXCLUDES(mu_);
   // Fetches again (janitor thread) the chunks found corrupt, that this node
   // owns and no longer holds: from a peer that holds them, else the origin.
   void Refetch(const std::vector<std::pair<ChunkKey, uint64_t>>& chunks);
@@ -196,7 +208,7 @@ class NodeAgent {
   std::string followed_;  // the coordinator that answered the last heartbeat (control thread only)
 
   std::thread control_;
-  Mutex mu_;
+  mutable Mutex mu_;
   CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
   bool tick_now_ GUARDED_BY(mu_) = false;  // the warmer went idle: report now
@@ -204,6 +216,7 @@ class NodeAgent {
   uint64_t placement_epoch_ GUARDED_BY(mu_) = 0;     // of owned_
   std::map<uint64_t, uint64_t> dropped_at_ GUARDED_BY(mu_);  // uid -> placement epoch of the last drop
   uint64_t capacity_ = 0;                  // set once by Init
+  NodeUsage usage_ GUARDED_BY(mu_);        // MeasureUsage's last
   // The janitor thread deletes chunks: thousands of unlinks take seconds,
   // and a control thread busy with them would miss heartbeats and have the
   // node marked down. It collects against the latest view handed to it, and
@@ -219,6 +232,7 @@ class NodeAgent {
 
   // Control thread only.
   bool registered_ = false;
+  bool usage_write_failed_ = false;  // logged once until it works again
   uint64_t last_report_chunks_ = UINT64_MAX;
   uint64_t last_report_epoch_ = UINT64_MAX;
   uint64_t last_report_failures_ = UINT64_MAX;

@@ -394,6 +394,80 @@ TEST_F(NodeAgentTest, FullStoreReportsAClearFailureAndStillServes) {
   }
 }
 
+// One capacity for everything on the node's disk (store/disk_usage.h): the
+// node reports its datasets, its checkpoint copies and the mount's read tier
+// apart and in total, counts the checkpoints in the chunk store's admission
+// (they are never dropped to make room), and counts the read tier only up to
+// what the warm-ups leave it, which it tells the mount.
+TEST_F(NodeAgentTest, ReportsWhatItsDiskHoldsByKindAndWarmUpsYieldToCheckpoints) {
+  constexpr uint64_t kCapacity = 700 * 1024;
+  NodeAgent* a = StartAgent("node1", kCapacity);
+  ASSERT_NE(a, nullptr);
+  // 300 KB of checkpoint replicas, and a read tier that says it holds 50 KB
+  // (the mount's file: this test has no mount).
+  const std::string ckpt = Pattern(100'000, 7);
+  for (uint32_t i = 0; i < 3; ++i) {
+    // An id the coordinator has not given out yet: the drainer keeps it.
+    ASSERT_TRUE(a->replicas()->Put(1000, 1, i, Checksum64(ckpt.data(), ckpt.size()), ckpt).ok());
+  }
+  const uint64_t ckpt_bytes = a->replicas()->usage().chunk_bytes;
+  ASSERT_GE(ckpt_bytes, 300'000u);
+  const std::string tier_dir = DefaultReadTierDir(a->store()->dir());
+  ASSERT_TRUE(MakeDirs(tier_dir).ok());
+  ASSERT_TRUE(WriteReadTierUsage(ReadTierUsagePath(tier_dir), {.used_bytes = 50'000, .reserved_bytes = 60'000}).ok());
+
+  auto node_info = [&] {
+    for (const proto::NodeInfo& n : coord().GetStatus("")->nodes) {
+      if (n.name == "node1") return n;
+    }
+    return proto::NodeInfo{};
+  };
+  // The next heartbeat reports them.
+  proto::NodeInfo n;
+  ASSERT_TRUE(Eventually([&] {
+    n = node_info();
+    return n.used_checkpoint_bytes > 0 && n.used_read_tier_bytes > 0;
+  }));
+  EXPECT_EQ(n.used_dataset_bytes, 0u);
+  EXPECT_EQ(n.used_checkpoint_bytes, ckpt_bytes);
+  EXPECT_EQ(n.used_read_tier_bytes, 50'000u);
+  EXPECT_EQ(n.used_bytes, ckpt_bytes + 50'000u);
+  EXPECT_EQ(a->usage(), (NodeUsage{.dataset_bytes = 0, .read_tier_bytes = 50'000, .checkpoint_bytes = ckpt_bytes}));
+  // No warm-up yet: the tier's reservation counts in full.
+  EXPECT_EQ(a->store()->usage().other_bytes, ckpt_bytes + 60'000u);
+  Result<NodeUsageRecord> published = ReadNodeUsage(NodeUsagePath(a->store()->dir()));
+  ASSERT_TRUE(published.ok()) << published.status().ToString();
+  EXPECT_EQ(published->capacity_bytes, kCapacity);
+  EXPECT_EQ(published->usage, a->usage());
+  EXPECT_EQ(ReadTierAllowance(*published), kCapacity - ckpt_bytes);
+
+  // A warm-up of ~900 KB on a node with ~400 KB left: what does not fit is a
+  // NoSpace failure, never a checkpoint copy dropped. The node wants the whole
+  // dataset, so the tier is left nothing: the warm-up does not wait for it.
+  proto::DatasetMeta meta = AddDataset();
+  ASSERT_TRUE(coord().Warm("ds").ok());
+  ASSERT_TRUE(Eventually([&] { return !Status().failures.empty(); })) << "no failure reported";
+  EXPECT_NE(Status().failures[0].error.find("NoSpace"), std::string::npos) << Status().failures[0].error;
+  ASSERT_TRUE(Eventually([&] {
+    published = ReadNodeUsage(NodeUsagePath(a->store()->dir()));
+    return published.ok() && published->dataset_wanted_bytes > 0;
+  }));
+  EXPECT_EQ(published->dataset_wanted_bytes, meta.total_bytes);
+  EXPECT_EQ(ReadTierAllowance(*published), 0u) << "the tier yields to the warm-up";
+  EXPECT_EQ(a->store()->usage().other_bytes, ckpt_bytes);
+  // Failed chunks are tried again every 500 ms: the figures settle once the
+  // store is as full as the checkpoints let it be.
+  ASSERT_TRUE(Eventually([&] {
+    n = node_info();
+    return !a->store()->usage().Fits(65536) && n.used_dataset_bytes == a->store()->usage().used_bytes;
+  }));
+  const uint64_t dataset_bytes = n.used_dataset_bytes;
+  EXPECT_GT(dataset_bytes, 0u);
+  EXPECT_LE(dataset_bytes + ckpt_bytes, kCapacity);
+  EXPECT_EQ(a->replicas()->usage().chunk_bytes, ckpt_bytes) << "no checkpoint copy was dropped to make room";
+  EXPECT_EQ(n.used_bytes, dataset_bytes + ckpt_bytes + 50'000u);
+}
+
 // A node with three times the disk owns about three times the chunks.
 TEST_F(NodeAgentTest, PlacementFollowsCapacity) {
   // 2,000 chunks: the ratio is then within its bounds by more than 6 standard

@@ -81,8 +81,19 @@ void NodeAgent::RegisterMetrics(metrics::Registry* registry) {
                      });
   registry->AddGauge("hoard_store_used_bytes", "Bytes in the chunk store (chunk data and trailers)", {},
                      [this] { return double(store_->usage().used_bytes); });
+  // One capacity for the three kinds on the node's disk (store/disk_usage.h),
+  // as measured for the last heartbeat.
+  registry->AddGauge("hoard_node_used_bytes",
+                     "Bytes on this node's disk by kind: dataset chunks, the mount's read tier, checkpoint copies "
+                     "(--capacity bounds their sum)",
+                     {{"kind", "dataset"}}, [this] { return double(usage().dataset_bytes); });
+  registry->AddGauge("hoard_node_used_bytes", "", {{"kind", "read_tier"}},
+                     [this] { return double(usage().read_tier_bytes); });
+  registry->AddGauge("hoard_node_used_bytes", "", {{"kind", "checkpoint"}},
+                     [this] { return double(usage().checkpoint_bytes); });
   registry->AddGauge("hoard_store_capacity_bytes",
-                     "The chunk store's capacity (--capacity, or the disk's size): the node's placement weight", {},
+                     "The node's capacity (--capacity, or the disk's size), for every kind of hoard_node_used_bytes: the "
+                     "node's placement weight", {},
                      [this] { return double(capacity_); });
   registry->AddGauge("hoard_store_chunks", "Chunks in the chunk store", {},
                      [this] { return double(store_->usage().chunks); });

@@ -225,17 +225,18 @@ void Warmer::RunJob(const Job& job) {
   const std::string path = job.dataset->manifest.Path(job.chunk.entry);
   const std::string& name = job.dataset->meta.name;
   // Do not read from the origin what the store has no room to keep.
+  // The capacity is the node's, shared with checkpoints and the read tier.
   const ChunkStore::Usage before = store_->usage();
-  if (before.capacity_bytes != 0 &&
-      before.used_bytes + job.chunk.length + kChunkMetaSize > before.capacity_bytes) {
+  if (!before.Fits(job.chunk.length + kChunkMetaSize)) {
     RecordFailure(job, path,
-                  "NoSpace: the chunk store is at its capacity (" + std::to_string(before.used_bytes) + " of " +
-                      std::to_string(before.capacity_bytes) + " bytes used)");
+                  "NoSpace: the node is at its capacity (" + std::to_string(before.used_bytes) +
+                      " bytes of datasets and " + std::to_string(before.other_bytes) +
+                      " of checkpoints and the read tier, of " + std::to_string(before.capacity_bytes) + ")");
     MutexLock lock(&mu_);
     if (capacity_logged_.insert(job.dataset->meta.uid).second) {
-      options_.logger->error("warm {}: the chunk store is full ({} of {} bytes); chunks that do not fit are "
-                             "skipped and listed as failures",
-                             name, before.used_bytes, before.capacity_bytes);
+      options_.logger->error("warm {}: the node is full ({} bytes of datasets and {} of checkpoints and the read "
+                             "tier, of {}); chunks that do not fit are skipped and listed as failures",
+                             name, before.used_bytes, before.other_bytes, before.capacity_bytes);
     }
     return;
   }
@@ -256,9 +257,7 @@ void Warmer::RunJob(const Job& job) {
   EndBackoff(job);
   if (!r->cache_status.ok()) {
     RecordFailure(job, path, r->cache_status.ToString());
-    const ChunkStore::Usage after = store_->usage();
-    const bool over_capacity = after.capacity_bytes != 0 &&
-                               after.used_bytes + job.chunk.length + kChunkMetaSize > after.capacity_bytes;
+    const bool over_capacity = !store_->usage().Fits(job.chunk.length + kChunkMetaSize);
     if (r->cache_status.code() == Code::kNoSpace && !over_capacity) {
       // The disk itself is full: stop this dataset until the retry.
       MutexLock lock(&mu_);

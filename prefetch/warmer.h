@@ -21,7 +21,8 @@
 // Its fills read the origin at warm-up priority (origin/origin_gate.h): the
 // gate's limits bound them, and reads a job waits for go first.
 //
-// Space: a chunk that would push the store past its capacity is not fetched
+// Space: a chunk that would push the store past its capacity (the node's,
+// which checkpoints and the read tier share: store/disk_usage.h) is not fetched
 // at all (recorded as NoSpace), so a dataset larger than the cache fills what
 // fits without reading from the origin what it cannot keep. A disk that is
 // full below its configured capacity stops the dataset's warm-up until the

@@ -137,9 +137,9 @@ inline Build OwnBuild() { return {std::string(ThisBuild().version), ThisBuild().
 struct NodeInfo {
   std::string name;
   std::string endpoint;         // tcp://host:port of its peer service
-  uint64_t capacity_bytes = 0;  // chunk store capacity, as last reported
-  uint64_t used_bytes = 0;
-  uint64_t chunks = 0;
+  uint64_t capacity_bytes = 0;  // the node's --capacity (or its disk's size), as last reported
+  uint64_t used_bytes = 0;      // every kind on the node's disk: the used_*_bytes below together
+  uint64_t chunks = 0;          // dataset chunks
   // Placement weight: the capacity the node registered with, in MiB
   // (CapacityWeight). Changed only by a committed map change, never by a
   // heartbeat, so every party that holds a map of one epoch places alike.
@@ -158,8 +158,15 @@ struct NodeInfo {
   // like used_bytes: not saved, empty until the node speaks after a
   // coordinator restart).
   Build build;
+  // What used_bytes (their sum) is made of, as last reported (volatile, like
+  // used_bytes): dataset chunks, the mount's read tier, checkpoint copies
+  // (store/disk_usage.h). --capacity bounds the sum.
+  uint64_t used_dataset_bytes = 0;
+  uint64_t used_read_tier_bytes = 0;
+  uint64_t used_checkpoint_bytes = 0;
   MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, chunks, weight, up, last_seen_unix, draining,
-                     scrub_last_pass_unix, scrub_corrupt, build);
+                     scrub_last_pass_unix, scrub_corrupt, build, used_dataset_bytes, used_read_tier_bytes,
+                     used_checkpoint_bytes);
 };
 
 // A mount as it names itself in its map polls (Ping::mount), and as the
@@ -279,9 +286,13 @@ struct RegisterNode {
   std::string name;
   std::string endpoint;
   uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;
+  uint64_t used_bytes = 0;  // every kind on the node's disk (NodeInfo)
   Build build;  // the node agent's (OwnBuild)
-  MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, build);
+  uint64_t used_dataset_bytes = 0;  // used_bytes by kind, as NodeInfo
+  uint64_t used_read_tier_bytes = 0;
+  uint64_t used_checkpoint_bytes = 0;
+  MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, build, used_dataset_bytes, used_read_tier_bytes,
+                     used_checkpoint_bytes);
 };
 
 // A dataset version every chunk of which is on all its owners at a
@@ -307,7 +318,7 @@ struct Heartbeat {
   std::string name;
   uint64_t epoch = 0;  // the map epoch the node acts on
   uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;
+  uint64_t used_bytes = 0;  // every kind on the node's disk (NodeInfo)
   uint64_t chunks = 0;
   // Sent when changed since the last acknowledged heartbeat; empty otherwise.
   std::vector<DatasetReport> datasets;
@@ -316,8 +327,12 @@ struct Heartbeat {
   int64_t scrub_last_pass_unix = 0;  // as NodeInfo
   uint64_t scrub_corrupt = 0;
   Build build;  // the node agent's (OwnBuild)
+  uint64_t used_dataset_bytes = 0;  // used_bytes by kind, as NodeInfo
+  uint64_t used_read_tier_bytes = 0;
+  uint64_t used_checkpoint_bytes = 0;
   MSGPACK_DEFINE_MAP(name, epoch, capacity_bytes, used_bytes, chunks, datasets, datasets_included,
-                     counters, scrub_last_pass_unix, scrub_corrupt, build);
+                     counters, scrub_last_pass_unix, scrub_corrupt, build, used_dataset_bytes, used_read_tier_bytes,
+                     used_checkpoint_bytes);
 };
 
 // Cluster-wide limits on what the nodes together ask of the central storage,

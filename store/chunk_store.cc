@@ -256,10 +256,11 @@ Status ChunkStore::Put(const ChunkKey& key, uint64_t dataset_uid, std::string_vi
     const uint64_t cap = options_.capacity_bytes;
     // Reserving before any byte is written is what keeps concurrent Puts from
     // all seeing room for themselves and overshooting together.
-    if (cap > 0 && (need > cap || used_bytes_ + reserved_bytes_ > cap - need)) {
+    if (cap > 0 && (need > cap || used_bytes_ + reserved_bytes_ + other_bytes_ > cap - need)) {
       return Status::NoSpace("chunk store " + options_.dir + " is at its capacity limit: chunk " + key.Name() +
                              " needs " + std::to_string(need) + " bytes, " + std::to_string(used_bytes_) +
-                             " used and " + std::to_string(reserved_bytes_) + " reserved of " +
+                             " used, " + std::to_string(reserved_bytes_) + " reserved and " +
+                             std::to_string(other_bytes_) + " held by checkpoints and the read tier of " +
                              std::to_string(cap));
     }
     reserved_bytes_ += need;
@@ -602,10 +603,16 @@ ChunkStore::Usage ChunkStore::usage() const {
   Usage u;
   u.used_bytes = used_bytes_;
   u.capacity_bytes = options_.capacity_bytes;
+  u.other_bytes = other_bytes_;
   u.chunks = index_.size();
   u.removed_chunks = removed_chunks_;
   u.removed_bytes = removed_bytes_;
   return u;
+}
+
+void ChunkStore::SetOtherBytes(uint64_t bytes) {
+  MutexLock lock(&mu_);
+  other_bytes_ = bytes;
 }
 
 }  // namespace hoard

@@ -42,9 +42,13 @@
 // is never served. An fsync per chunk would only slow every cache fill.
 //
 // Capacity: used bytes are the chunk files' sizes: the data, plus the
-// trailers of files that have one. Put fails with kNoSpace,
-// and writes nothing, when it would push usage past the capacity, or when the
-// disk itself is full (ENOSPC). Eviction is the caller's decision (Remove).
+// trailers of files that have one. The capacity may be shared with other
+// bytes on the same disk that the store does not hold (the node's checkpoint
+// copies and the mount's read tier: store/disk_usage.h), which the owner
+// keeps up to date with SetOtherBytes. Put fails with kNoSpace, and writes
+// nothing, when it would push usage plus those other bytes past the
+// capacity, or when the disk itself is full (ENOSPC). Eviction is the
+// caller's decision (Remove).
 //
 // Thread-safety: all methods may be called concurrently. One mutex guards the
 // in-memory index; file I/O runs outside it. A Put or Remove marks its key busy
@@ -55,8 +59,9 @@
 // Invariants (under mu_): a key is never both in index_ and in busy_; an entry
 // enters index_ only after its file was renamed into place and leaves it before
 // the file is unlinked; used_bytes_ is the sum of file_bytes() over
-// index_, and used_bytes_ + reserved_bytes_ <= capacity_bytes (when set) except
-// after an Open that found more than the capacity already on disk.
+// index_, and used_bytes_ + reserved_bytes_ + other_bytes_ <= capacity_bytes
+// (when set) when each Put was admitted (Open may find more on disk, and
+// other bytes may grow afterwards: checkpoints are never refused).
 #pragma once
 
 #include <array>
@@ -109,11 +114,17 @@ class ChunkStore {
   struct Usage {
     uint64_t used_bytes = 0;
     uint64_t capacity_bytes = 0;  // 0 = unlimited
+    uint64_t other_bytes = 0;     // SetOtherBytes: other kinds sharing the capacity
     uint64_t chunks = 0;
     // Since the store was opened: chunks removed (evicted: datasets removed,
     // copies no longer owned, old versions, corrupt chunks) and their bytes.
     uint64_t removed_chunks = 0;
     uint64_t removed_bytes = 0;
+    // Whether a chunk file of `need` bytes would fit now (Put's test, less
+    // the Puts in flight).
+    bool Fits(uint64_t need) const {
+      return capacity_bytes == 0 || used_bytes + other_bytes + need <= capacity_bytes;
+    }
   };
 
   // Opens or creates the store and indexes the chunks already in it (reading
@@ -153,6 +164,9 @@ class ChunkStore {
 
   Usage usage() const;
   const std::string& dir() const { return options_.dir; }
+  // Bytes of other kinds on the disk that count against the capacity too
+  // (see Capacity at the top); replaces the last value.
+  void SetOtherBytes(uint64_t bytes);
 
   // Where the chunk's file lives in a store rooted at `dir`; the mount uses
   // this to read local chunks directly.
@@ -225,6 +239,7 @@ class ChunkStore {
   std::unordered_set<ChunkKey, ChunkKeyHash> busy_ GUARDED_BY(mu_);
   uint64_t used_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t reserved_bytes_ GUARDED_BY(mu_) = 0;  // bytes of Puts in flight
+  uint64_t other_bytes_ GUARDED_BY(mu_) = 0;     // SetOtherBytes
   uint64_t removed_chunks_ GUARDED_BY(mu_) = 0;
   uint64_t removed_bytes_ GUARDED_BY(mu_) = 0;  // data bytes
   uint64_t next_generation_ GUARDED_BY(mu_) = 1;

@@ -519,6 +519,35 @@ TEST_F(ChunkStoreTest, OverCapacityIsNoSpaceAndWritesNothing) {
   EXPECT_EQ(store_->usage().used_bytes, before.used_bytes);
 }
 
+// The capacity is the node's (store/disk_usage.h): the checkpoint copies
+// and the read tier beside the store count against it too.
+TEST_F(ChunkStoreTest, OtherKindsOnTheDiskCountAgainstTheCapacity) {
+  const uint64_t chunk = 10'000;
+  Reopen(5 * chunk + 500);  // room for the records of a filesystem without xattrs
+  ASSERT_TRUE(store_->Put(Key(0), 7, Data(chunk, 1)).ok());
+  ASSERT_TRUE(store_->Put(Key(1), 7, Data(chunk, 2)).ok());
+  store_->SetOtherBytes(2 * chunk);
+  EXPECT_EQ(store_->usage().other_bytes, 2 * chunk);
+  EXPECT_TRUE(store_->usage().Fits(chunk));
+  EXPECT_FALSE(store_->usage().Fits(2 * chunk));
+  ASSERT_TRUE(store_->Put(Key(2), 7, Data(chunk, 3)).ok()) << "2 + 2 + 1 chunks fit in 5";
+  Status s = store_->Put(Key(3), 7, Data(chunk, 4));
+  EXPECT_EQ(s.code(), Code::kNoSpace) << s.ToString();
+  EXPECT_NE(s.message().find("checkpoints and the read tier"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(store_->Contains(Key(3)));
+  EXPECT_EQ(store_->usage().chunks, 3u);
+  EXPECT_LT(store_->usage().used_bytes, 4 * chunk) << "the other kinds are not the store's own";
+  // The others shrank (the read tier trimmed itself): room again.
+  store_->SetOtherBytes(chunk);
+  EXPECT_TRUE(store_->Put(Key(3), 7, Data(chunk, 4)).ok());
+  // Others grown past what is left (a checkpoint is never refused): the
+  // store holds what it holds, and admits nothing more.
+  store_->SetOtherBytes(4 * chunk);
+  EXPECT_FALSE(store_->usage().Fits(1));
+  EXPECT_EQ(store_->Put(Key(4), 7, Data(100, 5)).code(), Code::kNoSpace);
+  EXPECT_EQ(store_->usage().chunks, 4u);
+}
+
 TEST_F(ChunkStoreTest, RacingPutsNeverExceedCapacity) {
   constexpr int kThreads = 16;
   constexpr int kPerThread = 8;

@@ -352,6 +352,89 @@ class LocalClusterTest(unittest.TestCase):
         # The cache is full, the data is not lost: reads go through to the origin.
         self.assertEqual(harness.file_digests(os.path.join(c.mnt, "datasets", "big")), self.want)
 
+    def test_one_capacity_bounds_datasets_read_tier_and_checkpoints(self):
+        """--capacity is the node's, for everything hoard keeps on its disk
+        (store/disk_usage.h): a warm dataset, a checkpoint and the mount's
+        read tier (copies of what node1 read from node2), with a second
+        dataset read through on top, never add up to more than 64 MiB on
+        node1's disk, and `hoard status` says what each kind holds. Before,
+        the read tier ignored --capacity and status counted dataset chunks
+        only (314.8 MiB "used" of a store holding 1.3 GB, issue 33)."""
+        cap = 64 << 20
+        c = self.start(nodes=2, capacity="64M")
+        store = c.info["nodes"][0]["store"]  # node1's, the one the mount reads through
+        more = os.path.join(self.tmp.path, "more")
+        harness.make_dataset(more, big_sizes_mib=(20, 20, 20), small_files=200, seed=4)
+        c.cli("dataset", "add", "ds", self.origin)
+        c.cli("warm", "ds", "--wait", "--timeout", "120", timeout=200)
+        # A checkpoint written on node1: its copy stays on node1's disk.
+        ckpt = os.path.join(c.mnt, "checkpoints", "job1")
+        os.makedirs(ckpt)
+        with open(os.path.join(ckpt, "model.bin"), "wb") as f:
+            f.write(random.Random(5).randbytes(12 << 20))
+
+        def on_disk():
+            """Bytes of node1's files by kind, as stat(2) sees them."""
+            def size(*parts):
+                total = 0
+                for root, _, files in os.walk(os.path.join(store, *parts)):
+                    for name in files:
+                        try:
+                            total += os.lstat(os.path.join(root, name)).st_size
+                        except FileNotFoundError:
+                            pass  # evicted meanwhile
+                return total
+            return {"dataset": size("chunks"), "read_tier": size("read-tier", "chunks"), "checkpoint": size("ckpt")}
+
+        # Sampled while the mount reads both datasets whole (what node2 owns
+        # goes to node1's read tier; what node1 owns of "more" is read
+        # through into its store).
+        c.cli("dataset", "add", "more", more)
+        samples, stop = [], threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                samples.append(sum(on_disk().values()))
+                time.sleep(0.1)
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            for _ in range(2):
+                self.assertEqual(harness.file_digests(os.path.join(c.mnt, "datasets", "ds")), self.want)
+                harness.file_digests(os.path.join(c.mnt, "datasets", "more"))
+        finally:
+            stop.set()
+            sampler.join()
+        # The agent and the mount see each other's figures a heartbeat late,
+        # so both may take the same free room for a moment: the tier grows its
+        # reservation by a sixteenth of its budget a second and gives back
+        # the excess at its next trim, which bounds that moment's excess to
+        # about two such steps and a 4 MiB chunk (fuse/read_tier.h).
+        self.assertLessEqual(max(samples), cap + cap // 8 + (4 << 20), f"max {max(samples)} of {len(samples)}")
+
+        # Settled, the status says what the disk holds, and it fits.
+        def kinds(node):
+            return {"dataset": node["used_dataset_bytes"], "read_tier": node["used_read_tier_bytes"],
+                    "checkpoint": node["used_checkpoint_bytes"]}
+        node = None
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            node = next(n for n in c.cli_json("status")["nodes"] if n["name"] == "node1")
+            if kinds(node) == on_disk():
+                break
+            time.sleep(0.5)
+        disk = on_disk()
+        self.assertEqual(kinds(node), disk)
+        self.assertEqual(node["used_bytes"], sum(disk.values()))
+        self.assertLessEqual(node["used_bytes"], cap, disk)
+        self.assertGreaterEqual(disk["checkpoint"], 12 << 20, "the checkpoint's copy was never dropped for room")
+        self.assertGreater(disk["dataset"], 0)
+        self.assertGreater(disk["read_tier"], 0)
+        size = r"[\d.]+ (?:B|KiB|MiB)"
+        self.assertRegex(c.cli("status").stdout,
+                         rf"\nnode1: {size} used of 64.0 MiB: datasets {size}, read tier {size}, checkpoints {size}\n")
+        print(f"node1 with --capacity 64M: {disk}, at most {max(samples)} bytes while reading", file=sys.stderr)
+
     def test_killed_node_costs_no_failed_read(self):
         c = self.start(nodes=3)
         c.cli("dataset", "add", "ds", self.origin)

@@ -45,11 +45,12 @@ NODE_METRICS = ["hoard_node_served_bytes_total", "hoard_node_fill_bytes_total", 
                 "hoard_store_used_bytes", "hoard_store_capacity_bytes", "hoard_store_chunks",
                 "hoard_store_evicted_chunks_total", "hoard_store_evicted_bytes_total", "hoard_origin_read_seconds",
                 "hoard_peer_request_seconds", "hoard_node_ckpt_drained_bytes_total",
-                "hoard_node_data_channel_sessions", "hoard_node_rejected_requests_total"]
+                "hoard_node_data_channel_sessions", "hoard_node_rejected_requests_total", "hoard_node_used_bytes"]
 MOUNT_METRICS = ["hoard_mount_read_bytes_total", "hoard_mount_hit_ratio", "hoard_fuse_op_seconds",
                  "hoard_origin_read_seconds", "hoard_peer_request_seconds", "hoard_mount_read_tier_bytes",
                  "hoard_mount_read_tier_capacity_bytes", "hoard_mount_read_tier_stored_bytes_total",
-                 "hoard_mount_read_tier_evicted_bytes_total", "hoard_mount_read_tier_dropped_total"]
+                 "hoard_mount_read_tier_evicted_bytes_total", "hoard_mount_read_tier_dropped_total",
+                 "hoard_mount_read_tier_allowed_bytes"]
 
 PROGRAMS = ["hoard", "hoard-node", "hoard-fuse", "hoard-coordinator"]
 VERSION_LINE = re.compile(r"(\S+) (\d+\.\d+\.\d+) \(commit ([0-9a-f]{12}|unknown)(, dirty)?\)\n")
@@ -252,6 +253,24 @@ class MetricsTest(unittest.TestCase):
         self.wait_for(lambda: scrape(self.mount).get("hoard_mount_read_tier_stored_bytes_total") == peer,
                       "the read tier to keep a copy of each chunk read from node2")
         self.assertGreaterEqual(scrape(self.mount).get("hoard_mount_read_tier_bytes"), peer)
+        # One capacity for everything on node1's disk (store/disk_usage.h): its
+        # agent counts the mount's read tier beside its datasets and checkpoints.
+        mt = scrape(self.mount)
+        self.assertGreater(mt.get("hoard_mount_read_tier_allowed_bytes"), 0)
+        self.assertLessEqual(mt.get("hoard_mount_read_tier_allowed_bytes"),
+                             mt.get("hoard_mount_read_tier_capacity_bytes"))
+
+        def node1_kinds():
+            n1 = scrape(self.nodes["node1"])
+            return {k: n1.get("hoard_node_used_bytes", kind=k) for k in ("dataset", "read_tier", "checkpoint")}
+        self.wait_for(lambda: node1_kinds()["read_tier"] == scrape(self.mount).get("hoard_mount_read_tier_bytes"),
+                      "node1's agent to count the mount's read tier")
+        n1 = scrape(self.nodes["node1"])
+        self.assertEqual(n1.get("hoard_node_used_bytes", kind="dataset"), n1.get("hoard_store_used_bytes"))
+        node1 = next(n for n in c.cli_json("status")["nodes"] if n["name"] == "node1")
+        self.assertEqual(node1["used_bytes"], node1["used_dataset_bytes"] + node1["used_read_tier_bytes"]
+                         + node1["used_checkpoint_bytes"])
+        self.assertGreaterEqual(node1["used_read_tier_bytes"], peer)
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("3\n")
         for i in range(24):
