@@ -4,7 +4,8 @@
 // each other's bytes; a released file opened for writing is kept again;
 // another node's mount that looked at a file while it was written reads all
 // of it once the writer closed it (close-to-open, as NFS gives); a handle
-// open for writing skips the mount's page cache yet can be mapped shared.
+// open for writing skips the mount's page cache yet can be mapped shared;
+// replicas go only to nodes that are up.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -19,6 +20,8 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint/ckpt_commit.h"
+#include "cluster/cluster_view.h"
 #include "store/replica_store.h"
 #include "common/file_util.h"
 #include "common/testing.h"
@@ -29,6 +32,24 @@ namespace hoard::fuse {
 namespace {
 
 constexpr uint64_t kCs = 4u << 20;  // the checkpoint chunk size
+
+// A node down but held (within the coordinator's --out-after) keeps its
+// dataset placement, but gets no checkpoint replicas: it cannot store them
+// while it is down. Nor does one that is out.
+TEST(CkptCommitTest, ReplicasGoOnlyToNodesThatAreUp) {
+  proto::ClusterMap map;
+  map.nodes = {{.name = "self", .up = true},
+               {.name = "up", .up = true},
+               {.name = "held", .up = false, .down_since_unix = 1, .held = true},
+               {.name = "out", .up = false, .down_since_unix = 1}};
+  ASSERT_GT(proto::PlacementWeight(map.nodes[2]), 0);
+  const ClusterView view(map, {}, "self");
+  for (uint32_t index = 0; index < 16; ++index) {
+    const std::vector<uint32_t> candidates = Committer::ReplicaCandidates(view, 7, index, "self");
+    ASSERT_EQ(candidates.size(), 1u);
+    EXPECT_EQ(view.node(candidates[0]).name, "up");
+  }
+}
 
 TEST(CkptCommitTest, EveryChunkIsOnTheCoordinatorsKNodes) {
   hoard::testing::TempDir tmp("hoard-ckpt-k");

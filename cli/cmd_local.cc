@@ -30,6 +30,7 @@ struct UpArgs {
   std::string capacity = "0";
   bool no_mount = false;
   int down_after_ms = 5000;
+  std::string out_after = "5m";
   std::string log_level = "info";
   bool insecure = false;
   std::set<std::string> given;  // the options given on the command line
@@ -38,6 +39,9 @@ struct UpArgs {
 int RunUp(Context& ctx, const UpArgs& a) {
   Result<uint64_t> cap = ParseBytes(a.capacity);
   if (!cap.ok()) return ctx.Fail(cap.status().Annotate("--capacity"));
+  if (Result<uint64_t> out = ParseDurationSeconds(a.out_after); !out.ok()) {
+    return ctx.Fail(out.status().Annotate("--out-after"));
+  }
   const std::string dir = Absolute(ctx.LocalDir());
   Result<nlohmann::json> r = LocalUp({.dir = dir,
                                       .nodes = a.nodes,
@@ -45,6 +49,7 @@ int RunUp(Context& ctx, const UpArgs& a) {
                                       .capacity_bytes = *cap,
                                       .mount = !a.no_mount,
                                       .down_after_ms = a.down_after_ms,
+                                      .out_after = a.out_after,
                                       .log_level = a.log_level,
                                       .bin_dir = BinDir(),
                                       .insecure = a.insecure,
@@ -194,6 +199,9 @@ void AddLocalCommands(CLI::App& app, Action* action) {
   up->add_flag("--no-mount", up_args->no_mount, "Do not start the FUSE mount");
   up->add_option("--down-after-ms", up_args->down_after_ms, "Mark a silent node down after this long")
       ->capture_default_str();
+  up->add_option("--out-after", up_args->out_after,
+                 "A node down this long is out: its chunks get new owners, e.g. 5m or 2s; 0: at once")
+      ->capture_default_str();
   up->add_option("--log-level", up_args->log_level, "Daemon log level")->capture_default_str();
   up->add_flag("--insecure", up_args->insecure,
                "Run the daemons without keys (no authentication, no encryption); default: DIR/keys, made once");
@@ -201,7 +209,8 @@ void AddLocalCommands(CLI::App& app, Action* action) {
     // Which options were given: a resume refuses those that differ from the
     // record, and ignores the defaults.
     for (const char* flag :
-         {"--nodes", "--coordinators", "--capacity", "--no-mount", "--down-after-ms", "--log-level", "--insecure"}) {
+         {"--nodes", "--coordinators", "--capacity", "--no-mount", "--down-after-ms", "--out-after", "--log-level",
+          "--insecure"}) {
       if (up->count(flag) > 0) up_args->given.insert(flag);
     }
     *action = [up_args](Context& ctx) { return RunUp(ctx, *up_args); };

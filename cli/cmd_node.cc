@@ -155,9 +155,12 @@ void AddNodeCommands(CLI::App& app, Action* action) {
   undrain->add_option("name", args->name, "Node name")->required();
   undrain->callback([action, args] { *action = [args](Context& ctx) { return RunDrain(ctx, *args, false); }; });
   auto* remove = node->add_subcommand(
-      "remove", "Forget a node that owns nothing (drained, or down); a running agent would join again");
+      "remove", "Forget a stopped node that owns nothing (drained, or out); a running one is refused (its agent "
+                "would register again)");
   remove->add_option("name", args->name, "Node name")->required();
-  remove->add_flag("--force", args->force, "Also remove a node that still owns chunks (they move to new owners)");
+  remove->add_flag("--force", args->force,
+                   "Also remove a node down but keeping its placement until --out-after (its chunks move to new "
+                   "owners now)");
   remove->callback([action, args] { *action = [args](Context& ctx) { return RunRemove(ctx, *args); }; });
 }
 

@@ -147,6 +147,16 @@ std::string UsedByKind(const std::vector<proto::NodeInfo>& nodes) {
   return out;
 }
 
+// A node's STATE: up or draining; down for how long (it keeps its placement
+// until --out-after, its chunks read from their other owners or the origin);
+// OUT (down past --out-after: its chunks have new owners).
+std::string StateText(const proto::NodeInfo& n, int64_t now) {
+  if (n.up) return n.draining ? "draining" : "up";
+  const std::string since =
+      n.down_since_unix == 0 ? "" : " " + Duration(double(std::max<int64_t>(0, now - n.down_since_unix)));
+  return (n.held ? "DOWN" : "OUT") + since + (n.draining ? ", draining" : "");
+}
+
 int RunStatus(Context& ctx, const std::string& dataset) {
   Result<proto::ClusterStatusReply> st = ctx.Call(proto::ClusterStatus{.dataset = dataset});
   if (!st.ok()) return ctx.Fail(st.status());
@@ -156,7 +166,7 @@ int RunStatus(Context& ctx, const std::string& dataset) {
                           {"max_bytes_per_s", st->origin_limits.max_bytes_per_s}};
   doc["nodes"] = nlohmann::json::array();
   doc["datasets"] = nlohmann::json::array();
-  size_t up = 0;
+  size_t up = 0, out = 0;
   std::vector<std::vector<std::string>> nodes = {
       {"NODE", "STATE", "USED", "CAPACITY", "WEIGHT", "CHUNKS", "SCRUBBED", "CORRUPT", "BUILD", "ENDPOINT"}};
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
@@ -165,11 +175,12 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   for (const auto& n : st->nodes) {
     doc["nodes"].push_back(ToJson(n));
     up += n.up ? 1 : 0;
+    out += proto::MemberState(n) == std::string_view("out") ? 1 : 0;
     // When the node's last full scrub pass ended (node/scrubber.h), and the
     // corrupt chunk files it quarantined (and fetched again) so far.
     const std::string scrubbed =
         n.scrub_last_pass_unix == 0 ? "never" : Duration(double(std::max<int64_t>(0, now - n.scrub_last_pass_unix))) + " ago";
-    nodes.push_back({n.name, !n.up ? "DOWN" : n.draining ? "draining" : "up", FormatBytes(double(n.used_bytes)),
+    nodes.push_back({n.name, StateText(n, now), FormatBytes(double(n.used_bytes)),
                      n.capacity_bytes == 0 ? "unlimited" : FormatBytes(double(n.capacity_bytes)),
                      Share(proto::PlacementWeight(n), total_weight), Thousands(n.chunks), scrubbed,
                      Thousands(n.scrub_corrupt), BuildText(n.build), n.endpoint});
@@ -206,7 +217,9 @@ int RunStatus(Context& ctx, const std::string& dataset) {
     for (const auto& f : d.failures) failures += "  " + d.meta.name + "/" + f.path + ": " + f.error + "\n";
   }
   std::ostringstream text;
-  text << "cluster: " << st->nodes.size() << " nodes (" << up << " up), " << st->datasets.size()
+  text << "cluster: " << st->nodes.size() << " nodes (" << up << " up"
+       << (st->nodes.size() > up ? ", " + std::to_string(st->nodes.size() - up - out) + " down" : "")
+       << (out > 0 ? ", " + std::to_string(out) + " out" : "") << "), " << st->datasets.size()
        << " dataset(s), epoch " << st->epoch << ", coordinator " << ctx.CoordinatorEndpoint() << "\n";
   const proto::OriginLimits& lim = st->origin_limits;
   text << "origin limits (all nodes together): "

@@ -13,6 +13,8 @@ nlohmann::json ToJson(const proto::NodeInfo& n) {
   return {{"name", n.name},
           {"endpoint", n.endpoint},
           {"up", n.up},
+          {"state", proto::MemberState(n)},
+          {"down_since_unix", n.down_since_unix},
           {"capacity_bytes", n.capacity_bytes},
           {"used_bytes", n.used_bytes},
           {"used_dataset_bytes", n.used_dataset_bytes},

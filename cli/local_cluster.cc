@@ -351,6 +351,7 @@ json OptionsJson(const LocalUpOptions& o) {
           {"capacity_bytes", o.capacity_bytes},
           {"mount", o.mount},
           {"down_after_ms", o.down_after_ms},
+          {"out_after", o.out_after},
           {"log_level", o.log_level},
           {"insecure", o.insecure}};
 }
@@ -424,6 +425,7 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
         Proc c, start({"coordinator", "hoard-coordinator", JoinPath(dir, "logs/coordinator.log")},
                       with_keys({bin("hoard-coordinator"), "--listen", coordinator, "--data-dir",
                                  JoinPath(dir, "coordinator"), "--down-after-ms", std::to_string(o.down_after_ms),
+                                 "--out-after", o.out_after,
                                  "--metrics-addr", coordinator_metrics, "--log-level", o.log_level}),
                       [&](const Proc& p, const json& argv) {
                         doc["coordinator_pid"] = p.pid;
@@ -495,7 +497,8 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
                         with_keys({bin("hoard-coordinator"), "--listen", endpoint, "--data-dir", JoinPath(dir, name),
                                    "--etcd", etcd_list, "--etcd-prefix", "/hoard/local/", "--shared-store", shared,
                                    "--ckpt-origin", ckpt_origin, "--down-after-ms",
-                                   std::to_string(o.down_after_ms), "--metrics-addr", cmetrics, "--log-level",
+                                   std::to_string(o.down_after_ms), "--out-after", o.out_after, "--metrics-addr",
+                                   cmetrics, "--log-level",
                                    o.log_level}),
                         [&](const Proc& p, const json& argv) {
                           doc["coordinators"].push_back({{"name", name},
@@ -698,7 +701,8 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
   const std::pair<const char*, const char*> flags[] = {
       {"--nodes", "nodes"},         {"--coordinators", "coordinators"}, {"--capacity", "capacity_bytes"},
       {"--no-mount", "mount"},
-      {"--down-after-ms", "down_after_ms"}, {"--log-level", "log_level"}, {"--insecure", "insecure"}};
+      {"--down-after-ms", "down_after_ms"}, {"--out-after", "out_after"}, {"--log-level", "log_level"},
+      {"--insecure", "insecure"}};
   for (const auto& [flag, key] : flags) {
     if (o.given.count(flag) == 0 || !recorded_options.contains(key) || recorded_options[key] == options[key]) continue;
     return Status::InvalidArgument(std::string(flag) + " differs from the cluster recorded in " + dir +

@@ -99,11 +99,12 @@ struct LocalUpOptions {
   uint64_t capacity_bytes = 0;  // per node; 0 = the size of the store's disk
   bool mount = true;
   int down_after_ms = 5000;
+  std::string out_after = "5m";  // the coordinators' --out-after
   std::string log_level = "info";
   std::string bin_dir;  // where hoard-coordinator, hoard-node, hoard-fuse are
   bool insecure = false;  // daemons without keys (--insecure): to measure what CURVE costs
   // The options given on the command line ("--nodes", "--coordinators", "--capacity",
-  // "--no-mount", "--down-after-ms", "--log-level", "--insecure"): a resume
+  // "--no-mount", "--down-after-ms", "--out-after", "--log-level", "--insecure"): a resume
   // refuses any of them that differs from what the cluster was started with.
   std::set<std::string> given;
 };

@@ -171,12 +171,19 @@ Result<proto::HeartbeatReply> Coordinator::Heartbeat(const proto::Heartbeat& req
     progress_.Report(req.name, checked, options_.clock->Now());
   }
   if (!n.info.up) {
-    n.info.up = true;
-    // It owns its share again (unless draining).
-    if (CommitLocked(/*placement_changed=*/proto::PlacementWeight(n.info) > 0).ok()) {
-      options_.logger->info("node {} is up again", req.name);
+    const proto::NodeInfo before = n.info;
+    Membership::SetUp(&n.info);
+    // Back within --out-after, it kept its placement: nothing moves. Back
+    // after it, it owns its share again (unless draining).
+    const bool placement_changed = proto::PlacementWeight(before) != proto::PlacementWeight(n.info);
+    if (CommitLocked(placement_changed).ok()) {
+      options_.logger->info("node {} is up again{}{}", req.name,
+                            before.down_since_unix == 0
+                                ? ""
+                                : fmt::format(" after {} s down", options_.clock->WallSeconds() - before.down_since_unix),
+                            before.held ? ": it kept its placement, nothing moved" : "");
     } else {
-      n.info.up = false;  // not durable: the map stays as it was, the next heartbeat tries again
+      n.info = before;  // not durable: the map stays as it was, the next heartbeat tries again
     }
   }
   return proto::HeartbeatReply{epoch_, true, !progress_.HasReported(req.name), progress_.settled()};
@@ -187,6 +194,9 @@ Result<proto::NodeDrainReply> Coordinator::SetDraining(const std::string& name, 
   Membership::Node* node = members_.Find(name);
   if (node == nullptr) return Status::NotFound("no node named '" + name + "'");
   proto::NodeInfo& info = node->info;
+  if (drain && !info.draining) {
+    if (std::string last = LastOwnerLocked(name, "draining"); !last.empty()) return Status::InvalidArgument(last);
+  }
   if (info.draining != drain) {
     const proto::NodeInfo before = info;
     info.draining = drain;
@@ -203,10 +213,22 @@ Result<proto::NodeRemoveReply> Coordinator::RemoveNode(const std::string& name, 
   MutexLock lock(&mu_);
   Membership::Node* node = members_.Find(name);
   if (node == nullptr) return Status::NotFound("no node named '" + name + "'");
-  const bool owns = proto::PlacementWeight(node->info) > 0;
+  if (std::string last = LastOwnerLocked(name, "removing"); !last.empty()) return Status::InvalidArgument(last);
+  const proto::NodeInfo& info = node->info;
+  if (info.up) {
+    // Even with --force: its agent would register again at its next
+    // heartbeat and the removal would be undone a second later.
+    return Status::InvalidArgument("node " + name + " is up: its agent still heartbeats and would register again a "
+                                   "second after a removal; drain it first (hoard node drain " + name +
+                                   " --wait), stop its agent, then remove it");
+  }
+  const bool owns = proto::PlacementWeight(info) > 0;
   if (owns && !force) {
-    return Status::InvalidArgument("node " + name + " is up and owns chunks: drain it first (hoard node drain " + name +
-                                   " --wait), stop it, then remove it; or remove it with --force");
+    const int64_t down_for = options_.clock->WallSeconds() - info.down_since_unix;
+    return Status::InvalidArgument(
+        "node " + name + " is down (for " + std::to_string(down_for) + " s) but keeps its placement until it is out (" +
+        "--out-after " + std::to_string(options_.out_after.count()) + " s): its chunks would move now; wait until "
+        "`hoard status` shows it out, or remove it with --force");
   }
   std::optional<Membership::Node> removed = members_.Remove(name);
   if (Status s = CommitLocked(/*placement_changed=*/owns); !s.ok()) {
@@ -216,6 +238,19 @@ Result<proto::NodeRemoveReply> Coordinator::RemoveNode(const std::string& name, 
   progress_.ForgetNode(name);
   options_.logger->info("node {} removed from the cluster{}", name, owns ? " (forced: its chunks move)" : "");
   return proto::NodeRemoveReply{epoch_};
+}
+
+std::string Coordinator::LastOwnerLocked(const std::string& name, const std::string& what) const {
+  if (catalogue_.size() == 0) return "";
+  bool self_owns = false, others_own = false;
+  for (const auto& [n, node] : members_.nodes()) {
+    const bool owns = proto::PlacementWeight(node.info) > 0;
+    (n == name ? self_owns : others_own) |= owns;
+  }
+  if (!self_owns || others_own) return "";
+  return what + " node " + name + " would leave the " + std::to_string(catalogue_.size()) +
+         " dataset(s) no node to hold them: it is the last node with a placement weight. Add a node first, or "
+         "remove the datasets (hoard dataset rm NAME)";
 }
 
 void Coordinator::CheckLiveness() {
@@ -233,22 +268,44 @@ bool Coordinator::CheckMembers() {
     members_.RestartTimeouts(now);
     return false;
   }
-  bool placement_changed = false;
-  std::vector<Membership::Node*> silent = members_.MarkSilentDown(now, options_.down_after, &placement_changed);
-  // A down node's chunks get new owners (PlacementWeight), which refill them
-  // from surviving replicas or the origin.
-  if (!silent.empty()) {
-    if (CommitLocked(placement_changed).ok()) {
-      for (Membership::Node* n : silent) {
-        options_.logger->warn("node {} marked down: silent for more than {} ms", n->info.name,
-                              options_.down_after.count());
-      }
-    } else {
-      for (Membership::Node* n : silent) n->info.up = true;  // not durable: the next check tries again
-    }
-  }
+  MarkDownAndOutLocked(now);
   progress_.UpdateSettled(catalogue_, members_, placement_epoch_, now, options_.down_after);
   return true;
+}
+
+void Coordinator::MarkDownAndOutLocked(std::chrono::steady_clock::time_point now) {
+  const int64_t wall = options_.clock->WallSeconds();
+  const bool hold = options_.out_after.count() > 0;
+  bool placement_changed = false;
+  // A down node keeps its placement (held) for out_after: readers skip it,
+  // nothing moves. Without a hold its chunks get new owners at once.
+  std::vector<proto::NodeInfo> silent = members_.MarkSilentDown(now, options_.down_after, wall, hold,
+                                                                &placement_changed);
+  if (!silent.empty()) {
+    if (CommitLocked(placement_changed).ok()) {
+      for (const proto::NodeInfo& n : silent) {
+        options_.logger->warn("node {} marked down: silent for more than {} ms{}", n.name, options_.down_after.count(),
+                              hold ? fmt::format("; it keeps its placement for {} s (--out-after)",
+                                                 options_.out_after.count())
+                                   : "");
+      }
+    } else {
+      members_.Undo(silent);  // not durable: the next check tries again
+    }
+  }
+  // Out: its chunks get new owners (PlacementWeight), which refill them from
+  // surviving replicas or the origin.
+  std::vector<proto::NodeInfo> out = members_.MarkOut(wall, options_.out_after, &placement_changed);
+  if (!out.empty()) {
+    if (CommitLocked(placement_changed).ok()) {
+      for (const proto::NodeInfo& n : out) {
+        options_.logger->warn("node {} is out: down for {} s, more than --out-after {} s; its chunks get new owners",
+                              n.name, wall - n.down_since_unix, options_.out_after.count());
+      }
+    } else {
+      members_.Undo(out);
+    }
+  }
 }
 
 proto::ClusterMap Coordinator::GetClusterMap() const {

@@ -85,6 +85,12 @@ class Coordinator {
     std::string data_dir;  // required
     // A node silent for this long is marked down (readers then skip it).
     std::chrono::milliseconds down_after{5000};
+    // A node down for longer than this is out: its chunks get new owners.
+    // Until then it keeps its placement (proto::NodeInfo::held), so a node
+    // back within it (a reboot, an upgrade) finds its share where it left it
+    // and nothing moves away and back; meanwhile its chunks are read from
+    // their other owners or the origin. 0: out as soon as down.
+    std::chrono::seconds out_after{std::chrono::minutes(5)};
     OriginOptions origin;
     std::shared_ptr<spdlog::logger> logger;  // required
     Clock* clock = Clock::Real();
@@ -186,10 +192,15 @@ class Coordinator {
   Result<proto::WarmReply> Warm(const std::string& name);
   // Drains a node (placement weight 0: its chunks get new owners, which copy
   // them from it while it keeps serving) or takes it back. kNotFound for an
-  // unknown node. Idempotent.
+  // unknown node; kInvalidArgument for a drain of the last node that owns
+  // chunks while datasets exist (their chunks would have no owner, and a
+  // drain --wait would never end). Idempotent.
   Result<proto::NodeDrainReply> SetDraining(const std::string& name, bool drain);
-  // Forgets a node. kInvalidArgument if it still owns chunks (up and not
-  // draining) unless `force`; kNotFound for an unknown node.
+  // Forgets a node. kInvalidArgument, whatever `force`, for a node that is
+  // up (its agent would register again at once: stop it first) or the last
+  // node that owns chunks while datasets exist; without `force`, for a node
+  // that still owns chunks (down but held: they would move now). kNotFound
+  // for an unknown node.
   Result<proto::NodeRemoveReply> RemoveNode(const std::string& name, bool force);
   // A mount's map poll named it (proto::Ping::mount): `hoard status` lists
   // it, with its build, until it is silent for a minute (coordinator/mount_list.h).
@@ -255,6 +266,13 @@ class Coordinator {
   // CheckLiveness's membership half; false when the check itself ran late
   // (every node got a fresh timeout, so nobody is lost either).
   bool CheckMembers();
+  // Marks silent nodes down and ends the hold of those down past out_after,
+  // committing each change (CheckMembers).
+  void MarkDownAndOutLocked(std::chrono::steady_clock::time_point now) REQUIRES(mu_);
+  // Why removing or draining `name` would leave the datasets no owner: it is
+  // the only member with a placement weight and there are datasets. Empty
+  // when not.
+  std::string LastOwnerLocked(const std::string& name, const std::string& what) const REQUIRES(mu_);
   // Walks meta.source into a manifest of meta's uid, version and chunk size.
   // `what` prefixes errors and log lines ("dataset add NAME").
   Result<Manifest> WalkSource(const std::string& what, const proto::DatasetMeta& meta, int64_t created_unix);

@@ -2,6 +2,8 @@
 // the members, each dataset's warm-up progress and the checkpoint backlog,
 // all from GetStatus (what `hoard status` shows), computed once per scrape.
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "coordinator/coordinator.h"
 
@@ -39,15 +41,20 @@ using Samples = std::vector<metrics::Sample>;
 void Coordinator::RegisterMetrics(metrics::Registry* registry) const {
   auto cache = std::make_shared<StatusCache>(this, options_.clock);
   using metrics::Type;
-  registry->AddCollector("hoard_nodes", "Members by state: up (serving), down (silent past --down-after-ms), "
-                         "draining (up, owning nothing)", Type::kGauge, [cache] {
+  registry->AddCollector("hoard_nodes", "Members by state: up (serving), down (silent past --down-after-ms, "
+                         "keeping its placement for --out-after), out (down past --out-after: its chunks have new "
+                         "owners), draining (owning nothing; also counted as up, down or out)", Type::kGauge, [cache] {
     const auto st = cache->Get();
-    double up = 0, down = 0, draining = 0;
+    std::map<std::string, double> by_state = {{"up", 0}, {"down", 0}, {"out", 0}};
+    double draining = 0;
     for (const auto& n : st.nodes) {
-      (n.up ? up : down) += 1;
+      by_state[proto::MemberState(n)] += 1;
       if (n.draining) draining += 1;
     }
-    return Samples{{{{"state", "up"}}, up}, {{{"state", "down"}}, down}, {{{"state", "draining"}}, draining}};
+    return Samples{{{{"state", "up"}}, by_state["up"]},
+                   {{{"state", "down"}}, by_state["down"]},
+                   {{{"state", "out"}}, by_state["out"]},
+                   {{{"state", "draining"}}, draining}};
   });
   // Per dataset: one family per figure, labelled by dataset name.
   struct DatasetFigure {

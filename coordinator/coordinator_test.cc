@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -40,6 +41,7 @@ class CoordinatorTest : public ::testing::Test {
     coord_.reset();
     auto c = Coordinator::Open({.data_dir = dir_,
                                 .down_after = 5s,
+                                .out_after = out_after_,
                                 .logger = spdlog::null_logger_mt("coord-" + std::to_string(++n_)),
                                 .clock = &clock_,
                                 .open_origin = ForwardingOrigin::Opener("mem://data", served ? served : origin_)});
@@ -59,6 +61,15 @@ class CoordinatorTest : public ::testing::Test {
     for (auto left = d; left.count() > 0; left -= 500ms) {
       clock_.Advance(std::min(left, std::chrono::milliseconds(500)));
       coord_->CheckLiveness();
+    }
+  }
+
+  // Elapse, with the nodes `heard` heartbeating after every check (the
+  // others silent).
+  void ElapseHearing(std::chrono::milliseconds d, std::vector<std::string> heard) {
+    for (auto left = d; left.count() > 0; left -= 500ms) {
+      Elapse(std::min(left, std::chrono::milliseconds(500)));
+      for (const std::string& name : heard) ASSERT_TRUE(coord_->Heartbeat({.name = name}).ok());
     }
   }
 
@@ -108,6 +119,7 @@ class CoordinatorTest : public ::testing::Test {
 
   testing::TempDir tmp_{"hoard-coord"};
   std::string dir_;
+  std::chrono::seconds out_after_{60};  // --out-after
   FakeClock clock_;
   std::shared_ptr<MemOrigin> origin_;
   std::unique_ptr<Coordinator> coord_;
@@ -377,8 +389,7 @@ TEST_F(CoordinatorTest, StatusCountsWholeFilesFromNodeReports) {
   EXPECT_TRUE(status().complete);
 
   // A node that goes down takes its chunks out of "cached", and the dataset
-  // is no longer settled: node1 now owns everything and has not reported on
-  // the new placement.
+  // is no longer settled: node2 keeps its share (held) but cannot serve it.
   Elapse(6s);
   auto after = coord_->Heartbeat({.name = "node1"});
   EXPECT_FALSE(status().complete);
@@ -439,19 +450,71 @@ TEST_F(CoordinatorTest, OnlyANodeThatOwnsNothingIsRemovedWithoutForce) {
   Register("node1");
   Register("node2");
   Register("node3");
-  EXPECT_EQ(coord_->RemoveNode("node2", false).status().code(), Code::kInvalidArgument);
+  Register("node4");
+  // Up: refused, even with --force: its agent would register again.
+  for (bool force : {false, true}) {
+    Result<proto::NodeRemoveReply> up = coord_->RemoveNode("node2", force);
+    EXPECT_EQ(up.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(up.status().message().find("is up: its agent still heartbeats"), std::string::npos)
+        << up.status().ToString();
+    EXPECT_NE(up.status().message().find("drain it first"), std::string::npos);
+  }
   ASSERT_TRUE(coord_->SetDraining("node2", true).ok());
-  const uint64_t pe = coord_->GetClusterMap().placement_epoch;
+  // node2, node3 and node4 stop; node1 heartbeats.
+  ElapseHearing(6s, {"node1"});
+  proto::ClusterMap map = coord_->GetClusterMap();
+  ASSERT_FALSE(map.nodes[1].up);
+  ASSERT_TRUE(map.nodes[2].held);
+  const uint64_t pe = map.placement_epoch;
   ASSERT_TRUE(coord_->RemoveNode("node2", false).ok());
-  EXPECT_EQ(coord_->GetClusterMap().nodes.size(), 2u);
+  EXPECT_EQ(coord_->GetClusterMap().nodes.size(), 3u);
   EXPECT_EQ(coord_->GetClusterMap().placement_epoch, pe) << "a drained node owned nothing: nothing moves";
+  // Down but held: it still owns its share, which would move now.
+  Result<proto::NodeRemoveReply> held = coord_->RemoveNode("node3", false);
+  EXPECT_EQ(held.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(held.status().message().find("keeps its placement"), std::string::npos) << held.status().ToString();
   ASSERT_TRUE(coord_->RemoveNode("node3", true).ok());
   EXPECT_GT(coord_->GetClusterMap().placement_epoch, pe);
   EXPECT_EQ(coord_->RemoveNode("node3", false).status().code(), Code::kNotFound);
+  // Out: it owns nothing any more.
+  ElapseHearing(61s, {"node1"});
+  ASSERT_STREQ(proto::MemberState(coord_->GetClusterMap().nodes[1]), "out");
+  ASSERT_TRUE(coord_->RemoveNode("node4", false).ok());
   Reopen();
   ASSERT_EQ(coord_->GetClusterMap().nodes.size(), 1u);
   // A removed node whose agent still runs is a stranger: it registers again.
   EXPECT_FALSE(coord_->Heartbeat({.name = "node2"})->registered);
+}
+
+// The last node with a placement weight holds every dataset: draining or
+// removing it is refused at once (a drain --wait would never end, and the
+// datasets would have no owner), with or without --force. Without datasets
+// there is nothing to hold, and both are allowed.
+TEST_F(CoordinatorTest, TheLastNodeWithDataIsNeitherDrainedNorRemoved) {
+  Register("node1");
+  Register("node2");
+  Add("imagenet");
+  ASSERT_TRUE(coord_->SetDraining("node2", true).ok()) << "node1 still owns";
+  Result<proto::NodeDrainReply> drain = coord_->SetDraining("node1", true);
+  EXPECT_EQ(drain.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(drain.status().message().find("draining node node1 would leave the 1 dataset(s) no node to hold them"),
+            std::string::npos)
+      << drain.status().ToString();
+  EXPECT_FALSE(coord_->GetClusterMap().nodes[0].draining);
+  for (bool force : {false, true}) {
+    Result<proto::NodeRemoveReply> rm = coord_->RemoveNode("node1", force);
+    EXPECT_EQ(rm.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(rm.status().message().find("removing node node1 would leave"), std::string::npos)
+        << rm.status().ToString();
+  }
+  // Taken back, node2 owns again: node1 may go.
+  ASSERT_TRUE(coord_->SetDraining("node2", false).ok());
+  ASSERT_TRUE(coord_->SetDraining("node1", true).ok());
+  ASSERT_TRUE(coord_->SetDraining("node1", true).ok()) << "idempotent";
+  EXPECT_EQ(coord_->SetDraining("node2", true).status().code(), Code::kInvalidArgument);
+  // No datasets: nothing to hold.
+  ASSERT_TRUE(coord_->RemoveDataset("imagenet").ok());
+  ASSERT_TRUE(coord_->SetDraining("node2", true).ok());
 }
 
 // The map a restarted coordinator serves is the one it served before, at the
@@ -476,7 +539,7 @@ TEST_F(CoordinatorTest, ARestartKeepsTheMapAtItsEpochs) {
   EXPECT_TRUE(coord_->GetClusterMap().nodes[0].up);
   ASSERT_TRUE(coord_->Heartbeat({.name = "node2"}).ok());
   EXPECT_TRUE(coord_->GetClusterMap().nodes[1].up);
-  EXPECT_GT(coord_->GetClusterMap().placement_epoch, before.placement_epoch);
+  EXPECT_EQ(coord_->GetClusterMap().placement_epoch, before.placement_epoch) << "back within --out-after";
 }
 
 // A change that cannot be made durable is not made at all: the map stays as
@@ -497,7 +560,8 @@ TEST_F(CoordinatorTest, AFailedCommitLeavesTheMapAsItWas) {
   coord_->CheckLiveness();  // the next check succeeds
   map = coord_->GetClusterMap();
   EXPECT_FALSE(map.nodes[1].up);
-  EXPECT_GT(map.placement_epoch, before.placement_epoch);
+  EXPECT_TRUE(map.nodes[1].held);
+  EXPECT_EQ(map.placement_epoch, before.placement_epoch) << "held: nothing moves yet";
 
   // Back up: the same on a heartbeat.
   const uint64_t down_epoch = map.epoch;
@@ -511,18 +575,108 @@ TEST_F(CoordinatorTest, AFailedCommitLeavesTheMapAsItWas) {
   EXPECT_TRUE(coord_->GetClusterMap().nodes[1].up);
 }
 
-// A down node that registers again (it restarted) owns its share again: that
-// is a placement change, which parties must see as a new placement epoch.
-TEST_F(CoordinatorTest, ANodeBackFromDownChangesThePlacementEpoch) {
+// A node out (down past --out-after) that registers again (it restarted)
+// owns its share again: that is a placement change, which parties must see
+// as a new placement epoch.
+TEST_F(CoordinatorTest, ANodeBackFromOutChangesThePlacementEpoch) {
   Register("node1");
   Register("node2");
   Elapse(6s);
   proto::ClusterMap down = coord_->GetClusterMap();
   ASSERT_FALSE(down.nodes[0].up);
+  Elapse(61s);
+  proto::ClusterMap out = coord_->GetClusterMap();
+  ASSERT_STREQ(proto::MemberState(out.nodes[0]), "out");
+  EXPECT_GT(out.placement_epoch, down.placement_epoch);
   Register("node1");
   proto::ClusterMap back = coord_->GetClusterMap();
   EXPECT_TRUE(back.nodes[0].up);
-  EXPECT_GT(back.placement_epoch, down.placement_epoch);
+  EXPECT_GT(back.placement_epoch, out.placement_epoch);
+}
+
+// Down and out (Ceph's distinction): a node marked down keeps its placement
+// for --out-after, so a reboot moves nothing away and back; past it, its
+// chunks get new owners. The count is the wall clock's since it went down,
+// saved with the node: a coordinator restart does not start it again.
+TEST_F(CoordinatorTest, ADownNodeKeepsItsPlacementUntilOutAfter) {
+  Register("node1");
+  Register("node2");
+  const proto::ClusterMap before = coord_->GetClusterMap();
+  const int64_t went_down = clock_.WallSeconds() + 6;  // the check 5.5 s on, cut to the second
+  ElapseHearing(6s, {"node1"});
+  proto::ClusterMap down = coord_->GetClusterMap();
+  ASSERT_FALSE(down.nodes[1].up);
+  EXPECT_TRUE(down.nodes[1].held);
+  EXPECT_STREQ(proto::MemberState(down.nodes[1]), "down");
+  EXPECT_LE(std::abs(down.nodes[1].down_since_unix - went_down), 1);
+  EXPECT_GT(down.epoch, before.epoch) << "mounts must learn that node2 is down";
+  EXPECT_EQ(down.placement_epoch, before.placement_epoch);
+  EXPECT_EQ(proto::PlacementWeight(down.nodes[1]), proto::PlacementWeight(before.nodes[1]));
+  // Status: down, since when; metrics count it down, not out.
+  Result<proto::ClusterStatusReply> st = coord_->GetStatus("");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->nodes[1].down_since_unix, down.nodes[1].down_since_unix);
+
+  // A restart half-way keeps when it went down.
+  ElapseHearing(30s, {"node1"});
+  Reopen();
+  proto::ClusterMap reopened = coord_->GetClusterMap();
+  EXPECT_EQ(reopened.nodes[1].down_since_unix, down.nodes[1].down_since_unix);
+  EXPECT_TRUE(reopened.nodes[1].held);
+  // Out 60 s after it went down, not 60 s after the restart.
+  while (clock_.WallSeconds() <= down.nodes[1].down_since_unix + 60) {
+    EXPECT_TRUE(coord_->GetClusterMap().nodes[1].held) << "out before --out-after";
+    Elapse(500ms);
+    ASSERT_TRUE(coord_->Heartbeat({.name = "node1"}).ok());
+  }
+  EXPECT_LE(clock_.WallSeconds(), down.nodes[1].down_since_unix + 62) << "not out long after --out-after";
+  proto::ClusterMap out = coord_->GetClusterMap();
+  EXPECT_STREQ(proto::MemberState(out.nodes[1]), "out");
+  EXPECT_EQ(out.placement_epoch, before.placement_epoch + 1) << "its chunks get new owners";
+  EXPECT_EQ(proto::PlacementWeight(out.nodes[1]), 0);
+}
+
+TEST_F(CoordinatorTest, ANodeBackWithinOutAfterMovesNothing) {
+  Register("node1");
+  Register("node2");
+  Add("imagenet");
+  const proto::ClusterMap before = coord_->GetClusterMap();
+  ElapseHearing(20s, {"node1"});  // node2 down, held
+  ASSERT_FALSE(coord_->GetClusterMap().nodes[1].up);
+  // It restarts: registers, as after a reboot.
+  Register("node2");
+  proto::ClusterMap back = coord_->GetClusterMap();
+  EXPECT_TRUE(back.nodes[1].up);
+  EXPECT_FALSE(back.nodes[1].held);
+  EXPECT_EQ(back.nodes[1].down_since_unix, 0);
+  EXPECT_STREQ(proto::MemberState(back.nodes[1]), "up");
+  EXPECT_EQ(back.placement_epoch, before.placement_epoch) << "nothing moved";
+  EXPECT_GT(back.epoch, before.epoch);
+  // The same by a heartbeat (a host that was cut off, its agent running).
+  ElapseHearing(6s, {"node1"});
+  ASSERT_TRUE(coord_->GetClusterMap().nodes[1].held);
+  ASSERT_TRUE(coord_->Heartbeat({.name = "node2"}).ok());
+  EXPECT_TRUE(coord_->GetClusterMap().nodes[1].up);
+  EXPECT_EQ(coord_->GetClusterMap().placement_epoch, before.placement_epoch);
+  // And never out afterwards.
+  ElapseHearing(75s, {"node1", "node2"});
+  EXPECT_EQ(coord_->GetClusterMap().placement_epoch, before.placement_epoch);
+}
+
+// --out-after 0: out as soon as down (the behaviour before holds existed).
+TEST_F(CoordinatorTest, OutAfterZeroMovesChunksAtOnce) {
+  out_after_ = 0s;
+  Reopen();
+  Register("node1");
+  Register("node2");
+  const uint64_t pe = coord_->GetClusterMap().placement_epoch;
+  ElapseHearing(6s, {"node1"});
+  proto::ClusterMap map = coord_->GetClusterMap();
+  EXPECT_STREQ(proto::MemberState(map.nodes[1]), "out");
+  EXPECT_GT(map.nodes[1].down_since_unix, 0);
+  EXPECT_EQ(map.placement_epoch, pe + 1);
+  Register("node2");
+  EXPECT_EQ(coord_->GetClusterMap().placement_epoch, pe + 2);
 }
 
 // A drained node (placement gives it nothing, up or down) that comes back

@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
   hoard::AddCountOption<std::chrono::milliseconds>(app, "--down-after-ms", &o.down_after,
                                                    "Mark a node down after this much silence")
       ->check(hoard::Positive());
+  hoard::AddDurationOption(app, "--out-after", &o.out_after,
+                           "A node down this long is out: its chunks get new owners (until then it keeps its "
+                           "placement and readers skip it, so a reboot moves nothing), e.g. 5m, 90s; 0 = out as "
+                           "soon as down");
   app.add_option("--origin-max-connections", o.origin_limits.max_connections,
                  "Origin reads in flight, all nodes together (shared by weight, at least 1 per node); 0 = each "
                  "node's own --origin-connections")

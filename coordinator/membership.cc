@@ -25,7 +25,7 @@ Membership::Registration Membership::Register(const proto::RegisterNode& req, Ti
   n.info.used_checkpoint_bytes = req.used_checkpoint_bytes;
   n.info.build = req.build;
   n.info.weight = proto::CapacityWeight(req.capacity_bytes);
-  n.info.up = true;
+  SetUp(&n.info);
   n.info.last_seen_unix = wall_unix;
   n.last_heard = now;
   r.placement_changed = inserted || proto::PlacementWeight(r.before) != proto::PlacementWeight(n.info);
@@ -77,18 +77,48 @@ std::optional<Membership::Node> Membership::Remove(const std::string& name) {
 
 void Membership::Restore(const std::string& name, Node node) { nodes_.emplace(name, std::move(node)); }
 
-std::vector<Membership::Node*> Membership::MarkSilentDown(TimePoint now, std::chrono::milliseconds down_after,
-                                                          bool* placement_changed) {
-  std::vector<Node*> silent;
+std::vector<proto::NodeInfo> Membership::MarkSilentDown(TimePoint now, std::chrono::milliseconds down_after,
+                                                       int64_t wall_unix, bool hold, bool* placement_changed) {
+  std::vector<proto::NodeInfo> silent;
   *placement_changed = false;
   for (auto& [name, n] : nodes_) {
     if (n.info.up && now - n.last_heard > down_after) {
-      silent.push_back(&n);
-      *placement_changed = *placement_changed || proto::PlacementWeight(n.info) > 0;
+      silent.push_back(n.info);
       n.info.up = false;
+      n.info.held = hold;
+      n.info.down_since_unix = wall_unix;
+      *placement_changed = *placement_changed || proto::PlacementWeight(silent.back()) != proto::PlacementWeight(n.info);
     }
   }
   return silent;
+}
+
+std::vector<proto::NodeInfo> Membership::MarkOut(int64_t wall_unix, std::chrono::seconds out_after,
+                                                bool* placement_changed) {
+  std::vector<proto::NodeInfo> out;
+  *placement_changed = false;
+  for (auto& [name, n] : nodes_) {
+    // Strictly more than out_after whole seconds: down_since_unix is cut to
+    // the second, so a node is held at least out_after, never less.
+    if (!n.info.up && n.info.held && wall_unix - n.info.down_since_unix > out_after.count()) {
+      out.push_back(n.info);
+      n.info.held = false;
+      *placement_changed = *placement_changed || proto::PlacementWeight(out.back()) != proto::PlacementWeight(n.info);
+    }
+  }
+  return out;
+}
+
+void Membership::Undo(const std::vector<proto::NodeInfo>& before) {
+  for (const proto::NodeInfo& info : before) {
+    if (auto it = nodes_.find(info.name); it != nodes_.end()) it->second.info = info;
+  }
+}
+
+void Membership::SetUp(proto::NodeInfo* info) {
+  info->up = true;
+  info->held = false;
+  info->down_since_unix = 0;
 }
 
 void Membership::RestartTimeouts(TimePoint now) {

@@ -11,9 +11,18 @@
 // down timeout down; a heartbeat or a registration brings one back up (the
 // coordinator does that, as it must commit it).
 //
+// Down and out: a node marked down is `held` (it keeps its placement weight,
+// so nothing moves) and stamped with the wall-clock second it went down
+// (down_since_unix, saved with it); MarkOut ends the hold of nodes down for
+// longer than --out-after, and their chunks then get new owners. Wall clock,
+// not the monotonic one, because the count must survive a coordinator
+// restart. Coming back (SetUp) clears both: a node back within --out-after
+// finds its placement as it left it.
+//
 // Every change is undoable: the coordinator changes a node, tries to commit,
 // and on failure puts back what it saved (Register returns the node as it
-// was, Remove returns the node removed, MarkSilentDown the nodes it changed).
+// was, Remove returns the node removed, MarkSilentDown and MarkOut the nodes
+// they changed as they were, for Undo).
 //
 // Invariants: nodes are keyed by name and info.name equals the key; a
 // registered node's weight is CapacityWeight(capacity_bytes).
@@ -70,9 +79,21 @@ class Membership {
   std::optional<Node> Remove(const std::string& name);
   void Restore(const std::string& name, Node node);
 
-  // Marks up nodes silent for longer than `down_after` down and returns
-  // them; `placement_changed` tells whether any of them owned a share.
-  std::vector<Node*> MarkSilentDown(TimePoint now, std::chrono::milliseconds down_after, bool* placement_changed);
+  // Marks up nodes silent for longer than `down_after` down, as of the wall
+  // clock's `wall_unix`, and returns them as they were. With `hold` they keep
+  // their placement (held) until MarkOut; without, they are out at once.
+  // `placement_changed` tells whether any placement weight changed.
+  std::vector<proto::NodeInfo> MarkSilentDown(TimePoint now, std::chrono::milliseconds down_after, int64_t wall_unix,
+                                              bool hold, bool* placement_changed);
+  // Ends the hold of nodes down for longer than `out_after` at `wall_unix`
+  // (they are out: their chunks get new owners) and returns them as they
+  // were; `placement_changed` as above (false for a draining one).
+  std::vector<proto::NodeInfo> MarkOut(int64_t wall_unix, std::chrono::seconds out_after, bool* placement_changed);
+  // Puts back nodes as MarkSilentDown or MarkOut returned them (after a
+  // failed commit).
+  void Undo(const std::vector<proto::NodeInfo>& before);
+  // Up again (heard from): not held, no down time.
+  static void SetUp(proto::NodeInfo* info);
   // Every node heard from `now` (after the coordinator itself stalled).
   void RestartTimeouts(TimePoint now);
 

@@ -66,23 +66,79 @@ TEST(MembershipTest, SilentNodesGoDownAndADownDrainedOneMovesNothing) {
   m.Find("n3")->info.draining = true;
   ASSERT_NE(m.Heard({.name = "n1"}, At(4s), 4), nullptr);
   bool placement_changed = true;
-  EXPECT_TRUE(m.MarkSilentDown(At(5s), 5s, &placement_changed).empty());  // exactly 5 s is not past
+  EXPECT_TRUE(m.MarkSilentDown(At(5s), 5s, 1005, false, &placement_changed).empty());  // exactly 5 s is not past
   EXPECT_FALSE(placement_changed);
 
-  std::vector<Membership::Node*> down = m.MarkSilentDown(At(6s), 5s, &placement_changed);
+  std::vector<proto::NodeInfo> down = m.MarkSilentDown(At(6s), 5s, 1006, false, &placement_changed);
   ASSERT_EQ(down.size(), 2u);
-  EXPECT_EQ(down[0]->info.name, "n2");
-  EXPECT_EQ(down[1]->info.name, "n3");
+  EXPECT_EQ(down[0].name, "n2");
+  EXPECT_TRUE(down[0].up) << "returned as it was";
+  EXPECT_EQ(down[1].name, "n3");
   EXPECT_TRUE(placement_changed);  // n2 owned a share
   EXPECT_EQ(m.UpNames(), (std::set<std::string>{"n1"}));
+  EXPECT_EQ(m.Find("n2")->info.down_since_unix, 1006);
+  EXPECT_STREQ(proto::MemberState(m.Find("n2")->info), "out");
   // Already down: not again.
-  EXPECT_TRUE(m.MarkSilentDown(At(7s), 5s, &placement_changed).empty());
+  EXPECT_TRUE(m.MarkSilentDown(At(7s), 5s, 1007, false, &placement_changed).empty());
 
   // Only a drained node silent: it owned nothing, the placement stays.
   Membership d;
   d.Register(Req("n3"), At(0ms), 0);
   d.Find("n3")->info.draining = true;
-  EXPECT_EQ(d.MarkSilentDown(At(6s), 5s, &placement_changed).size(), 1u);
+  EXPECT_EQ(d.MarkSilentDown(At(6s), 5s, 1006, false, &placement_changed).size(), 1u);
+  EXPECT_FALSE(placement_changed);
+}
+
+// Down but held: the node keeps its placement weight (nothing moves) until
+// MarkOut finds it down for longer than out_after; back before that, it
+// is up with its placement as it was.
+TEST(MembershipTest, ADownNodeIsHeldUntilOutAfter) {
+  Membership m;
+  m.Register(Req("n1"), At(0ms), 1000);
+  m.Register(Req("n2"), At(0ms), 1000);
+  const double weight = proto::PlacementWeight(m.Find("n2")->info);
+  ASSERT_NE(m.Heard({.name = "n1"}, At(4s), 1004), nullptr);
+  bool placement_changed = true;
+  std::vector<proto::NodeInfo> down = m.MarkSilentDown(At(6s), 5s, 1006, /*hold=*/true, &placement_changed);
+  ASSERT_EQ(down.size(), 1u);
+  EXPECT_FALSE(placement_changed) << "a held node keeps its share";
+  const proto::NodeInfo& n2 = m.Find("n2")->info;
+  EXPECT_FALSE(n2.up);
+  EXPECT_TRUE(n2.held);
+  EXPECT_EQ(n2.down_since_unix, 1006);
+  EXPECT_EQ(proto::PlacementWeight(n2), weight);
+  EXPECT_STREQ(proto::MemberState(n2), "down");
+  EXPECT_EQ(m.UpNames(), (std::set<std::string>{"n1"})) << "readers and checkpoints skip it";
+
+  // Not out before out_after whole seconds have passed.
+  EXPECT_TRUE(m.MarkOut(1006 + 60, 60s, &placement_changed).empty());
+  EXPECT_FALSE(placement_changed);
+  // Out: its share goes.
+  std::vector<proto::NodeInfo> out = m.MarkOut(1006 + 61, 60s, &placement_changed);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].held) << "returned as it was";
+  EXPECT_TRUE(placement_changed);
+  EXPECT_FALSE(m.Find("n2")->info.held);
+  EXPECT_EQ(proto::PlacementWeight(m.Find("n2")->info), 0);
+  EXPECT_STREQ(proto::MemberState(m.Find("n2")->info), "out");
+  EXPECT_EQ(m.Find("n2")->info.down_since_unix, 1006) << "still down since then";
+  // Undo puts the hold back (a commit that failed).
+  m.Undo(out);
+  EXPECT_TRUE(m.Find("n2")->info.held);
+
+  // Back: up, not held, no down time; the same share as before it went down.
+  Membership::Registration r = m.Register(Req("n2"), At(70s), 1070);
+  EXPECT_FALSE(r.placement_changed) << "back within out_after: nothing moves";
+  EXPECT_TRUE(r.news) << "but members must learn it is up";
+  EXPECT_TRUE(m.Find("n2")->info.up);
+  EXPECT_FALSE(m.Find("n2")->info.held);
+  EXPECT_EQ(m.Find("n2")->info.down_since_unix, 0);
+
+  // A drained node that goes out changes no placement.
+  m.Find("n2")->info.draining = true;
+  ASSERT_NE(m.Heard({.name = "n1"}, At(100s), 1100), nullptr);
+  ASSERT_EQ(m.MarkSilentDown(At(100s), 5s, 1100, true, &placement_changed).size(), 1u);
+  EXPECT_EQ(m.MarkOut(1200, 60s, &placement_changed).size(), 1u);
   EXPECT_FALSE(placement_changed);
 }
 
@@ -91,8 +147,8 @@ TEST(MembershipTest, RestartTimeoutsGivesEveryoneAFreshTimeout) {
   m.Register(Req("n1"), At(0ms), 0);
   m.RestartTimeouts(At(10s));
   bool placement_changed = false;
-  EXPECT_TRUE(m.MarkSilentDown(At(14s), 5s, &placement_changed).empty());
-  EXPECT_EQ(m.MarkSilentDown(At(16s), 5s, &placement_changed).size(), 1u);
+  EXPECT_TRUE(m.MarkSilentDown(At(14s), 5s, 14, true, &placement_changed).empty());
+  EXPECT_EQ(m.MarkSilentDown(At(16s), 5s, 16, true, &placement_changed).size(), 1u);
 }
 
 TEST(MembershipTest, HeartbeatFactsAreServedButNotSaved) {
@@ -157,12 +213,15 @@ TEST(MembershipTest, RemoveAndRestoreAndLoad) {
   m.Restore("n1", std::move(*n));
   EXPECT_NE(m.Find("n1"), nullptr);
 
-  // Loaded nodes keep up/down and get a full timeout from the load.
-  proto::NodeInfo down{.name = "n2", .weight = 1, .up = false};
+  // Loaded nodes keep up/down and get a full timeout from the load; a held
+  // one keeps its hold and when it went down.
+  proto::NodeInfo down{.name = "n2", .weight = 1, .up = false, .down_since_unix = 500, .held = true};
   m.Load({m.Find("n1")->info, down}, At(100s));
   EXPECT_EQ(m.UpNames(), (std::set<std::string>{"n1"}));
   bool placement_changed = false;
-  EXPECT_TRUE(m.MarkSilentDown(At(104s), 5s, &placement_changed).empty());
+  EXPECT_TRUE(m.MarkSilentDown(At(104s), 5s, 604, true, &placement_changed).empty());
+  EXPECT_TRUE(m.MarkOut(560, 60s, &placement_changed).empty());
+  EXPECT_EQ(m.MarkOut(561, 60s, &placement_changed).size(), 1u);
 }
 
 TEST(MembershipTest, CheckpointClasses) {

@@ -76,7 +76,7 @@ std::vector<proto::SettledDataset> Progress::SettledNow(const Catalogue& catalog
       if (proto::PlacementWeight(n.info) <= 0) continue;
       any = true;
       const proto::DatasetReport* r = Find(node, d.meta.uid);
-      if (r == nullptr || r->version != d.meta.version || r->placement_epoch != placement_epoch ||
+      if (!n.info.up || r == nullptr || r->version != d.meta.version || r->placement_epoch != placement_epoch ||
           r->cached_chunks != r->owned_chunks) {
         all = false;
         break;

@@ -17,12 +17,14 @@
 // reported again. Such a report never makes a dataset complete or settled.
 //
 // Settled: a dataset is settled when every node that owns a share (positive
-// placement weight) reports all its owned chunks held, at the current
-// version and placement. Nodes are told (settled()) only once it has stayed
-// so for a whole down timeout: an owner whose last report counted may have
-// died a moment ago, and the copies others hold would then be the only ones
-// left. Within that timeout it is marked down, the placement moves, and the
-// wait starts again.
+// placement weight) is up and reports all its owned chunks held, at the
+// current version and placement. Nodes are told (settled()) only once it has
+// stayed so for a whole down timeout: an owner whose last report counted may
+// have died a moment ago, and the copies others hold would then be the only
+// ones left. Within that timeout it is marked down and the dataset is not
+// settled while it is: a down owner keeps its share until --out-after
+// (proto::NodeInfo::held), and the copies others hold are what the new owners
+// copy from if it goes out.
 //
 // Status is computed in two steps so that the coordinator can hold its mutex
 // for the cheap one only: Input copies what is needed (under the mutex),

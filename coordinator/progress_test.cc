@@ -201,6 +201,16 @@ TEST_F(ProgressTest, SettledAfterADownTimeoutOfEveryOwnerHoldingAll) {
   p.UpdateSettled(catalogue, members, kEpoch + 1, At(13s), 5s);
   EXPECT_EQ(p.settled().size(), 1u);
 
+  // An owner down but held keeps its share, not its say: the copies others
+  // hold may be what its chunks are copied from if it goes out.
+  bool placement_changed = true;
+  ASSERT_EQ(members.MarkSilentDown(At(14s), 5s, 14, /*hold=*/true, &placement_changed).size(), 3u);
+  ASSERT_FALSE(placement_changed);
+  members.Register({.name = "n1", .endpoint = "tcp://h:1"}, At(14s), 14);
+  EXPECT_TRUE(p.SettledNow(catalogue, members, kEpoch + 1).empty()) << "n2 is down";
+  members.Register({.name = "n2", .endpoint = "tcp://h:2"}, At(14s), 14);
+  EXPECT_EQ(p.SettledNow(catalogue, members, kEpoch + 1).size(), 1u) << "n3 owns nothing";
+
   // A node that forgets (restarts) unsettles it.
   p.ForgetNode("n2");
   EXPECT_TRUE(p.SettledNow(catalogue, members, kEpoch + 1).empty());

@@ -137,7 +137,10 @@ OriginGate::Limits NodeShareOfOriginLimits(const proto::ClusterMap& map, std::st
   double total = 0, mine = 0;
   int up = 0;
   for (const proto::NodeInfo& n : map.nodes) {
-    const double w = proto::PlacementWeight(n);
+    // A node down but held keeps its placement weight, not its share of the
+    // origin: it reads nothing meanwhile, and the others read its chunks
+    // through for it.
+    const double w = n.up ? proto::PlacementWeight(n) : 0;
     total += w;
     up += n.up ? 1 : 0;
     if (n.name == self) mine = w;

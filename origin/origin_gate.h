@@ -100,8 +100,9 @@ class OriginGate {
 };
 
 // A node's share of the cluster-wide limits in `map`: in proportion to its
-// placement weight among the members with a positive one (a node without one,
-// draining or not yet a member, gets an equal share of the up members), at
+// placement weight among the up members with a positive one (a node down but
+// held keeps its weight but gets no share; a node without one, draining or
+// not yet a member, gets an equal share of the up members), at
 // least one connection, and never more connections than `node_max` (the
 // node's own pool; also the limit when the cluster sets none).
 OriginGate::Limits NodeShareOfOriginLimits(const proto::ClusterMap& map, std::string_view self, int node_max);

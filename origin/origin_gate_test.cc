@@ -166,5 +166,18 @@ TEST(OriginGateTest, ANodeGetsItsWeightsShareOfTheClusterLimits) {
   EXPECT_DOUBLE_EQ(NodeShareOfOriginLimits(m, "b", 64).bytes_per_s, 800e6);
 }
 
+TEST(OriginGateTest, HeldDownNodeGetsNoShareOfTheOrigin) {
+  // "a" is down but held (within --out-after): it keeps its placement
+  // weight, but reads nothing, so the up nodes share the whole limit.
+  proto::ClusterMap m = MapOf({{"a", 1}, {"b", 1}, {"c", 2}}, 16, 800e6);
+  m.nodes[0].up = false;
+  m.nodes[0].held = true;
+  ASSERT_GT(proto::PlacementWeight(m.nodes[0]), 0);
+  EXPECT_DOUBLE_EQ(NodeShareOfOriginLimits(m, "b", 64).bytes_per_s, 800e6 / 3);
+  EXPECT_DOUBLE_EQ(NodeShareOfOriginLimits(m, "c", 64).bytes_per_s, 800e6 * 2 / 3);
+  EXPECT_EQ(NodeShareOfOriginLimits(m, "b", 64).connections, 5);  // 16 / 3, not 16 / 4
+  EXPECT_EQ(NodeShareOfOriginLimits(m, "c", 64).connections, 10);
+}
+
 }  // namespace
 }  // namespace hoard

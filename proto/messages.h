@@ -164,9 +164,18 @@ struct NodeInfo {
   uint64_t used_dataset_bytes = 0;
   uint64_t used_read_tier_bytes = 0;
   uint64_t used_checkpoint_bytes = 0;
+  // Down and out (Ceph's distinction): a node marked down keeps its placement
+  // (`held`) for the coordinator's --out-after, so a reboot moves nothing
+  // away and back; readers skip it meanwhile (it is not `up`). Past
+  // --out-after the coordinator commits held = false: it is out, and its
+  // chunks get new owners. down_since_unix is when it was marked down (wall
+  // clock, 0 while up); saved with the member, so a coordinator restart does
+  // not restart the count. Both change only by a committed map change.
+  int64_t down_since_unix = 0;
+  bool held = false;
   MSGPACK_DEFINE_MAP(name, endpoint, capacity_bytes, used_bytes, chunks, weight, up, last_seen_unix, draining,
                      scrub_last_pass_unix, scrub_corrupt, build, used_dataset_bytes, used_read_tier_bytes,
-                     used_checkpoint_bytes);
+                     used_checkpoint_bytes, down_since_unix, held);
 };
 
 // A mount as it names itself in its map polls (Ping::mount), and as the
@@ -190,9 +199,17 @@ inline double CapacityWeight(uint64_t capacity_bytes) {
 }
 
 // A member's weight in the placement every party (coordinator, nodes, mounts)
-// computes from the map: 0 when down or draining, so their chunks have new
-// owners (until the node is back or taken back), else its weight.
-inline double PlacementWeight(const NodeInfo& n) { return n.up && !n.draining ? n.weight : 0; }
+// computes from the map: 0 when out (down past --out-after) or draining, so
+// their chunks have new owners (until the node is back or taken back), else
+// its weight. A node down but held keeps its weight: it still owns its
+// chunks, and whoever reads them skips it (it is not `up`) for the next
+// owner or the origin until it is back or out.
+inline double PlacementWeight(const NodeInfo& n) { return (n.up || n.held) && !n.draining ? n.weight : 0; }
+
+// What `hoard status` and the metrics call a member: "up" (heard from within
+// the down timeout), "down" (silent, but keeping its placement for
+// --out-after) or "out" (down past --out-after: its chunks have new owners).
+inline const char* MemberState(const NodeInfo& n) { return n.up ? "up" : n.held ? "down" : "out"; }
 
 struct DatasetMeta {
   std::string name;

@@ -52,6 +52,22 @@ def processes_of(d):
     return out
 
 
+def chunk_files(c):
+    """Every node's dataset chunk files, {node: {path: (inode, mtime_ns, size)}}:
+    a chunk fetched again or moved away and back is another file."""
+    out = {}
+    for n in c.info["nodes"]:
+        root = os.path.join(n["store"], "chunks")
+        files = {}
+        for dirpath, _, names in os.walk(root):
+            for f in names:
+                if not f.endswith(".tmp"):
+                    st = os.stat(os.path.join(dirpath, f))
+                    files[os.path.relpath(os.path.join(dirpath, f), root)] = (st.st_ino, st.st_mtime_ns, st.st_size)
+        out[n["name"]] = files
+    return out
+
+
 def cmdline(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -507,10 +523,14 @@ class LocalClusterTest(unittest.TestCase):
         back = c.cli_json("node", "undrain", "node2")
         self.assertFalse(back["draining"])
         c.cli_json("node", "drain", "node2")
-        # A node that owns chunks is not forgotten by accident; a drained one is.
+        # A node that owns chunks is not forgotten by accident; a drained one is,
+        # once the coordinator has seen it stop (a running one would register again).
         owning = c.cli("node", "remove", "node1", check=False)
         self.assertEqual(owning.returncode, 2, owning.stderr)
         self.assertIn("drain it first", owning.stderr)
+        self.assertTrue(harness.wait_until(
+            lambda: not {n["name"]: n["up"] for n in c.cli_json("status")["nodes"]}["node2"], 20, 0.5),
+            "node2 marked down")
         self.assertTrue(c.cli_json("node", "remove", "node2")["removed"])
         st = c.cli_json("status", "ds")
         self.assertEqual(sorted(n["name"] for n in st["nodes"]), ["node1", "node3"])
@@ -544,6 +564,72 @@ class LocalClusterTest(unittest.TestCase):
         harness.drop_caches()
         self.assertEqual(harness.file_digests(os.path.join(c.mnt, "datasets", "ds")), self.want)
 
+    def test_node_back_within_out_after_moves_nothing(self):
+        """Down and out (issue 33): a node killed and restarted within the
+        coordinator's --out-after (5 min by default) keeps its placement.
+        While it is down, reads skip it (its chunks come from the origin) and
+        no other node fetches a chunk; back, it owns what it owned and its
+        chunk files are the same files: nothing moved away and back. Removing
+        it is refused while it runs (even with --force: its agent would
+        register again) and, without --force, while it is down but held."""
+        c = self.start(nodes=3)
+        c.cli("dataset", "add", "ds", self.origin, "--chunk-size", "256K")
+        c.cli("warm", "ds", "--wait", "--timeout", "120", timeout=200)
+
+        def node(name):
+            return next(n for n in c.cli_json("status")["nodes"] if n["name"] == name)
+
+        def shares():
+            return {s["node"]: (s["owned_chunks"], s["owned_bytes"])
+                    for s in c.cli_json("status", "ds")["datasets"][0]["shares"]}
+
+        owned = shares()
+        self.assertGreater(owned["node2"][0], 0, owned)
+        files = chunk_files(c)
+        self.assertEqual(sum(len(f) for f in files.values()), sum(o[0] for o in owned.values()))
+        # A running node: never removed, not even with --force.
+        for force in ([], ["--force"]):
+            r = c.cli("node", "remove", "node2", *force, check=False)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("node node2 is up: its agent still heartbeats", r.stderr)
+            self.assertIn("stop its agent", r.stderr)
+        self.assertEqual(node("node2")["state"], "up")
+
+        killed = time.time()
+        os.kill(c.info["nodes"][1]["pid"], signal.SIGKILL)
+        self.assertTrue(harness.wait_until(lambda: not node("node2")["up"], 20, 0.25), "node2 marked down")
+        n2 = node("node2")
+        self.assertEqual(n2["state"], "down", n2)
+        self.assertGreater(n2["down_since_unix"], killed - 2, n2)
+        self.assertGreater(n2["placement_weight"], 0, n2)
+        self.assertRegex(c.cli("status").stdout, r"\n(node2\s+DOWN \d+s)")
+        self.assertIn("3 nodes (2 up, 1 down)", c.cli("status").stdout)
+        metrics = harness.metrics_text(c.info["coordinator_metrics"], timeout=10)
+        self.assertIn('hoard_nodes{state="down"} 1', metrics)
+        self.assertIn('hoard_nodes{state="out"} 0', metrics)
+        # Held: its chunks would move now.
+        r = c.cli("node", "remove", "node2", check=False)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("keeps its placement", r.stderr)
+        # Reads skip it: every byte right, from the others and the origin.
+        harness.drop_caches()
+        self.assertEqual(harness.file_digests(os.path.join(c.mnt, "datasets", "ds")), self.want)
+        self.assertEqual(shares()["node1"], owned["node1"])
+        self.assertEqual({k: v for k, v in chunk_files(c).items() if k != "node2"},
+                         {k: v for k, v in files.items() if k != "node2"}, "the other nodes fetched or dropped chunks")
+
+        # Back (`local up` restarts it): up, owning its share, the same files.
+        up = c.cli_json("local", "up", timeout=120)
+        self.assertEqual(up["restarted"], ["node2"], up)
+        self.assertTrue(harness.wait_until(lambda: node("node2")["up"], 30, 0.25), "node2 up again")
+        n2 = node("node2")
+        self.assertEqual((n2["state"], n2["down_since_unix"]), ("up", 0), n2)
+        c.cli("warm", "ds", "--wait", "--timeout", "60", timeout=120)
+        self.assertEqual(shares(), owned, "the placement changed")
+        self.assertEqual(chunk_files(c), files, "chunks moved or were fetched again")
+        print(f"\nnode2 down for {time.time() - killed:.1f} s: came back owning {owned['node2'][0]} chunks, "
+              f"nothing moved", file=sys.stderr)
+
     def test_cli_contract(self):
         c = self.start(nodes=1)
         # Every failure: non-zero, one line on stderr, JSON error with --json.
@@ -559,6 +645,20 @@ class LocalClusterTest(unittest.TestCase):
             self.assertTrue(lines[0].startswith("hoard: "), lines[0])
             r = c.cli(*args, "--json", check=False)
             self.assertIn("error", json.loads(r.stdout))
+        # The last node with data (issue 33): draining it would leave the
+        # dataset no owner (and a drain --wait would never end), removing it
+        # too: refused at once, saying why.
+        c.cli("dataset", "add", "one", self.origin)
+        for args, said in ((["node", "drain", "node1", "--wait", "--timeout", "60"],
+                            "draining node node1 would leave the 1 dataset(s) no node to hold them"),
+                           (["node", "remove", "node1", "--force"], "removing node node1 would leave")):
+            t = time.time()
+            r = c.cli(*args, check=False, timeout=60)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(said, r.stderr)
+            self.assertLess(time.time() - t, 10, args)
+            self.assertEqual(json.loads(c.cli(*args, "--json", check=False).stdout)["code"], "InvalidArgument")
+        self.assertFalse(c.cli_json("status")["nodes"][0]["draining"])
         for cmd in (["status"], ["dataset", "add"], ["warm"], ["local", "up"], ["local", "down"],
                     ["local", "restart"], ["local", "upgrade"]):
             r = harness.hoard(*cmd, "--help", check=False)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Membership changes under load, on the namespace cluster (tests/lib/hosts.py):
 nfs-ganesha on a storage host, four GPU-node hosts each with a node agent,
-chunk directory and mount, the coordinator (--down-after-ms 3000). A dataset
+chunk directory and mount, the coordinator (--down-after-ms 3000, --out-after 2s). A dataset
 of 256 KiB chunks (300 small files and a few multi-chunk files, so reads span
 every node) is added from NFS and warmed; a Reader loops over it through the
 mount of a node that is not the victim, dropping the page cache before each
@@ -9,7 +9,7 @@ pass, while:
 
   a. a node agent is kill -9ed (with --replicas 1 and --replicas 2): no read
      fails or returns wrong bytes, no read(2) takes 2 s, and once the node is
-     marked down both datasets are complete again on the survivors (ds2's
+     out both datasets are complete again on the survivors (ds2's
      lost copies from the surviving replicas, not NFS); then it restarts and
      owns its share again, with reads going on; then another node's host is
      cut off the network (no RST), with the same bound on every read;
@@ -103,7 +103,12 @@ class MembershipTest(unittest.TestCase):
                                          # No read tier: after the first pass it would serve every
                                          # read from node1's own disk, and these tests are about
                                          # reads from peers while nodes die, join and drain.
-                                         mount_args=["--readahead-chunks", "0", "--read-tier-size", "0"])
+                                         mount_args=["--readahead-chunks", "0", "--read-tier-size", "0"],
+                                         # The kill and cut-off scenarios are about chunks moving to
+                                         # the survivors: a down node is out (its chunks get new
+                                         # owners) 2 s after it is marked down, not the default 5 min.
+                                         # test_local_cluster.py covers a node back within --out-after.
+                                         coordinator_args=["--out-after", "2s"])
         if not os.environ.get("HOARD_E2E_KEEP"):
             self.addCleanup(shutil.rmtree, workdir, ignore_errors=True)
         self.addCleanup(self.check_nothing_left)
