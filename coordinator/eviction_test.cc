@@ -169,8 +169,9 @@ TEST_F(PlanTest, QuotaRejectPolicyFailsAtOnce) {
   in_.policy = QuotaPolicy::kReject;
   Result<Plan> p = Admit("new");
   ASSERT_EQ(p.status().code(), Code::kNoSpace);
-  EXPECT_NE(p.status().message().find("would take tenant a over its quota of 10.00 GiB by 2.00 GiB: held by mine (6.00 GiB)"),
-            std::string::npos)
+  EXPECT_NE(
+      p.status().message().find("would take tenant a over its quota of 10.0 GiB by 2.00 GiB: held by mine (6.00 GiB)"),
+      std::string::npos)
       << p.status().message();
   in_.quotas = {{"a", 12 * kGiB}};
   EXPECT_TRUE(Evicts("new").empty());
@@ -183,7 +184,7 @@ TEST_F(PlanTest, QuotaThatCannotBeMetSaysWhy) {
   in_.quotas = {{"a", 10 * kGiB}};
   Result<Plan> p = Admit("new");
   ASSERT_EQ(p.status().code(), Code::kNoSpace);
-  EXPECT_NE(p.status().message().find("needs 2.00 GiB more of tenant a's quota of 10.00 GiB: held by pinned mine"),
+  EXPECT_NE(p.status().message().find("needs 2.00 GiB more of tenant a's quota of 10.0 GiB: held by pinned mine"),
             std::string::npos)
       << p.status().message();
   in_.quotas = {{"a", 5 * kGiB}};
