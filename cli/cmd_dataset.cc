@@ -12,10 +12,60 @@
 namespace hoard::cli {
 namespace {
 
+// Eviction settings as `dataset add` and `dataset set` take them
+// (coordinator/eviction.h); empty strings and unset flags: not given.
+struct EvictionArgs {
+  std::string priority, ttl, tenant;
+  bool pin = false, unpin = false;
+};
+
+void AddEvictionOptions(CLI::App* cmd, EvictionArgs* e, bool set) {
+  cmd->add_option("--priority", e->priority, "Eviction priority: high, normal (the default) or low; lower goes first")
+      ->check(CLI::IsMember({"high", "normal", "low"}));
+  cmd->add_flag("--pin", e->pin, "Never evict it");
+  if (set) cmd->add_flag("--unpin", e->unpin, "May be evicted again");
+  cmd->add_option("--ttl", e->ttl, "Evict it when not read for this long (e.g. 7d, 12h, 90m; 0: never)");
+  cmd->add_option("--tenant", e->tenant, "Whose quota it counts against (`hoard quota set`; default \"default\")");
+}
+
+// Fills `req`'s settings from `e`; an error for a bad duration.
+Status ApplyEvictionArgs(const EvictionArgs& e, proto::DatasetSet* req) {
+  if (e.pin && e.unpin) return Status::InvalidArgument("--pin and --unpin together");
+  if (!e.priority.empty()) {
+    req->has_priority = proto::ParsePriority(e.priority, &req->priority);
+  }
+  if (e.pin || e.unpin) {
+    req->has_pinned = true;
+    req->pinned = e.pin;
+  }
+  if (!e.ttl.empty()) {
+    Result<uint64_t> ttl = ParseDurationSeconds(e.ttl);
+    if (!ttl.ok()) return ttl.status().Annotate("--ttl");
+    req->has_ttl = true;
+    req->ttl_s = static_cast<int64_t>(*ttl);
+  }
+  if (!e.tenant.empty()) {
+    req->has_tenant = true;
+    req->tenant = e.tenant;
+  }
+  return Status::Ok();
+}
+
+// "priority normal, pinned, TTL 7d, tenant vision"
+std::string EvictionText(const proto::DatasetMeta& m) {
+  std::string s = std::string("priority ") + proto::PriorityName(m.priority);
+  if (m.pinned) s += ", pinned";
+  if (m.ttl_s > 0) s += ", TTL " + Duration(double(m.ttl_s));
+  s += ", tenant " + m.tenant;
+  if (!m.resident) s += ", evicted";
+  return s;
+}
+
 struct AddArgs {
   std::string name, source, chunk_size = "4M";
   uint32_t replicas = 1;
   int timeout_s = 1800;
+  EvictionArgs eviction;
 };
 
 // The coordinator got the request and is still walking: not a cluster that
@@ -44,10 +94,15 @@ int RunAdd(Context& ctx, const AddArgs& a) {
     }
     source = resolved;
   }
+  proto::DatasetSet settings;
+  if (Status s = ApplyEvictionArgs(a.eviction, &settings); !s.ok()) return ctx.Fail(s);
+  proto::DatasetAdd req{.name = a.name, .source = source, .chunk_size = *chunk, .replicas = a.replicas};
+  if (settings.has_priority) req.priority = settings.priority;
+  req.pinned = settings.pinned;
+  if (settings.has_ttl) req.ttl_s = settings.ttl_s;
+  if (settings.has_tenant) req.tenant = settings.tenant;
   // Walking a large NFS tree takes a while: this call gets its own timeout.
-  Result<proto::DatasetAddReply> r = ctx.Call(
-      proto::DatasetAdd{.name = a.name, .source = source, .chunk_size = *chunk, .replicas = a.replicas},
-      std::chrono::seconds(a.timeout_s));
+  Result<proto::DatasetAddReply> r = ctx.Call(req, std::chrono::seconds(a.timeout_s));
   if (!r.ok() && ctx.timed_out()) return FailWalkTimeout(ctx, a.name, a.timeout_s);
   if (!r.ok()) return ctx.Fail(r.status());
   nlohmann::json doc = ToJson(r->meta);
@@ -56,7 +111,7 @@ int RunAdd(Context& ctx, const AddArgs& a) {
   text << "added dataset " << r->meta.name << ": " << Thousands(r->meta.file_count) << " files, "
        << FormatBytes(double(r->meta.total_bytes)) << " in " << Thousands(r->meta.total_chunks) << " chunks of "
        << FormatBytes(double(r->meta.chunk_size)) << ", " << r->meta.replicas << " replica(s); walked "
-       << r->meta.source << " in " << Duration(double(r->walk_ms) / 1000) << "\n"
+       << r->meta.source << " in " << Duration(double(r->walk_ms) / 1000) << "; " << EvictionText(r->meta) << "\n"
        << "warm it with: hoard warm " << r->meta.name << " --wait";
   return ctx.Done(doc, text.str());
 }
@@ -127,6 +182,17 @@ int RunRefresh(Context& ctx, const std::string& name, int timeout_s) {
   return ctx.Done(doc, text.str());
 }
 
+int RunSet(Context& ctx, const std::string& name, const EvictionArgs& e) {
+  proto::DatasetSet req{.name = name};
+  if (Status s = ApplyEvictionArgs(e, &req); !s.ok()) return ctx.Fail(s);
+  if (!req.has_priority && !req.has_pinned && !req.has_ttl && !req.has_tenant) {
+    return ctx.Fail(Status::InvalidArgument("nothing to set: give --priority, --pin, --unpin, --ttl or --tenant"));
+  }
+  Result<proto::DatasetSetReply> r = ctx.Call(req);
+  if (!r.ok()) return ctx.Fail(r.status());
+  return ctx.Done(ToJson(r->meta), "dataset " + name + ": " + EvictionText(r->meta));
+}
+
 int RunList(Context& ctx) {
   Result<proto::DatasetListReply> r = ctx.Call(proto::DatasetList{});
   if (!r.ok()) return ctx.Fail(r.status());
@@ -137,7 +203,7 @@ int RunList(Context& ctx) {
     doc.push_back(ToJson(d));
     text << d.name << "  v" << d.version << "  " << Thousands(d.file_count) << " files  "
          << FormatBytes(double(d.total_bytes)) << "  replicas " << d.replicas << (d.warm ? "  warm" : "") << "  "
-         << d.source << "\n";
+         << EvictionText(d) << "  " << d.source << "\n";
   }
   return ctx.Done(doc, text.str());
 }
@@ -164,6 +230,7 @@ void AddDatasetCommands(CLI::App& app, Action* action) {
   add->add_option("--walk-timeout", add_args->timeout_s, "Seconds to wait for the walk of SOURCE")
       ->capture_default_str()
       ->check(CLI::Range(1, INT_MAX));
+  AddEvictionOptions(add, &add_args->eviction, /*set=*/false);
   add->callback([action, add_args] { *action = [add_args](Context& ctx) { return RunAdd(ctx, *add_args); }; });
 
   auto refresh_name = std::make_shared<std::string>();
@@ -178,6 +245,15 @@ void AddDatasetCommands(CLI::App& app, Action* action) {
       ->check(CLI::Range(1, INT_MAX));
   refresh->callback([action, refresh_name, refresh_timeout] {
     *action = [refresh_name, refresh_timeout](Context& ctx) { return RunRefresh(ctx, *refresh_name, *refresh_timeout); };
+  });
+
+  auto set_name = std::make_shared<std::string>();
+  auto set_args = std::make_shared<EvictionArgs>();
+  auto* set = ds->add_subcommand("set", "Change a dataset's eviction settings: priority, pin, TTL, tenant");
+  set->add_option("name", *set_name, "Dataset name")->required();
+  AddEvictionOptions(set, set_args.get(), /*set=*/true);
+  set->callback([action, set_name, set_args] {
+    *action = [set_name, set_args](Context& ctx) { return RunSet(ctx, *set_name, *set_args); };
   });
 
   auto* ls = ds->add_subcommand("ls", "List datasets");

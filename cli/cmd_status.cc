@@ -22,25 +22,6 @@ std::string Share(double weight, double total) {
   return buf;
 }
 
-std::string Pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
-
-std::string Table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& r : rows) {
-    for (size_t i = 0; i < r.size(); ++i) {
-      if (width.size() <= i) width.push_back(0);
-      width[i] = std::max(width[i], r[i].size() + 2);
-    }
-  }
-  std::string out;
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < r.size(); ++i) line += i + 1 == r.size() ? r[i] : Pad(r[i], width[i]);
-    out += line + "\n";
-  }
-  return out;
-}
-
 // A build as the tables show it: "0.1.0 1a2b3c4d5e6f"; "-" for a node
 // agent from before builds were reported.
 std::string BuildText(const proto::Build& b) { return b.version.empty() ? "-" : b.version + " " + b.commit; }
@@ -203,7 +184,8 @@ int RunStatus(Context& ctx, const std::string& dataset) {
                              {"mounts", use.mounts}});
   }
   std::vector<std::vector<std::string>> datasets = {
-      {"DATASET", "FILES", "SIZE", "REPLICAS", "CACHED", "FILES CACHED", "RATE", "ETA", "WARM", "SOURCE"}};
+      {"DATASET", "FILES", "SIZE", "REPLICAS", "CACHED", "FILES CACHED", "RATE", "ETA", "WARM", "PRIORITY", "KEEP",
+       "TENANT", "LAST READ", "SOURCE"}};
   std::string failures;
   for (const auto& d : st->datasets) {
     doc["datasets"].push_back(ToJson(d));
@@ -213,7 +195,13 @@ int RunStatus(Context& ctx, const std::string& dataset) {
                         std::to_string(d.meta.replicas), pct, Thousands(d.files_cached),
                         d.fill_rate > 0 ? FormatBytes(d.fill_rate) + "/s" : "-",
                         d.complete ? "done" : d.eta_seconds >= 0 ? Duration(double(d.eta_seconds)) : "-",
-                        d.meta.warm ? "yes" : "no", d.meta.source});
+                        !d.meta.resident ? "evicted" : d.meta.warm ? "yes" : "no", proto::PriorityName(d.meta.priority),
+                        d.meta.pinned ? "pinned" : d.meta.ttl_s > 0 ? "ttl " + Duration(double(d.meta.ttl_s)) : "-",
+                        d.meta.tenant,
+                        d.meta.last_read_unix == 0
+                            ? "never"
+                            : Duration(double(std::max<int64_t>(0, now - d.meta.last_read_unix))) + " ago",
+                        d.meta.source});
     for (const auto& f : d.failures) failures += "  " + d.meta.name + "/" + f.path + ": " + f.error + "\n";
   }
   std::ostringstream text;
@@ -256,6 +244,18 @@ int RunStatus(Context& ctx, const std::string& dataset) {
     text << "\n" << Table(shares);
   }
   if (!failures.empty()) text << "\nfailures:\n" << failures;
+  // Tenants' quotas (coordinator/eviction.h); the table only when one is set.
+  doc["quota_policy"] = st->quota_policy;
+  doc["quotas"] = nlohmann::json::array();
+  std::vector<std::vector<std::string>> quotas = {{"TENANT", "QUOTA", "USED", "DATASETS"}};
+  bool any_quota = false;
+  for (const proto::TenantQuota& q : st->quotas) {
+    doc["quotas"].push_back(ToJson(q));
+    any_quota = any_quota || q.quota_bytes > 0;
+    quotas.push_back({q.tenant, q.quota_bytes == 0 ? "-" : FormatBytes(double(q.quota_bytes)),
+                      FormatBytes(double(q.used_bytes)), std::to_string(q.datasets)});
+  }
+  if (any_quota) text << "\nquotas (at a quota, --quota-policy " << st->quota_policy << "):\n" << Table(quotas);
   // Checkpoints: what is not on the checkpoint origin yet, how old, and why.
   doc["checkpoints"] = nlohmann::json::array();
   const int64_t now_ms = WallClockMs();

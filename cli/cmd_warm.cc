@@ -34,12 +34,20 @@ std::string WaitDetail(const DatasetWait& w) {
 }
 
 int RunWarm(Context& ctx, const WarmArgs& a) {
+  // Admission (coordinator/eviction.h): a warm-up that cannot fit fails
+  // here at once (NoSpace: what is missing where, what holds the space).
   Result<proto::WarmReply> w = ctx.Call(proto::Warm{.name = a.name});
   if (!w.ok()) return ctx.Fail(w.status());
+  std::string evicted;
+  for (const std::string& e : w->evicted) evicted += (evicted.empty() ? "" : ", ") + e;
+  if (!evicted.empty()) evicted = "evicted to make room: " + evicted + "\n";
   if (!a.wait) {
-    return ctx.Done(ToJson(w->meta), "warming " + a.name + " on every owner; follow it with: hoard status " +
-                                         a.name + "  (or hoard warm " + a.name + " --wait)");
+    nlohmann::json doc = ToJson(w->meta);
+    doc["evicted"] = w->evicted;
+    return ctx.Done(doc, evicted + "warming " + a.name + " on every owner; follow it with: hoard status " + a.name +
+                             "  (or hoard warm " + a.name + " --wait)");
   }
+  if (!evicted.empty() && !ctx.json()) std::fputs(evicted.c_str(), stderr);
   ProgressBar bar("warm " + a.name);
   WaitLimits limits(a.timeout_s, a.stall_timeout_s);
   DatasetWait seen;
@@ -49,7 +57,9 @@ int RunWarm(Context& ctx, const WarmArgs& a) {
     std::string text = "warm " + a.name + ": complete, " + FormatBytes(double(d.cached_bytes)) + " in " +
                        Thousands(d.meta.file_count) + " files cached on " + std::to_string(d.nodes_reporting) +
                        " node(s) in " + Duration(done.seconds);
-    return ctx.Done(Summary(d, done.seconds, done.rate_bytes_per_s), text);
+    nlohmann::json doc = Summary(d, done.seconds, done.rate_bytes_per_s);
+    doc["evicted"] = w->evicted;
+    return ctx.Done(doc, text);
   }
   char at[32];
   std::snprintf(at, sizeof at, " at %.1f%%", PercentCached(d));

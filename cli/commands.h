@@ -26,6 +26,7 @@ void AddKeysCommands(CLI::App& app, Action* action);
 void AddConfigCommands(CLI::App& app, Action* action);
 void AddTopCommand(CLI::App& app, Action* action);
 void AddScrubCommand(CLI::App& app, Action* action);
+void AddQuotaCommands(CLI::App& app, Action* action);
 
 // Reports a command-line error in one line and returns the exit status: 2,
 // or 64 under `hoard hook` (whose 2 means a timeout to a job scheduler).

@@ -50,7 +50,18 @@ nlohmann::json ToJson(const proto::DatasetMeta& d) {
           {"files", d.file_count},
           {"bytes", d.total_bytes},
           {"chunks", d.total_chunks},
-          {"created_unix", d.created_unix}};
+          {"created_unix", d.created_unix},
+          {"priority", proto::PriorityName(d.priority)},
+          {"pinned", d.pinned},
+          {"ttl_seconds", d.ttl_s},
+          {"tenant", d.tenant},
+          {"resident", d.resident},
+          {"last_read_unix", d.last_read_unix},
+          {"evictions", d.evictions}};
+}
+
+nlohmann::json ToJson(const proto::TenantQuota& q) {
+  return {{"tenant", q.tenant}, {"quota_bytes", q.quota_bytes}, {"used_bytes", q.used_bytes}, {"datasets", q.datasets}};
 }
 
 double PercentCached(const proto::DatasetStatus& s) {

@@ -30,6 +30,7 @@ nlohmann::json ToJson(const proto::NodeInfo& n);
 nlohmann::json ToJson(const proto::MountInfo& m);
 nlohmann::json ToJson(const proto::DatasetMeta& d);
 nlohmann::json ToJson(const proto::DatasetStatus& s);
+nlohmann::json ToJson(const proto::TenantQuota& q);
 
 // Percent of a dataset cached (all replicas), 100.0 when complete.
 double PercentCached(const proto::DatasetStatus& s);

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   hoard::cli::AddConfigCommands(app, &action);
   hoard::cli::AddTopCommand(app, &action);
   hoard::cli::AddScrubCommand(app, &action);
+  hoard::cli::AddQuotaCommands(app, &action);
 
   // `hoard help [COMMAND...]`: what `hoard [COMMAND...] --help` prints (the
   // command list without a command), exit 0.

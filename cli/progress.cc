@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -75,6 +76,27 @@ std::string ProgressBar::Render() const {
   return label_ + " " + bar + " " + pct + "  " + FormatBytes(double(bytes_done_)) + " / " +
          FormatBytes(double(bytes_total_)) + "  " + Thousands(files_done_) + " / " + Thousands(files_total_) +
          " files  " + FormatBytes(rate_) + "/s  ETA " + eta;
+}
+
+namespace {
+std::string Pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
+}  // namespace
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], r[i].size() + 2);
+    }
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) line += i + 1 == r.size() ? r[i] : Pad(r[i], width[i]);
+    out += line + "\n";
+  }
+  return out;
 }
 
 }  // namespace hoard::cli

@@ -48,6 +48,8 @@ class ProgressBar {
 std::string Thousands(uint64_t n);
 // "4s", "3m12s", "2h05m".
 std::string Duration(double seconds);
+// Rows as aligned columns (the first row is the header), one line each.
+std::string Table(const std::vector<std::vector<std::string>>& rows);
 
 // The limits of a --wait loop: a --timeout on the whole wait, and a
 // --stall-timeout on time without progress (0 = no limit for either).

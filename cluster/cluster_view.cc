@@ -84,11 +84,15 @@ std::shared_ptr<const ClusterView> ClusterWatcher::Current() const {
   return view_;
 }
 
-Status ClusterWatcher::Poll() {
+Status ClusterWatcher::Poll(std::vector<uint64_t> read_datasets) {
   std::shared_ptr<const ClusterView> cur = Current();
   Result<proto::Pong> pong = [&] {
     MutexLock lock(&sync_mu_);
-    return client_.Call(poll_ping_, options_.timeout);
+    if (read_datasets.empty()) return client_.Call(poll_ping_, options_.timeout);
+    if (read_datasets.size() > proto::kMaxReadDatasets) read_datasets.resize(proto::kMaxReadDatasets);
+    proto::Ping ping = poll_ping_;
+    ping.read_datasets = std::move(read_datasets);
+    return client_.Call(ping, options_.timeout);
   }();
   if (!pong.ok()) return pong.status();
   if (pong->epoch == cur->epoch() && cur->epoch() != 0) return Status::Ok();

@@ -96,8 +96,9 @@ class ClusterWatcher {
   Status Sync(uint64_t known_epoch = 0);
 
   // Asks the coordinator for its epoch (a Ping, naming the mount:
-  // Options::mount) and syncs if it moved.
-  Status Poll();
+  // Options::mount, and the datasets it read since its last poll: at most
+  // proto::kMaxReadDatasets of `read_datasets` are sent) and syncs if it moved.
+  Status Poll(std::vector<uint64_t> read_datasets = {});
 
   // Poll for request paths (a lookup of an unknown name, a chunk request for
   // an unknown dataset version), which must stay fast whatever the

@@ -6,6 +6,7 @@
 #include <optional>
 #include <random>
 
+#include "common/units.h"
 #include "proto/ordinals.h"
 #include "striping/manifest_diff.h"
 
@@ -27,6 +28,27 @@ bool ValidTcpEndpoint(const std::string& ep) {
   }
   const int p = std::stoi(port);
   return p >= 1 && p <= 65535;
+}
+
+}  // namespace
+
+namespace {
+
+Status CheckEvictionSettings(uint8_t priority, int64_t ttl_s, const std::string& tenant) {
+  if (priority > proto::kPriorityHigh) return Status::InvalidArgument("priority must be low, normal or high");
+  if (ttl_s < 0) return Status::InvalidArgument("a TTL cannot be negative");
+  if (!IsValidName(tenant)) {
+    return Status::InvalidArgument("invalid tenant name '" + tenant + "': use 1-64 letters, digits, '.', '_' or '-'");
+  }
+  return Status::Ok();
+}
+
+// "3m ago", "never": a last-read time for a log line.
+std::string Ago(int64_t then, int64_t now) {
+  if (then <= 0) return "never";
+  const int64_t s = std::max<int64_t>(0, now - then);
+  return s < 120 ? std::to_string(s) + "s ago" : s < 7200 ? std::to_string(s / 60) + "m ago"
+                                                           : std::to_string(s / 3600) + "h ago";
 }
 
 }  // namespace
@@ -79,6 +101,8 @@ Status Coordinator::Load() {
   const auto now = options_.clock->Now();
   last_liveness_check_ = now;
   members_.Load(state.nodes, now);
+  quotas_ = state.quotas;
+  last_read_saved_ = now;
   for (auto& d : state.datasets) {
     Result<Manifest> m = manifests_->Load(d);
     if (!m.ok()) {
@@ -97,6 +121,7 @@ CoordinatorState Coordinator::SnapshotLocked() const {
   s.placement_epoch = placement_epoch_;
   s.nodes = members_.DurableInfos();
   s.datasets = catalogue_.Metas();
+  s.quotas = quotas_;
   return s;
 }
 
@@ -112,6 +137,19 @@ Status Coordinator::CommitLocked(bool placement_changed) {
     options_.logger->error("cannot save coordinator state: {}", s.ToString());
   } else {
     ShareUpNodesLocked();
+    last_read_dirty_ = false;  // saved with it
+    last_read_saved_ = options_.clock->Now();
+  }
+  return s;
+}
+
+Status Coordinator::SaveLocked() {
+  Status s = store_.Save(SnapshotLocked());
+  if (!s.ok()) {
+    options_.logger->error("cannot save coordinator state: {}", s.ToString());
+  } else {
+    last_read_dirty_ = false;
+    last_read_saved_ = options_.clock->Now();
   }
   return s;
 }
@@ -255,6 +293,7 @@ std::string Coordinator::LastOwnerLocked(const std::string& name, const std::str
 
 void Coordinator::CheckLiveness() {
   if (CheckMembers()) CheckCkptCopies();
+  CheckEvictions();
 }
 
 bool Coordinator::CheckMembers() {
@@ -391,6 +430,7 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
                                    " must be a power of two between 64 KiB and 64 MiB");
   }
   if (req.replicas < 1 || req.replicas > 16) return Status::InvalidArgument("replicas must be between 1 and 16");
+  HOARD_RETURN_IF_ERROR(CheckEvictionSettings(req.priority, req.ttl_s, req.tenant));
   {
     MutexLock lock(&mu_);
     if (const Catalogue::Dataset* d = catalogue_.Find(req.name); d != nullptr && req.retry &&
@@ -414,6 +454,10 @@ Result<proto::DatasetAddReply> Coordinator::AddDataset(const proto::DatasetAdd& 
   meta.chunk_size = chunk_size;
   meta.replicas = req.replicas;
   meta.created_unix = options_.clock->WallSeconds();
+  meta.priority = req.priority;
+  meta.pinned = req.pinned;
+  meta.ttl_s = req.ttl_s;
+  meta.tenant = req.tenant;
   HOARD_ASSIGN_OR_RETURN(Manifest manifest, WalkSource("dataset add " + req.name, meta, meta.created_unix));
   SetManifestFields(manifest, &meta);
   HOARD_RETURN_IF_ERROR(manifests_->Save(meta, manifest.bytes()));
@@ -552,16 +596,160 @@ Result<proto::WarmReply> Coordinator::Warm(const std::string& name) {
   MutexLock lock(&mu_);
   Catalogue::Dataset* d = catalogue_.Find(name);
   if (d == nullptr) return Status::NotFound("dataset " + name + " does not exist");
-  if (!d->meta.warm) {
-    d->meta.warm = true;
-    Status s = CommitLocked(false);
-    if (!s.ok()) {
-      d->meta.warm = false;
+  if (d->meta.warm && d->meta.resident) return proto::WarmReply{d->meta};
+  eviction::PlanInput in = EvictionInputLocked();
+  in.admit = name;
+  Result<eviction::Plan> plan = eviction::PlanAdmission(in);
+  if (!plan.ok()) {
+    options_.logger->warn("dataset {}: warm-up refused: {}", name, plan.status().message());
+    return plan.status();
+  }
+  const proto::DatasetMeta before = d->meta;
+  HOARD_RETURN_IF_ERROR(EvictLocked(
+      plan->evict, "to make room for " + name,
+      [d] {
+        d->meta.warm = true;
+        d->meta.resident = true;
+      },
+      [d, before] { d->meta = before; }));
+  options_.logger->info("dataset {}: warm-up requested{}", name, before.resident ? "" : " (resident again)");
+  return proto::WarmReply{d->meta, plan->evict};
+}
+
+eviction::PlanInput Coordinator::EvictionInputLocked() const {
+  eviction::PlanInput in;
+  for (const proto::NodeInfo& n : members_.Infos()) {
+    const double w = proto::PlacementWeight(n);
+    // other_bytes: 0 until nodes report what their disks hold besides
+    // dataset chunks (checkpoint copies, the read tier).
+    if (w > 0) in.nodes.push_back({.name = n.name, .weight = w, .capacity_bytes = n.capacity_bytes});
+  }
+  for (const auto& [name, d] : catalogue_.datasets()) {
+    eviction::Dataset e{.meta = d.meta};
+    if (d.meta.resident && !d.meta.warm) {
+      for (const eviction::Node& n : in.nodes) {
+        if (uint64_t held = progress_.HeldBytes(n.name, d.meta.uid); held > 0) e.held[n.name] = held;
+      }
+    }
+    in.datasets.push_back(std::move(e));
+  }
+  if (options_.leased_datasets) in.leased = options_.leased_datasets();
+  in.quotas = quotas_;
+  in.policy = options_.quota_policy;
+  return in;
+}
+
+Status Coordinator::EvictLocked(const std::vector<std::string>& names, const std::string& why,
+                                const std::function<void()>& also, const std::function<void()>& undo_also) {
+  std::vector<std::pair<Catalogue::Dataset*, proto::DatasetMeta>> before;
+  for (const std::string& v : names) {
+    Catalogue::Dataset* vd = catalogue_.Find(v);
+    if (vd == nullptr) continue;
+    before.emplace_back(vd, vd->meta);
+    vd->meta.resident = false;
+    vd->meta.warm = false;
+    ++vd->meta.evictions;
+  }
+  if (also) also();
+  if (Status s = CommitLocked(false); !s.ok()) {
+    for (auto& [vd, meta] : before) vd->meta = meta;
+    if (undo_also) undo_also();
+    return s;
+  }
+  const int64_t now = options_.clock->WallSeconds();
+  for (const auto& [vd, meta] : before) {
+    // Nodes drop its chunks at their next map (NodeAgent::CollectGarbage).
+    options_.logger->info("evicting dataset {} (tenant {}, priority {}, {} with replicas, last read {}) {}", meta.name,
+                          meta.tenant, proto::PriorityName(meta.priority),
+                          FormatBytes(double(meta.total_bytes * meta.replicas)), Ago(meta.last_read_unix, now), why);
+  }
+  return Status::Ok();
+}
+
+Result<proto::DatasetSetReply> Coordinator::SetDataset(const proto::DatasetSet& req) {
+  MutexLock lock(&mu_);
+  Catalogue::Dataset* d = catalogue_.Find(req.name);
+  if (d == nullptr) return Status::NotFound("dataset " + req.name + " does not exist");
+  proto::DatasetMeta next = d->meta;
+  if (req.has_priority) next.priority = req.priority;
+  if (req.has_pinned) next.pinned = req.pinned;
+  if (req.has_ttl) next.ttl_s = req.ttl_s;
+  if (req.has_tenant) next.tenant = req.tenant;
+  HOARD_RETURN_IF_ERROR(CheckEvictionSettings(next.priority, next.ttl_s, next.tenant));
+  if (next.priority == d->meta.priority && next.pinned == d->meta.pinned && next.ttl_s == d->meta.ttl_s &&
+      next.tenant == d->meta.tenant) {
+    return proto::DatasetSetReply{d->meta};  // already so
+  }
+  const proto::DatasetMeta before = d->meta;
+  d->meta = next;
+  if (Status s = CommitLocked(false); !s.ok()) {
+    d->meta = before;
+    return s;
+  }
+  options_.logger->info("dataset {}: priority {}, {}, TTL {}, tenant {}", req.name, proto::PriorityName(next.priority),
+                        next.pinned ? "pinned" : "not pinned",
+                        next.ttl_s > 0 ? std::to_string(next.ttl_s) + "s" : std::string("none"), next.tenant);
+  return proto::DatasetSetReply{d->meta};
+}
+
+Result<proto::QuotaSetReply> Coordinator::SetQuota(const std::string& tenant, uint64_t bytes) {
+  if (!IsValidName(tenant)) return Status::InvalidArgument("invalid tenant name '" + tenant + "'");
+  MutexLock lock(&mu_);
+  auto it = quotas_.find(tenant);
+  const std::optional<uint64_t> before = it == quotas_.end() ? std::nullopt : std::optional<uint64_t>(it->second);
+  if (before.value_or(0) != bytes) {
+    if (bytes == 0) {
+      quotas_.erase(tenant);
+    } else {
+      quotas_[tenant] = bytes;
+    }
+    if (Status s = SaveLocked(); !s.ok()) {
+      if (before) {
+        quotas_[tenant] = *before;
+      } else {
+        quotas_.erase(tenant);
+      }
       return s;
     }
-    options_.logger->info("dataset {}: warm-up requested", name);
+    options_.logger->info("tenant {}: quota {}", tenant, bytes == 0 ? std::string("none") : FormatBytes(double(bytes)));
   }
-  return proto::WarmReply{d->meta};
+  proto::QuotaSetReply r{.quota = {.tenant = tenant, .quota_bytes = bytes}};
+  for (const proto::TenantQuota& q : eviction::QuotaUsage(EvictionInputLocked().datasets, quotas_)) {
+    if (q.tenant == tenant) r.quota = q;
+  }
+  return r;
+}
+
+proto::QuotaListReply Coordinator::ListQuotas() const {
+  MutexLock lock(&mu_);
+  return {eviction::QuotaUsage(EvictionInputLocked().datasets, quotas_),
+          eviction::QuotaPolicyName(options_.quota_policy)};
+}
+
+void Coordinator::DatasetsRead(const std::vector<uint64_t>& uids) {
+  if (uids.empty()) return;
+  MutexLock lock(&mu_);
+  const int64_t now = options_.clock->WallSeconds();
+  for (const auto& [name, d] : catalogue_.datasets()) {
+    if (std::find(uids.begin(), uids.end(), d.meta.uid) == uids.end()) continue;
+    Catalogue::Dataset* m = catalogue_.Find(name);
+    if (m->meta.last_read_unix != now) {
+      m->meta.last_read_unix = now;
+      last_read_dirty_ = true;
+    }
+  }
+}
+
+void Coordinator::CheckEvictions() {
+  MutexLock lock(&mu_);
+  const eviction::PlanInput in = EvictionInputLocked();
+  const int64_t now = options_.clock->WallSeconds();
+  const std::vector<std::string> expired = eviction::ExpiredByTtl(in.datasets, in.leased, now);
+  if (!expired.empty()) {
+    (void)EvictLocked(expired, "not read for its TTL");  // a failure is logged; the next check tries again
+  } else if (last_read_dirty_ && options_.clock->Now() - last_read_saved_ >= options_.last_read_save_interval) {
+    (void)SaveLocked();
+  }
 }
 
 // ---- status ----------------------------------------------------------------
@@ -593,6 +781,9 @@ Result<proto::ClusterStatusReply> Coordinator::GetStatus(const std::string& data
   r.build = proto::OwnBuild();
   r.ckpt_jobs = ckpt_table_->JobSummaries();
   r.ckpt_origin = CkptOriginHealth();
+  proto::QuotaListReply quotas = ListQuotas();
+  r.quotas = std::move(quotas.quotas);
+  r.quota_policy = std::move(quotas.policy);
   return r;
 }
 

@@ -67,6 +67,7 @@
 #include "common/mutex.h"
 #include "common/result.h"
 #include "coordinator/catalogue.h"
+#include "coordinator/eviction.h"
 #include "coordinator/manifest_store.h"
 #include "coordinator/membership.h"
 #include "coordinator/mount_list.h"
@@ -102,6 +103,19 @@ class Coordinator {
     // What the nodes together may ask of the central storage; handed to them
     // in the cluster map.
     proto::OriginLimits origin_limits;
+
+    // Eviction (coordinator/eviction.h). The datasets jobs hold leases on:
+    // never evicted, by admission or TTL. Null: none. Called with the
+    // coordinator's mutex held, so it must not call back into the
+    // Coordinator (a lease table behind its own lock).
+    std::function<std::set<std::string>()> leased_datasets;
+    // At a tenant's quota, a warm evicts the tenant's own datasets (kEvict)
+    // or fails at once (kReject): --quota-policy.
+    eviction::QuotaPolicy quota_policy = eviction::QuotaPolicy::kEvict;
+    // Last-read times (DatasetMeta::last_read_unix) change with every mount
+    // poll; they are saved with the next change of the state, or after this
+    // long at the latest, so a restart forgets at most this much of them.
+    std::chrono::seconds last_read_save_interval{60};
 
     // High availability (coordinator/ha_coordinator.h): where the two state
     // machines keep their history. Null: files under data_dir (the
@@ -188,8 +202,23 @@ class Coordinator {
   Result<proto::DatasetRefreshReply> RefreshDataset(const std::string& name);
   proto::DatasetListReply ListDatasets() const;
   Status RemoveDataset(const std::string& name);
-  // Asks every owner to hold all its chunks of the dataset.
+  // Asks every owner to hold all its chunks of the dataset, making it
+  // resident again if it was evicted. Admission first (coordinator/eviction.h):
+  // evicts what must go to make room (listed in the reply), or fails at once
+  // with kNoSpace saying what is missing where and what holds the space.
+  // Idempotent: a warm, resident dataset evicts nothing.
   Result<proto::WarmReply> Warm(const std::string& name);
+  // Changes a dataset's eviction settings (priority, pin, TTL, tenant).
+  // kInvalidArgument for a bad value, kNotFound for an unknown dataset.
+  // Idempotent.
+  Result<proto::DatasetSetReply> SetDataset(const proto::DatasetSet& req);
+  // Sets a tenant's quota (0: none). It applies at the next admission: a
+  // lower quota evicts nothing by itself. Idempotent.
+  Result<proto::QuotaSetReply> SetQuota(const std::string& tenant, uint64_t bytes);
+  proto::QuotaListReply ListQuotas() const;
+  // A mount's poll listed the datasets it served reads of (Ping::read_datasets):
+  // their last-read time becomes now.
+  void DatasetsRead(const std::vector<uint64_t>& uids);
   // Drains a node (placement weight 0: its chunks get new owners, which copy
   // them from it while it keeps serving) or takes it back. kNotFound for an
   // unknown node; kInvalidArgument for a drain of the last node that owns
@@ -223,7 +252,8 @@ class Coordinator {
   // timeout instead of all being marked down at once. Then gives the
   // checkpoint chunks of nodes silent past ckpt.lost_after new holders, ends
   // the checkpoint sessions of silent mounts and down nodes, and retires
-  // checkpoint generations no one reads any more.
+  // checkpoint generations no one reads any more. Then evicts the datasets
+  // not read for their TTL, and saves last-read times when due.
   void CheckLiveness();
 
   // Makes walks in progress give up (kUnavailable) so a shutdown does not
@@ -278,6 +308,20 @@ class Coordinator {
   Result<Manifest> WalkSource(const std::string& what, const proto::DatasetMeta& meta, int64_t created_unix);
   // Persists the current state and bumps the epoch.
   Status CommitLocked(bool placement_changed) REQUIRES(mu_);
+  // Persists the current state without bumping the epoch: for what is not in
+  // the cluster map's meaning (quotas, last-read times).
+  Status SaveLocked() REQUIRES(mu_);
+  // The TTL half of CheckLiveness, and the save of last-read times.
+  void CheckEvictions();
+  // What the eviction planner needs: the members that own a share, every
+  // dataset with what each node holds of it, the leases and quotas.
+  eviction::PlanInput EvictionInputLocked() const REQUIRES(mu_);
+  // Marks the datasets named evicted (resident and warm false), durably,
+  // logging why; undoes it if the commit fails. Also applies `also` (the
+  // admitted dataset's change) in the same commit.
+  Status EvictLocked(const std::vector<std::string>& names, const std::string& why,
+                     const std::function<void()>& also = {}, const std::function<void()>& undo_also = {})
+      REQUIRES(mu_);
   // Tells the checkpoint table which nodes are up (after Load and each commit).
   void ShareUpNodesLocked() REQUIRES(mu_);
   CoordinatorState SnapshotLocked() const REQUIRES(mu_);
@@ -295,6 +339,10 @@ class Coordinator {
   Catalogue catalogue_ GUARDED_BY(mu_);
   Progress progress_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point last_liveness_check_ GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> quotas_ GUARDED_BY(mu_);  // by tenant
+  // A last-read time changed since the state was last saved, and when that was.
+  bool last_read_dirty_ GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_read_saved_ GUARDED_BY(mu_);
   std::atomic<bool> shutting_down_{false};
   // The live mounts; its own lock, so mounts' polls do not wait for mu_.
   mutable MountList mounts_;

@@ -61,6 +61,7 @@ void Coordinator::RegisterMetrics(metrics::Registry* registry) const {
     const char* name;
     const char* help;
     double (*value)(const proto::DatasetStatus&);
+    Type type = Type::kGauge;
   };
   static const DatasetFigure kFigures[] = {
       {"hoard_dataset_bytes", "Bytes a fully cached dataset takes in the node caches (its size times replicas)",
@@ -75,9 +76,13 @@ void Coordinator::RegisterMetrics(metrics::Registry* registry) const {
        [](const proto::DatasetStatus& d) { return d.meta.warm ? 1.0 : 0.0; }},
       {"hoard_dataset_fill_rate_bytes", "Bytes per second landing in the caches over the last 10 s",
        [](const proto::DatasetStatus& d) { return d.fill_rate; }},
+      {"hoard_dataset_resident", "1 if the dataset may hold chunks in the caches, 0 once evicted (until warmed again)",
+       [](const proto::DatasetStatus& d) { return d.meta.resident ? 1.0 : 0.0; }},
+      {"hoard_dataset_evictions_total", "Times the dataset was evicted from the caches (for room, a quota or its TTL)",
+       [](const proto::DatasetStatus& d) { return double(d.meta.evictions); }, Type::kCounter},
   };
   for (const DatasetFigure& f : kFigures) {
-    registry->AddCollector(f.name, f.help, Type::kGauge, [cache, value = f.value] {
+    registry->AddCollector(f.name, f.help, f.type, [cache, value = f.value] {
       Samples out;
       for (const auto& d : cache->Get().datasets) out.push_back({{{"dataset", d.meta.name}}, value(d)});
       return out;

@@ -44,7 +44,9 @@ class CoordinatorTest : public ::testing::Test {
                                 .out_after = out_after_,
                                 .logger = spdlog::null_logger_mt("coord-" + std::to_string(++n_)),
                                 .clock = &clock_,
-                                .open_origin = ForwardingOrigin::Opener("mem://data", served ? served : origin_)});
+                                .open_origin = ForwardingOrigin::Opener("mem://data", served ? served : origin_),
+                                .leased_datasets = [this] { return leased_; },
+                                .quota_policy = quota_policy_});
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     coord_ = std::move(*c);
   }
@@ -123,6 +125,8 @@ class CoordinatorTest : public ::testing::Test {
   FakeClock clock_;
   std::shared_ptr<MemOrigin> origin_;
   std::unique_ptr<Coordinator> coord_;
+  std::set<std::string> leased_;  // what Options::leased_datasets answers
+  eviction::QuotaPolicy quota_policy_ = eviction::QuotaPolicy::kEvict;
   static inline int n_ = 0;
 };
 
@@ -946,6 +950,177 @@ TEST_F(CoordinatorTest, CheckpointDrainYieldsToDatasetFills) {
   EXPECT_EQ(budget(), std::max<uint64_t>(1, uint64_t(fill) / 2));
   clock_.Advance(11s);  // past the fill rate's window: nothing fills any more
   EXPECT_EQ(budget(), 0u);
+}
+
+// ---- eviction (coordinator/eviction.h) -------------------------------------
+
+// Two nodes of `capacity` bytes each; the datasets of the origin above are
+// 208,609 bytes, so a capacity of 150,000 per node holds one warm dataset
+// (104,305 per node) but not two.
+class EvictionTest : public CoordinatorTest {
+ protected:
+  void Nodes(uint64_t capacity) {
+    for (const char* n : {"node1", "node2"}) {
+      ASSERT_TRUE(coord_->RegisterNode({.name = n, .endpoint = std::string("tcp://127.0.0.1:1") + (n + 4),
+                                        .capacity_bytes = capacity})
+                      .ok());
+    }
+  }
+  proto::DatasetMeta Meta(const std::string& name) {
+    for (const auto& d : coord_->ListDatasets().datasets) {
+      if (d.name == name) return d;
+    }
+    ADD_FAILURE() << "no dataset " << name;
+    return {};
+  }
+  std::vector<std::string> Warm(const std::string& name) {
+    Result<proto::WarmReply> r = coord_->Warm(name);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->evicted : std::vector<std::string>{"<failed>"};
+  }
+};
+
+TEST_F(EvictionTest, SettingsArePersistedAndSetIsIdempotent) {
+  auto r = coord_->AddDataset({.name = "imagenet",
+                               .source = "mem://data",
+                               .chunk_size = 65536,
+                               .priority = proto::kPriorityHigh,
+                               .ttl_s = 3600,
+                               .tenant = "vision"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->meta.priority, proto::kPriorityHigh);
+  EXPECT_TRUE(r->meta.resident);
+  const proto::DatasetSet pin{.name = "imagenet", .has_pinned = true, .pinned = true, .has_ttl = true, .ttl_s = 0};
+  ASSERT_TRUE(coord_->SetDataset(pin).ok());
+  const uint64_t epoch = coord_->epoch();
+  Result<proto::DatasetSetReply> again = coord_->SetDataset(pin);  // a resend
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(coord_->epoch(), epoch) << "the same settings again change nothing";
+  EXPECT_TRUE(again->meta.pinned);
+  EXPECT_EQ(coord_->SetDataset({.name = "imagenet", .has_tenant = true, .tenant = "bad/name"}).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(coord_->SetDataset({.name = "nope", .has_pinned = true}).status().code(), Code::kNotFound);
+  ASSERT_TRUE(coord_->SetQuota("vision", 1 << 20).ok());
+  ASSERT_TRUE(coord_->SetQuota("vision", 1 << 20).ok());
+  ASSERT_TRUE(coord_->SetQuota("nlp", 5).ok());
+  ASSERT_TRUE(coord_->SetQuota("nlp", 0).ok());  // removed
+
+  Reopen();
+  const proto::DatasetMeta m = Meta("imagenet");
+  EXPECT_EQ(m.priority, proto::kPriorityHigh);
+  EXPECT_TRUE(m.pinned);
+  EXPECT_EQ(m.ttl_s, 0);
+  EXPECT_EQ(m.tenant, "vision");
+  const proto::QuotaListReply q = coord_->ListQuotas();
+  ASSERT_EQ(q.quotas.size(), 1u);
+  EXPECT_EQ(q.quotas[0].tenant, "vision");
+  EXPECT_EQ(q.quotas[0].quota_bytes, 1u << 20);
+  EXPECT_EQ(q.quotas[0].datasets, 1u);
+  EXPECT_EQ(q.policy, "evict");
+}
+
+TEST_F(EvictionTest, AWarmEvictsTheLeastRecentlyReadAndAnEvictedDatasetComesBack) {
+  Nodes(250000);  // two warm datasets fit, three do not
+  const proto::DatasetMeta a = Add("a"), b = Add("b");
+  Add("c");
+  EXPECT_TRUE(Warm("a").empty());
+  clock_.Advance(10s);
+  EXPECT_TRUE(Warm("b").empty());
+  clock_.Advance(10s);
+  coord_->DatasetsRead({a.uid});  // b was never read: older than a
+  EXPECT_EQ(Warm("c"), std::vector<std::string>{"b"});
+  EXPECT_FALSE(Meta("b").resident);
+  EXPECT_FALSE(Meta("b").warm);
+  EXPECT_EQ(Meta("b").evictions, 1u);
+  EXPECT_TRUE(Warm("c").empty()) << "warm again: nothing more to do";
+  // Warming b again makes it resident, evicting the least recently read.
+  clock_.Advance(10s);
+  coord_->DatasetsRead({a.uid});
+  EXPECT_EQ(Warm("b"), std::vector<std::string>{"c"});
+  EXPECT_TRUE(Meta("b").resident);
+  EXPECT_TRUE(Meta("b").warm);
+  Reopen();
+  EXPECT_FALSE(Meta("c").resident) << "an eviction is durable";
+  EXPECT_EQ(Meta("a").last_read_unix, clock_.WallSeconds()) << "saved with the eviction's commit";
+}
+
+TEST_F(EvictionTest, PinnedAndLeasedDatasetsStayAndTheWarmFailsAtOnce) {
+  Nodes(250000);
+  Add("a");
+  Add("b");
+  Add("c");
+  Warm("a");
+  Warm("b");
+  ASSERT_TRUE(coord_->SetDataset({.name = "a", .has_pinned = true, .pinned = true}).ok());
+  leased_ = {"b"};
+  Result<proto::WarmReply> r = coord_->Warm("c");
+  ASSERT_EQ(r.status().code(), Code::kNoSpace);
+  EXPECT_NE(r.status().message().find("does not fit: needs"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("pinned a"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("leased b"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(Meta("c").warm);
+  EXPECT_TRUE(Meta("a").resident);
+  EXPECT_TRUE(Meta("b").resident);
+  leased_.clear();
+  EXPECT_EQ(Warm("c"), std::vector<std::string>{"b"});
+}
+
+TEST_F(EvictionTest, ADatasetNotReadForItsTtlIsEvicted) {
+  Nodes(1 << 30);
+  auto r = coord_->AddDataset({.name = "a", .source = "mem://data", .chunk_size = 65536, .ttl_s = 60});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  Warm("a");
+  Elapse(40s);
+  coord_->DatasetsRead({r->meta.uid});
+  Elapse(50s);  // read 50 s ago
+  EXPECT_TRUE(Meta("a").resident);
+  Elapse(15s);  // 65 s
+  EXPECT_FALSE(Meta("a").resident);
+  EXPECT_EQ(Meta("a").evictions, 1u);
+  // Pinned: never.
+  Warm("a");
+  ASSERT_TRUE(coord_->SetDataset({.name = "a", .has_pinned = true, .pinned = true}).ok());
+  Elapse(120s);
+  EXPECT_TRUE(Meta("a").resident);
+}
+
+TEST_F(EvictionTest, LastReadTimesAreSavedAtMostAMinuteLate) {
+  Nodes(1 << 30);
+  const proto::DatasetMeta a = Add("a");
+  clock_.Advance(5s);
+  coord_->DatasetsRead({a.uid});
+  const int64_t read_at = clock_.WallSeconds();
+  Elapse(61s);
+  Reopen();
+  EXPECT_EQ(Meta("a").last_read_unix, read_at);
+}
+
+TEST_F(EvictionTest, QuotaRejectFailsAtOnceAndEvictEvictsWithinTheTenant) {
+  Nodes(1 << 30);  // room for everything: only the quota binds
+  for (const char* n : {"t1", "t2", "other"}) {
+    ASSERT_TRUE(coord_->AddDataset({.name = n,
+                                    .source = "mem://data",
+                                    .chunk_size = 65536,
+                                    .tenant = std::string(n) == "other" ? "default" : "team"})
+                    .ok());
+  }
+  ASSERT_TRUE(coord_->SetQuota("team", 300000).ok());  // one dataset of 208,609
+  Warm("other");
+  EXPECT_TRUE(Warm("t1").empty());
+  quota_policy_ = eviction::QuotaPolicy::kReject;
+  Reopen();
+  Result<proto::WarmReply> r = coord_->Warm("t2");
+  ASSERT_EQ(r.status().code(), Code::kNoSpace);
+  EXPECT_NE(r.status().message().find("would take tenant team over its quota"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("held by t1"), std::string::npos) << r.status().message();
+  quota_policy_ = eviction::QuotaPolicy::kEvict;
+  Reopen();
+  EXPECT_EQ(Warm("t2"), std::vector<std::string>{"t1"}) << "the tenant's own, not the older \"other\"";
+  const proto::QuotaListReply q = coord_->ListQuotas();
+  ASSERT_EQ(q.quotas.size(), 2u);
+  EXPECT_EQ(q.quotas[1].tenant, "team");
+  EXPECT_EQ(q.quotas[1].used_bytes, 208609u);
 }
 
 }  // namespace

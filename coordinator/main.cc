@@ -38,6 +38,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   hoard::AddBytesOption(app, "--origin-max-rate", &o.origin_limits.max_bytes_per_s,
                         "Bytes per second read from the origin, all nodes together, e.g. 800M; 0 = unlimited");
+  std::string quota_policy = "evict";
+  app.add_option("--quota-policy", quota_policy,
+                 "At a tenant's quota, a warm-up evicts the tenant's own datasets (evict) or fails at once (reject)")
+      ->check(CLI::IsMember({"evict", "reject"}))
+      ->capture_default_str();
   app.add_option("--ckpt-origin", ckpt.origin,
                  "Checkpoint origin: nfs://host/export/path or an absolute directory; default DATA/ckpt-origin");
   app.add_option("--ckpt-replicas", ckpt.replicas, "Nodes each committed checkpoint chunk is on (K), writer included")
@@ -102,6 +107,7 @@ int main(int argc, char** argv) {
   hoard::AddLogFlags(app, &log_options);
   if (std::optional<int> exit_code = hoard::ParseDaemonFlags(app, "coordinator", argc, argv)) return *exit_code;
   ckpt.open_origin = [](const std::string& source) { return hoard::OpenCkptOrigin(source); };
+  o.quota_policy = *hoard::eviction::ParseQuotaPolicy(quota_policy);  // checked by IsMember
 
   hoard::BlockTerminationSignals();
   auto made_log = hoard::MakeLogger("coordinator", log_options);

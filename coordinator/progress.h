@@ -72,6 +72,12 @@ class Progress {
   void ForgetNode(const std::string& node);
   // Forgets a removed dataset's fill rate.
   void ForgetDataset(uint64_t uid);
+  // The bytes `node` last reported holding of dataset `uid` (any version);
+  // 0 without a report.
+  uint64_t HeldBytes(const std::string& node, uint64_t uid) const {
+    const proto::DatasetReport* r = Find(node, uid);
+    return r == nullptr ? 0 : r->cached_bytes;
+  }
 
   // Bytes/s landing in all dataset caches (the datasets' share of the origin).
   double TotalFillRate(TimePoint now) const;

@@ -37,6 +37,7 @@ void CoordinatorService::RegisterHandlers() {
   Coordinator* c = coordinator_;
   server_.Handle<proto::Ping>([c](const proto::Ping& r, const Envelope&, std::string*) {
     c->HeardMount(r.mount);
+    c->DatasetsRead(r.read_datasets);
     return Result<proto::Pong>(proto::Pong{.role = "coordinator", .name = "coordinator", .epoch = c->epoch()});
   });
   server_.Handle<proto::RegisterNode>(
@@ -80,6 +81,13 @@ void CoordinatorService::RegisterHandlers() {
         return removed;
       });
   server_.Handle<proto::Warm>([c](const proto::Warm& r, const Envelope&, std::string*) { return c->Warm(r.name); });
+  server_.Handle<proto::DatasetSet>(
+      [c](const proto::DatasetSet& r, const Envelope&, std::string*) { return c->SetDataset(r); });
+  server_.Handle<proto::QuotaSet>(
+      [c](const proto::QuotaSet& r, const Envelope&, std::string*) { return c->SetQuota(r.tenant, r.bytes); });
+  server_.Handle<proto::QuotaList>([c](const proto::QuotaList&, const Envelope&, std::string*) {
+    return Result<proto::QuotaListReply>(c->ListQuotas());
+  });
   RegisterCheckpointHandlers();
 }
 

@@ -43,7 +43,11 @@ struct LogRecord {
   std::vector<std::string> removed_nodes;
   std::vector<proto::DatasetMeta> datasets;  // added or changed
   std::vector<std::string> removed_datasets;
-  MSGPACK_DEFINE_MAP(seq, epoch, placement_epoch, nodes, removed_nodes, datasets, removed_datasets);
+  // The quotas, whole, when they changed (a record without them keeps them).
+  bool quotas_changed = false;
+  std::map<std::string, uint64_t> quotas;
+  MSGPACK_DEFINE_MAP(seq, epoch, placement_epoch, nodes, removed_nodes, datasets, removed_datasets, quotas_changed,
+                     quotas);
 };
 
 
@@ -111,6 +115,7 @@ CoordinatorState StateStore::SavedState() const {
   s.placement_epoch = placement_epoch_;
   for (const auto& [name, e] : nodes_) s.nodes.push_back(e.value);
   for (const auto& [name, e] : datasets_) s.datasets.push_back(e.value);
+  s.quotas = quotas_;
   return s;
 }
 
@@ -147,6 +152,7 @@ Result<uint64_t> StateStore::LoadSnapshot(std::string_view bytes, SnapshotKind* 
   }
   epoch_ = state.epoch;
   placement_epoch_ = state.placement_epoch;
+  quotas_ = state.quotas;
   for (auto& n : state.nodes) {
     std::string b = PackState(n);
     std::string name = n.name;
@@ -194,6 +200,7 @@ Status StateStore::ApplyRecord(std::string_view payload, uint64_t seq) {
     std::string name = d.name;
     datasets_.insert_or_assign(std::move(name), Entry<proto::DatasetMeta>{std::move(d), std::move(b)});
   }
+  if (r.quotas_changed) quotas_ = std::move(r.quotas);
   epoch_ = r.epoch;
   placement_epoch_ = r.placement_epoch;
   return Status::Ok();
@@ -203,6 +210,7 @@ Result<CoordinatorState> StateStore::Open() {
   recovered_.clear();
   nodes_.clear();
   datasets_.clear();
+  quotas_.clear();
   epoch_ = placement_epoch_ = 0;
   open_ = false;
   HOARD_RETURN_IF_ERROR(MakeDirs(JoinPath(dir_, "manifests")));
@@ -300,8 +308,9 @@ Status StateStore::Save(const CoordinatorState& state) {
   if (!ComputeDiff(datasets_, state.datasets, &datasets)) {
     return Status::InvalidArgument("a dataset name appears twice");
   }
+  const bool quotas_changed = state.quotas != quotas_;
   if (nodes.upserts.empty() && nodes.removed.empty() && datasets.upserts.empty() && datasets.removed.empty() &&
-      state.epoch == epoch_ && state.placement_epoch == placement_epoch_) {
+      state.epoch == epoch_ && state.placement_epoch == placement_epoch_ && !quotas_changed) {
     return Status::Ok();  // already durable
   }
 
@@ -313,11 +322,14 @@ Status StateStore::Save(const CoordinatorState& state) {
   for (const auto& [d, bytes] : datasets.upserts) r.datasets.push_back(*d);
   r.removed_nodes = nodes.removed;
   r.removed_datasets = datasets.removed;
+  r.quotas_changed = quotas_changed;
+  if (quotas_changed) r.quotas = state.quotas;
   HOARD_RETURN_IF_ERROR(journal_->Append(PackState(r)));
 
   // Durable: the in-memory copy follows.
   epoch_ = state.epoch;
   placement_epoch_ = state.placement_epoch;
+  quotas_ = state.quotas;
   for (const auto& name : nodes.removed) nodes_.erase(name);
   for (const auto& name : datasets.removed) datasets_.erase(name);
   for (auto& [n, bytes] : nodes.upserts) nodes_.insert_or_assign(n->name, Entry<proto::NodeInfo>{*n, std::move(bytes)});

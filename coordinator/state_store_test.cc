@@ -230,6 +230,40 @@ TEST_F(StateStoreTest, RecordsHoldOnlyTheChange) {
   EXPECT_TRUE(Same(Reopen(), s));
 }
 
+// Quotas ride in a record only when they changed, whole; a record without
+// them keeps them, in the log and in a snapshot.
+TEST_F(StateStoreTest, QuotasSurviveRecordsAndSnapshots) {
+  CoordinatorState s;
+  s.datasets.push_back({.name = "imagenet", .uid = 7, .version = 1});
+  s.datasets[0].priority = proto::kPriorityHigh;
+  s.datasets[0].pinned = true;
+  s.datasets[0].ttl_s = 3600;
+  s.datasets[0].tenant = "vision";
+  s.datasets[0].resident = false;
+  s.datasets[0].last_read_unix = 1234;
+  s.datasets[0].evictions = 2;
+  s.quotas = {{"vision", 5ull << 30}, {"nlp", 1ull << 40}};
+  ASSERT_TRUE(Reopen().ok());
+  ASSERT_TRUE(store_->Save(s).ok());
+  s.epoch++;  // a record without quotas
+  ASSERT_TRUE(store_->Save(s).ok());
+  EXPECT_TRUE(Same(Reopen(), s));
+  s.quotas.erase("nlp");
+  ASSERT_TRUE(store_->Save(s).ok());
+  EXPECT_EQ(store_->TEST_log().records(), 3u);
+  EXPECT_TRUE(Same(Reopen(), s));
+  // Into a snapshot and out of it.
+  ASSERT_TRUE(Reopen({.snapshot_every_records = 1}).ok());
+  s.epoch++;
+  ASSERT_TRUE(store_->Save(s).ok());
+  EXPECT_EQ(store_->TEST_log().records(), 0u);
+  Result<CoordinatorState> back = Reopen();
+  EXPECT_TRUE(Same(back, s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->datasets[0].tenant, "vision");
+  EXPECT_FALSE(back->datasets[0].resident);
+}
+
 TEST_F(StateStoreTest, SnapshotsStartAFreshLog) {
   std::vector<CoordinatorState> states = SaveSteps(1100);
   EXPECT_EQ(store_->TEST_log().base_seq(), 1000u);

@@ -199,7 +199,12 @@ void HoardFs::WatchLoop() {
       if (se != nullptr) (void)fuse_lowlevel_notify_inval_entry(se, kDatasetsIno, name.data(), name.size());
     }
     if (clock->Now() >= next_poll) {
-      Status s = watcher_.Poll();
+      std::vector<uint64_t> read;
+      const std::shared_ptr<const Namespace::Listing> listing = ns_.List();
+      for (const auto& [name, md] : listing->datasets) {
+        if (md->read.exchange(false, std::memory_order_relaxed)) read.push_back(md->view->meta.uid);
+      }
+      Status s = watcher_.Poll(std::move(read));
       if (!s.ok()) options_.logger->debug("map poll: {}", s.ToString());
       if (se != nullptr && initialized_.load() && !read_ahead_done_) TuneReadAhead();
       // Chunk files evicted or deleted since the last poll are released by

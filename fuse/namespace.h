@@ -45,6 +45,13 @@ struct MountedDataset {
   // names and attributes then answer ESTALE, but a file that was already open
   // keeps reading its version (POSIX: an open file outlives its name).
   mutable std::atomic<bool> retired{false};
+  // Set by an open or read of one of its files, taken by the map poll, which
+  // tells the coordinator (last-read times, which eviction goes by). A load
+  // before the store: the hot path writes the shared line once per poll.
+  mutable std::atomic<bool> read{false};
+  void NoteRead() const {
+    if (!read.load(std::memory_order_relaxed)) read.store(true, std::memory_order_relaxed);
+  }
   const Manifest& manifest() const { return view->manifest; }
 };
 

@@ -41,6 +41,8 @@ void DatasetFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, EROFS);  // datasets are read-only versions of the origin
     return;
   }
+  // Counted at the open too: a passthrough open's reads never reach us.
+  ds->NoteRead();
   // The version is immutable: pages cached by an earlier open stay valid.
   fi->keep_cache = 1;
   // Nothing to do at close(2): no FLUSH round trip for each file a reader
@@ -116,6 +118,7 @@ void DatasetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fus
   const uint64_t end = std::min<uint64_t>(file_size, uint64_t(off) + size);
   const uint64_t chunk_size = m.chunk_size();
   stats_.CountRead(end - uint64_t(off));
+  ds->NoteRead();
   // A sequential reader gets the chunks after this one fetched ahead, while
   // this request waits for its own.
   reader_.NoteRead(*ds, entry, uint64_t(off), end);

@@ -143,6 +143,13 @@ DatasetAddReply Sample(Tag<DatasetAddReply>) { return {.meta = Dataset(), .walk_
 DatasetListReply Sample(Tag<DatasetListReply>) { return {.datasets = {Dataset(), Dataset()}}; }
 DatasetRemove Sample(Tag<DatasetRemove>) { return {.name = "imagenet"}; }
 Warm Sample(Tag<Warm>) { return {.name = "imagenet"}; }
+DatasetSet Sample(Tag<DatasetSet>) {
+  return {.name = "imagenet", .has_priority = true, .priority = kPriorityHigh, .has_tenant = true, .tenant = "vision"};
+}
+QuotaSet Sample(Tag<QuotaSet>) { return {.tenant = "vision", .bytes = 1ull << 40}; }
+QuotaListReply Sample(Tag<QuotaListReply>) {
+  return {.quotas = {{.tenant = "vision", .quota_bytes = 1ull << 40, .used_bytes = 5, .datasets = 1}}, .policy = "evict"};
+}
 WarmReply Sample(Tag<WarmReply>) { return {.meta = Dataset()}; }
 NodeDrain Sample(Tag<NodeDrain>) { return {.name = "n1"}; }
 NodeDrainReply Sample(Tag<NodeDrainReply>) { return {.node = Node("n1"), .epoch = 3}; }

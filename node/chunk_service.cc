@@ -68,8 +68,10 @@ Result<proto::ChunkData> ChunkService::GetChunk(const proto::GetChunk& req, std:
     payload->clear();
     return Status::NotFound("chunk " + key.Name() + " is not cached here");
   }
-  // Read through; keep the chunk only if it is ours to keep.
-  const bool owner = view->self_index() >= 0 &&
+  // Read through; keep the chunk only if it is ours to keep: owned, of a
+  // dataset not evicted (an evicted one is served from the origin, not
+  // stored, until it is warmed again: coordinator/eviction.h).
+  const bool owner = ds->meta.resident && view->self_index() >= 0 &&
                      view->placement().IsOwner(key.PlacementHash(), static_cast<int>(ds->meta.replicas),
                                                static_cast<uint32_t>(view->self_index()));
   ChunkRef ref{req.entry, req.index, rec.first_chunk() + req.index, chunk_len};

@@ -371,7 +371,10 @@ void NodeAgent::JanitorLoop() {
     std::vector<std::pair<ChunkKey, uint64_t>> refetch = std::move(refetch_);
     refetch_.clear();
     lock.Unlock();
-    if (view != nullptr) CollectGarbage(*view);
+    if (view != nullptr) {
+      CollectGarbage(*view);
+      ReleaseDeferredTargets(*view);
+    }
     if (!settled.empty()) DropUnownedCopies(settled);
     if (!refetch.empty()) Refetch(refetch);
     lock.Lock();
@@ -473,6 +476,22 @@ void NodeAgent::DropUnownedCopies(const std::vector<proto::SettledDataset>& sett
   }
 }
 
+void NodeAgent::ReleaseDeferredTargets(const ClusterView& view) {
+  MutexLock targets_lock(&targets_mu_);
+  std::vector<Warmer::Target> targets;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [name, ds] : view.datasets()) {
+      if (!ds->meta.resident) evicted_dropped_.insert(ds->meta.uid);
+    }
+    if (deferred_view_ != &view) return;
+    deferred_view_ = nullptr;
+    targets = std::move(deferred_targets_);
+    deferred_targets_.clear();
+  }
+  warmer_->SetTargets(std::move(targets));
+}
+
 void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
   peer_source_->OnView(view);
   const OriginGate::Limits limits =
@@ -484,6 +503,8 @@ void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
     gate_->SetLimits(limits);
   }
   std::vector<Warmer::Target> targets;
+  MutexLock targets_lock(&targets_mu_);
+  bool defer = false;
   {
     MutexLock lock(&mu_);
     std::map<uint64_t, Owned> owned;
@@ -502,13 +523,28 @@ void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
         o.dataset = ds;
         o.chunks = std::move(chunks);
       }
-      if (ds->meta.warm) targets.push_back({o.dataset, o.chunks});
+      if (ds->meta.warm && ds->meta.resident) targets.push_back({o.dataset, o.chunks});
       owned.emplace(ds->meta.uid, std::move(o));
     }
     owned_ = std::move(owned);
     placement_epoch_ = view->map().placement_epoch;
+    // Newly evicted datasets: their chunks go first (the janitor), then the
+    // warm-ups start (ReleaseDeferredTargets). Only on a coordinator's view,
+    // the only kind the janitor collects against.
+    std::set<uint64_t> evicted;
+    for (const auto& [name, ds] : view->datasets()) {
+      if (!ds->meta.resident) evicted.insert(ds->meta.uid);
+    }
+    std::erase_if(evicted_dropped_, [&](uint64_t uid) { return !evicted.count(uid); });
+    defer = view->epoch() != 0 &&
+            std::any_of(evicted.begin(), evicted.end(), [&](uint64_t uid) { return !evicted_dropped_.count(uid); });
+    deferred_view_ = defer ? view.get() : nullptr;
+    deferred_targets_.clear();
+    if (defer) deferred_targets_ = std::move(targets);
   }
-  warmer_->SetTargets(std::move(targets));
+  // Deferred: no warm-up at all meanwhile, so none stores a chunk of the
+  // evicted dataset behind the janitor's back, nor takes the room it frees.
+  warmer_->SetTargets(defer ? std::vector<Warmer::Target>{} : std::move(targets));
   // Only trust a view that came from the coordinator (epoch != 0), never the
   // empty or saved one, nor one missing a dataset it could not load.
   if (view->epoch() != 0) {
@@ -522,14 +558,18 @@ void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
 
 void NodeAgent::CollectGarbage(const ClusterView& view) {
   std::map<uint64_t, const DatasetView*> live;  // by uid
-  for (const auto& [name, ds] : view.datasets()) live.emplace(ds->meta.uid, ds.get());
+  std::set<uint64_t> evicted;                    // not resident: its chunks go, as a removed dataset's
+  for (const auto& [name, ds] : view.datasets()) {
+    live.emplace(ds->meta.uid, ds.get());
+    if (!ds->meta.resident) evicted.insert(ds->meta.uid);
+  }
   std::set<uint64_t> removed;
   // Chunks of versions not checked yet: a dataset refreshed since we last
   // looked (or since this process started).
   std::map<uint64_t, std::vector<ChunkKey>> unchecked;
   store_->ForEach([&](const ChunkKey& key, uint64_t uid, uint64_t) {
     auto it = live.find(uid);
-    if (it == live.end()) {
+    if (it == live.end() || evicted.count(uid)) {
       removed.insert(uid);
       return;
     }
@@ -538,7 +578,11 @@ void NodeAgent::CollectGarbage(const ClusterView& view) {
   });
   for (uint64_t uid : removed) {
     size_t n = store_->RemoveDataset(uid);
-    options_.logger->info("removed {} chunks of a removed dataset (uid {:016x})", n, uid);
+    if (evicted.count(uid)) {
+      options_.logger->info("dataset {}: evicted, removed its {} chunks", live.at(uid)->meta.name, n);
+    } else {
+      options_.logger->info("removed {} chunks of a removed dataset (uid {:016x})", n, uid);
+    }
   }
   // A chunk whose file key the current version does not have belongs to a
   // file that changed or was removed at the origin: no reader of this

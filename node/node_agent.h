@@ -42,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,10 +156,15 @@ class NodeAgent {
   Status RegisterSelf();
   // Recomputes owned chunks, warm targets and garbage after a map change.
   void OnViewChange(const std::shared_ptr<const ClusterView>& view);
-  // Deletes stored chunks of datasets the view no longer has, and chunks of
-  // the view's datasets whose file is not in the current version (once per
-  // dataset version and process). REQUIRES: a view from the coordinator.
+  // Deletes stored chunks of datasets the view no longer has or has evicted
+  // (not resident: coordinator/eviction.h), and chunks of the view's
+  // datasets whose file is not in the current version (once per dataset
+  // version and process). REQUIRES: a view from the coordinator.
   void CollectGarbage(const ClusterView& view);
+  // After CollectGarbage of `view` (janitor thread): hands the warmer the
+  // targets OnViewChange held back for that view, now that the chunks of the
+  // datasets it evicted are gone.
+  void ReleaseDeferredTargets(const ClusterView& view);
   std::vector<proto::DatasetReport> BuildReports();
   // Removes stored chunks of `settled` datasets that this node does not own,
   // once per dataset and placement epoch.
@@ -226,6 +232,17 @@ class NodeAgent {
   std::shared_ptr<const ClusterView> gc_view_ GUARDED_BY(mu_);
   std::vector<proto::SettledDataset> to_drop_ GUARDED_BY(mu_);
   std::vector<std::pair<ChunkKey, uint64_t>> refetch_ GUARDED_BY(mu_);  // corrupt chunks, by dataset uid
+  // Evictions: a view that evicts a dataset (to make room for another) has
+  // its warm-up targets held back until the janitor has dropped the evicted
+  // chunks, so the newcomer's warm-up finds the room the coordinator planned
+  // instead of a full store. `evicted_dropped_`: the evicted datasets whose
+  // chunks the janitor dropped (forgotten when one is resident again).
+  // targets_mu_ is taken before mu_, and held while the warmer's targets
+  // are set, so a held-back view's targets never replace a newer view's.
+  Mutex targets_mu_ ACQUIRED_BEFORE(mu_);
+  std::set<uint64_t> evicted_dropped_ GUARDED_BY(mu_);
+  const ClusterView* deferred_view_ GUARDED_BY(mu_) = nullptr;
+  std::vector<Warmer::Target> deferred_targets_ GUARDED_BY(mu_);
   // Janitor thread only: by dataset uid, the version whose stale chunks
   // CollectGarbage has removed.
   std::map<uint64_t, uint32_t> collected_;

@@ -121,7 +121,14 @@ enum class MsgChannel : uint8_t { kCurve, kData };
   X(CkptSession,         84,     CkptSession,         kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
   X(CkptSessionReply,    85,     CkptSessionReply,    kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
   X(CkptLock,            86,     CkptLock,            kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
-  X(CkptLockReply,       87,     CkptLockReply,       kReply,   kMember, kCurve, kMaxHeaderBytes,   0)
+  X(CkptLockReply,       87,     CkptLockReply,       kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  /* Eviction settings and tenant quotas: CLI -> coordinator (coordinator/eviction.h). */                             \
+  X(DatasetSet,          100,    DatasetSet,          kRequest, kAdmin,  kCurve, kMaxHeaderBytes,   0)                \
+  X(DatasetSetReply,     101,    DatasetSetReply,     kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(QuotaSet,            102,    QuotaSet,            kRequest, kAdmin,  kCurve, kMaxHeaderBytes,   0)                \
+  X(QuotaSetReply,       103,    QuotaSetReply,       kReply,   kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(QuotaList,           104,    QuotaList,           kRequest, kMember, kCurve, kMaxHeaderBytes,   0)                \
+  X(QuotaListReply,      105,    QuotaListReply,      kReply,   kMember, kCurve, kMaxHeaderBytes,   0)
 // clang-format on
 
 // The requests a client may send again when it cannot know whether the first
@@ -138,8 +145,11 @@ enum class MsgChannel : uint8_t { kCurve, kData };
 //   heartbeats, whose body is the whole state, replacing the last:
 //              RegisterNode (a re-registration is what a restarted node
 //              sends anyway), Heartbeat, CkptSession;
-//   set a flag to a value: Warm (warm = true), NodeDrain (draining = the
-//              request's value: Coordinator::SetDraining says idempotent).
+//   set a flag to a value: Warm (warm = true; a second finds the dataset
+//              warm and resident and evicts nothing), NodeDrain (draining =
+//              the request's value: Coordinator::SetDraining says idempotent),
+//              DatasetSet (the named settings = the request's values),
+//              QuotaSet (the tenant's quota = bytes); and QuotaList, a read.
 //   set attributes to values: CkptSetAttr (mode, times, owner, and a reopen
 //              that holds the file's copies; a second changes only ctime).
 // Resent with `retry` set, not listed: DatasetAdd, DatasetRemove, NodeRemove,
@@ -164,7 +174,7 @@ enum class MsgChannel : uint8_t { kCurve, kData };
   X(Ping) X(GetClusterMap) X(GetManifest) X(ClusterStatus) X(DatasetList) X(CkptLookup) X(CkptList) \
   X(CkptStatus) X(GetChunk) X(NodeStatus) X(GetCkptChunk)                                            \
   X(RegisterNode) X(Heartbeat) X(CkptSession)                                                        \
-  X(Warm) X(NodeDrain) X(CkptSetAttr)
+  X(Warm) X(NodeDrain) X(CkptSetAttr) X(DatasetSet) X(QuotaSet) X(QuotaList)
 // clang-format on
 
 namespace hoard::proto {

@@ -103,7 +103,8 @@ TEST(MessageTypesTest, OnlyTheOperatorsRequestsNeedTheAdminKey) {
     }
   }
   const std::set<MsgType> admin = {MsgType::kDatasetAdd, MsgType::kDatasetRefresh, MsgType::kDatasetRemove,
-                                   MsgType::kNodeDrain, MsgType::kNodeRemove};
+                                   MsgType::kNodeDrain, MsgType::kNodeRemove,     MsgType::kDatasetSet,
+                                   MsgType::kQuotaSet};
   EXPECT_EQ(TypesWhere([](const Row& r) { return r.access == MsgAccess::kAdmin; }), admin);
   EXPECT_FALSE(RequiresAdmin(static_cast<MsgType>(999)));
 }
@@ -130,7 +131,7 @@ TEST(MessageTypesTest, OnlyReadsHeartbeatsAndSettingsAreIdempotent) {
       MsgType::kDatasetList, MsgType::kCkptLookup,   MsgType::kCkptList,     MsgType::kCkptStatus,
       MsgType::kGetChunk,   MsgType::kNodeStatus,    MsgType::kGetCkptChunk, MsgType::kRegisterNode,
       MsgType::kHeartbeat,  MsgType::kCkptSession,   MsgType::kWarm,         MsgType::kNodeDrain,
-      MsgType::kCkptSetAttr};
+      MsgType::kCkptSetAttr, MsgType::kDatasetSet,   MsgType::kQuotaSet,     MsgType::kQuotaList};
   EXPECT_EQ(TypesWhere([](const Row& r) { return IsIdempotent(static_cast<uint16_t>(r.type)); }), idempotent);
   for (const Row& r : kRows) {
     if (r.kind == MsgKind::kReply) {

@@ -211,6 +211,25 @@ inline double PlacementWeight(const NodeInfo& n) { return (n.up || n.held) && !n
 // --out-after) or "out" (down past --out-after: its chunks have new owners).
 inline const char* MemberState(const NodeInfo& n) { return n.up ? "up" : n.held ? "down" : "out"; }
 
+// Dataset priorities (DatasetMeta::priority): eviction takes lower ones first.
+inline constexpr uint8_t kPriorityLow = 0;
+inline constexpr uint8_t kPriorityNormal = 1;
+inline constexpr uint8_t kPriorityHigh = 2;
+// "low", "normal", "high" (the CLI's words and --json's values).
+inline const char* PriorityName(uint8_t p) {
+  return p == kPriorityLow ? "low" : p == kPriorityHigh ? "high" : "normal";
+}
+// The priority named `name`; false for anything but the three words.
+inline bool ParsePriority(const std::string& name, uint8_t* p) {
+  for (uint8_t v : {kPriorityLow, kPriorityNormal, kPriorityHigh}) {
+    if (name == PriorityName(v)) {
+      *p = v;
+      return true;
+    }
+  }
+  return false;
+}
+
 struct DatasetMeta {
   std::string name;
   uint64_t uid = 0;          // unique per `dataset add`; seeds file keys
@@ -225,8 +244,25 @@ struct DatasetMeta {
   uint64_t total_bytes = 0;
   uint64_t total_chunks = 0;
   int64_t created_unix = 0;
+  // Eviction (coordinator/eviction.h). When the cache needs room, whole
+  // datasets are evicted: lowest priority first, then least recently read;
+  // never a pinned one, one a job leases, or one of higher priority than the
+  // dataset being admitted.
+  uint8_t priority = kPriorityNormal;  // kPriorityLow/Normal/High
+  bool pinned = false;
+  int64_t ttl_s = 0;  // evicted when not read for this long; 0: never
+  std::string tenant = "default";  // whose quota it counts against (QuotaSet)
+  // False once evicted: nodes drop its chunks and do not warm it; the name,
+  // manifest and settings stay, reads are served from the origin (not
+  // stored), and `hoard warm` makes it resident again (with admission).
+  bool resident = true;
+  // When a mount last reported a read of it (Ping::read_datasets), coarse:
+  // kept in memory and saved with the next change of the state (0: never).
+  int64_t last_read_unix = 0;
+  uint64_t evictions = 0;  // times evicted
   MSGPACK_DEFINE_MAP(name, uid, version, source, chunk_size, replicas, warm, manifest_bytes,
-                     manifest_checksum, file_count, total_bytes, total_chunks, created_unix);
+                     manifest_checksum, file_count, total_bytes, total_chunks, created_unix, priority, pinned, ttl_s,
+                     tenant, resident, last_read_unix, evictions);
 };
 
 struct FileFailure {
@@ -269,8 +305,13 @@ struct Ping {
   // coordinator can list the live mounts and their builds; empty otherwise
   // (and from a mount before this field), and ignored by node agents.
   MountInfo mount;
-  MSGPACK_DEFINE_MAP(mount);
+  // The uids of the datasets this mount served reads (or opens) of since
+  // its last poll, at most kMaxReadDatasets: the coordinator's last-read
+  // times (DatasetMeta::last_read_unix), which eviction goes by.
+  std::vector<uint64_t> read_datasets;
+  MSGPACK_DEFINE_MAP(mount, read_datasets);
 };
+inline constexpr size_t kMaxReadDatasets = 64;  // keeps a Ping under kSmallHeaderBytes
 
 // The key of a data channel (proto/data_channel.h): asked over the CURVE
 // connection, whose encryption is what keeps `key` secret. A server without a
@@ -449,6 +490,16 @@ struct HaStatus {
   MSGPACK_DEFINE_MAP(leader, term, etcd, etcd_error);
 };
 
+// A tenant's cache quota (QuotaSet) and what its resident datasets hold of
+// it: their total_bytes * replicas, summed (what they hold once warm).
+struct TenantQuota {
+  std::string tenant;
+  uint64_t quota_bytes = 0;  // 0: no quota
+  uint64_t used_bytes = 0;
+  uint64_t datasets = 0;  // resident ones
+  MSGPACK_DEFINE_MAP(tenant, quota_bytes, used_bytes, datasets);
+};
+
 struct ClusterStatusReply {
   uint64_t epoch = 0;
   std::vector<NodeInfo> nodes;
@@ -461,7 +512,10 @@ struct ClusterStatusReply {
   std::vector<MountInfo> mounts;
   Build build;
   HaStatus ha;
-  MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits, ckpt_jobs, ckpt_origin, mounts, build, ha);
+  std::vector<TenantQuota> quotas;  // every tenant with a quota or a dataset, by name
+  std::string quota_policy;         // "evict" or "reject" (--quota-policy)
+  MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits, ckpt_jobs, ckpt_origin, mounts, build, ha, quotas,
+                     quota_policy);
 };
 struct ClusterStatus {
   static constexpr MsgType kType = MsgType::kClusterStatus;
@@ -483,7 +537,12 @@ struct DatasetAdd {
   uint64_t chunk_size = 0;  // 0 = default (4 MiB)
   uint32_t replicas = 1;
   bool retry = false;  // a resend: the dataset there with this source and layout is ours
-  MSGPACK_DEFINE_MAP(name, source, chunk_size, replicas, retry);
+  // Eviction settings, as DatasetMeta's (DatasetSet changes them later).
+  uint8_t priority = kPriorityNormal;
+  bool pinned = false;
+  int64_t ttl_s = 0;
+  std::string tenant = "default";
+  MSGPACK_DEFINE_MAP(name, source, chunk_size, replicas, retry, priority, pinned, ttl_s, tenant);
 };
 
 // One file a refresh found added, changed (a new size or mtime) or removed.
@@ -552,13 +611,59 @@ struct DatasetRemove {
 
 struct WarmReply {
   DatasetMeta meta;
-  MSGPACK_DEFINE_MAP(meta);
+  // The datasets evicted to make room for it (admission: coordinator/eviction.h).
+  std::vector<std::string> evicted;
+  MSGPACK_DEFINE_MAP(meta, evicted);
 };
 struct Warm {
   static constexpr MsgType kType = MsgType::kWarm;
   using Reply = WarmReply;
   std::string name;
   MSGPACK_DEFINE_MAP(name);
+};
+
+// Changes a dataset's eviction settings: only the fields whose has_* is
+// set. Setting a value twice is setting it once (idempotent).
+struct DatasetSetReply {
+  DatasetMeta meta;
+  MSGPACK_DEFINE_MAP(meta);
+};
+struct DatasetSet {
+  static constexpr MsgType kType = MsgType::kDatasetSet;
+  using Reply = DatasetSetReply;
+  std::string name;
+  bool has_priority = false;
+  uint8_t priority = kPriorityNormal;
+  bool has_pinned = false;
+  bool pinned = false;
+  bool has_ttl = false;
+  int64_t ttl_s = 0;
+  bool has_tenant = false;
+  std::string tenant;
+  MSGPACK_DEFINE_MAP(name, has_priority, priority, has_pinned, pinned, has_ttl, ttl_s, has_tenant, tenant);
+};
+
+// Sets a tenant's cache quota to `bytes` (0: removes it). Idempotent.
+struct QuotaSetReply {
+  TenantQuota quota;
+  MSGPACK_DEFINE_MAP(quota);
+};
+struct QuotaSet {
+  static constexpr MsgType kType = MsgType::kQuotaSet;
+  using Reply = QuotaSetReply;
+  std::string tenant;
+  uint64_t bytes = 0;
+  MSGPACK_DEFINE_MAP(tenant, bytes);
+};
+struct QuotaListReply {
+  std::vector<TenantQuota> quotas;  // as ClusterStatusReply's
+  std::string policy;               // "evict" or "reject"
+  MSGPACK_DEFINE_MAP(quotas, policy);
+};
+struct QuotaList {
+  static constexpr MsgType kType = MsgType::kQuotaList;
+  using Reply = QuotaListReply;
+  HOARD_EMPTY_BODY
 };
 
 struct NodeDrainReply {

@@ -146,6 +146,28 @@ def make_dataset(root, big_sizes_mib=(100, 200, 300), small_files=3000, seed=1):
     os.chown(os.path.join(root, "deep"), 42, 43)
 
 
+CHUNK_TRAILER = 32  # a chunk's record, after its data where the file has no xattr (store/chunk_file.h)
+
+
+def stored_chunk_bytes(stores):
+    """Dataset chunk data bytes in the chunk stores (each a node's STORE/store),
+    read from the disk itself."""
+    total = 0
+    for store in stores:
+        for dirpath, _, files in os.walk(os.path.join(store, "chunks")):
+            for f in files:
+                if f.endswith(".tmp"):
+                    continue
+                path = os.path.join(dirpath, f)
+                try:
+                    os.getxattr(path, "user.hoard.chunk")
+                    trailer = 0
+                except OSError:
+                    trailer = CHUNK_TRAILER
+                total += os.path.getsize(path) - trailer
+    return total
+
+
 def tree(root):
     """Every entry below root: relative path -> lstat result."""
     out = {}

@@ -33,7 +33,6 @@ import harness  # noqa: E402
 import hosts  # noqa: E402
 
 NODES = 3
-TRAILER = 32  # a chunk's record, after its data where the file has no xattr (store/chunk_file.h)
 # NFS metadata (LOOKUP, GETATTR, READDIR replies) and TCP/IP headers on top
 # of the dataset's bytes.
 TX_SLACK = 1.06
@@ -43,25 +42,9 @@ def dataset_of(status, name):
     return next(d for d in status["datasets"] if d["name"] == name)
 
 
-def has_record_xattr(path):
-    try:
-        os.getxattr(path, "user.hoard.chunk")
-        return True
-    except OSError:
-        return False
-
-
 def stored_chunk_bytes(cluster):
     """Chunk data bytes in every node's store, read from the disk itself."""
-    total = 0
-    for i in range(1, cluster.nodes + 1):
-        root = os.path.join(cluster.store_dir(i), "store", "chunks")
-        for dirpath, _, files in os.walk(root):
-            for f in files:
-                if not f.endswith(".tmp"):
-                    path = os.path.join(dirpath, f)
-                    total += os.path.getsize(path) - (0 if has_record_xattr(path) else TRAILER)
-    return total
+    return harness.stored_chunk_bytes(os.path.join(cluster.store_dir(i), "store") for i in range(1, cluster.nodes + 1))
 
 
 class WarmTest(unittest.TestCase):
