@@ -796,3 +796,57 @@ TEST_F(CoordinatorTest, CheckpointDrainYieldsToDatasetFills) {
 
 }  // namespace
 }  // namespace hoard
+
+namespace hoard {
+namespace {
+
+// Job leases through the coordinator: on datasets that exist, journaled
+// (a restart keeps them), expired by the coordinator's clock, gone with
+// their dataset.
+TEST_F(CoordinatorTest, LeasesSurviveARestartAndExpireByTheClock) {
+  Add("ds");
+  Result<proto::LeaseTakeReply> l = coord_->TakeLease({.dataset = "ds", .job = "j1", .ttl_s = 60}, "client");
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(coord_->LeasedDatasets(), std::set<std::string>{"ds"});
+  const uint64_t epoch = coord_->epoch();
+
+  Result<proto::LeaseTakeReply> missing = coord_->TakeLease({.dataset = "nope", .job = "j1"}, "client");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("dataset nope does not exist"), std::string::npos);
+
+  Reopen();
+  EXPECT_EQ(coord_->LeasedDatasets(), std::set<std::string>{"ds"}) << "journaled";
+  ASSERT_EQ(coord_->ListLeases().leases.size(), 1u);
+  EXPECT_EQ(coord_->ListLeases().leases[0].key_class, "client");
+  EXPECT_EQ(coord_->epoch(), epoch) << "a lease is not in the cluster map";
+  ASSERT_EQ(coord_->GetStatus("")->leases.size(), 1u);
+
+  Elapse(59s);
+  EXPECT_EQ(coord_->LeasedDatasets(), std::set<std::string>{"ds"});
+  Elapse(1s);
+  EXPECT_TRUE(coord_->LeasedDatasets().empty()) << "expired after its ttl";
+  Reopen();
+  EXPECT_TRUE(coord_->ListLeases().leases.empty()) << "the expiry was journaled too";
+}
+
+TEST_F(CoordinatorTest, ReleaseIsIdempotentAndRemovingADatasetDropsItsLeases) {
+  Add("a");
+  Add("b");
+  ASSERT_TRUE(coord_->TakeLease({.dataset = "a", .job = "j"}, "client").ok());
+  ASSERT_TRUE(coord_->TakeLease({.dataset = "b", .job = "j"}, "client").ok());
+  ASSERT_TRUE(coord_->TakeLease({.dataset = "b", .job = "k"}, "member").ok());
+  Result<proto::LeaseReleaseReply> r = coord_->ReleaseLease({.dataset = "a", .job = "j"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->released, 1u);
+  r = coord_->ReleaseLease({.dataset = "a", .job = "j"});
+  ASSERT_TRUE(r.ok()) << "releasing what is not held is done";
+  EXPECT_EQ(r->released, 0u);
+  EXPECT_EQ(coord_->ReleaseLease({.job = ""}).status().code(), Code::kInvalidArgument);
+  ASSERT_TRUE(coord_->RemoveDataset("b").ok());
+  EXPECT_TRUE(coord_->ListLeases().leases.empty());
+  Reopen();
+  EXPECT_TRUE(coord_->ListLeases().leases.empty());
+}
+
+}  // namespace
+}  // namespace hoard

@@ -43,8 +43,18 @@ struct LogRecord {
   std::vector<std::string> removed_nodes;
   std::vector<proto::DatasetMeta> datasets;  // added or changed
   std::vector<std::string> removed_datasets;
-  MSGPACK_DEFINE_MAP(seq, epoch, placement_epoch, nodes, removed_nodes, datasets, removed_datasets);
+  std::vector<proto::Lease> leases;  // taken or renewed
+  std::vector<std::string> removed_leases;  // LeaseKeys
+  MSGPACK_DEFINE_MAP(seq, epoch, placement_epoch, nodes, removed_nodes, datasets, removed_datasets, leases,
+                     removed_leases);
 };
+
+// The key each kind of entry is journaled by.
+const std::string& KeyOf(const proto::NodeInfo& n) { return n.name; }
+const std::string& KeyOf(const proto::DatasetMeta& d) { return d.name; }
+// A dataset name has no NUL (IsValidName), so (dataset, job) keys sort by
+// dataset then job and never collide.
+std::string KeyOf(const proto::Lease& l) { return l.dataset + '\0' + l.job; }
 
 
 // Added or changed entries (with their bytes) and removed names, between
@@ -61,18 +71,19 @@ bool ComputeDiff(const Saved& saved, const std::vector<T>& now, Diff<T>* diff) {
   std::vector<const T*> order;
   order.reserve(now.size());
   for (const T& x : now) order.push_back(&x);
-  auto by_name = [](const T* a, const T* b) { return a->name < b->name; };
+  auto by_name = [](const T* a, const T* b) { return KeyOf(*a) < KeyOf(*b); };
   if (!std::is_sorted(order.begin(), order.end(), by_name)) std::sort(order.begin(), order.end(), by_name);
   msgpack::sbuffer buf;
   auto it = saved.begin();
   for (size_t i = 0; i < order.size(); ++i) {
     const T& x = *order[i];
-    if (i > 0 && order[i - 1]->name == x.name) return false;
-    for (; it != saved.end() && it->first < x.name; ++it) diff->removed.push_back(it->first);
+    const auto key = KeyOf(x);
+    if (i > 0 && KeyOf(*order[i - 1]) == key) return false;
+    for (; it != saved.end() && it->first < key; ++it) diff->removed.push_back(it->first);
     buf.clear();
     msgpack::pack(buf, x);
     const std::string_view bytes(buf.data(), buf.size());
-    if (it != saved.end() && it->first == x.name) {
+    if (it != saved.end() && it->first == key) {
       if (it->second.bytes != bytes) diff->upserts.emplace_back(&x, std::string(bytes));
       ++it;
     } else {
@@ -111,6 +122,7 @@ CoordinatorState StateStore::SavedState() const {
   s.placement_epoch = placement_epoch_;
   for (const auto& [name, e] : nodes_) s.nodes.push_back(e.value);
   for (const auto& [name, e] : datasets_) s.datasets.push_back(e.value);
+  for (const auto& [key, e] : leases_) s.leases.push_back(e.value);
   return s;
 }
 
@@ -161,6 +173,11 @@ Result<uint64_t> StateStore::LoadSnapshot(std::string_view bytes, SnapshotKind* 
       return Status::Corruption("coordinator state " + path + " names dataset " + name + " twice" + advice);
     }
   }
+  for (auto& l : state.leases) {
+    std::string b = PackState(l);
+    std::string key = KeyOf(l);
+    leases_.insert_or_assign(std::move(key), Entry<proto::Lease>{std::move(l), std::move(b)});
+  }
   return snapshot_seq;
 }
 
@@ -194,6 +211,14 @@ Status StateStore::ApplyRecord(std::string_view payload, uint64_t seq) {
     std::string name = d.name;
     datasets_.insert_or_assign(std::move(name), Entry<proto::DatasetMeta>{std::move(d), std::move(b)});
   }
+  // A lease's removal is not checked against the table: leases are not part
+  // of the placement, and a record removing one twice harms nothing.
+  for (const auto& key : r.removed_leases) leases_.erase(key);
+  for (auto& l : r.leases) {
+    std::string b = PackState(l);
+    std::string key = KeyOf(l);
+    leases_.insert_or_assign(std::move(key), Entry<proto::Lease>{std::move(l), std::move(b)});
+  }
   epoch_ = r.epoch;
   placement_epoch_ = r.placement_epoch;
   return Status::Ok();
@@ -203,6 +228,7 @@ Result<CoordinatorState> StateStore::Open() {
   recovered_.clear();
   nodes_.clear();
   datasets_.clear();
+  leases_.clear();
   epoch_ = placement_epoch_ = 0;
   open_ = false;
   HOARD_RETURN_IF_ERROR(MakeDirs(JoinPath(dir_, "manifests")));
@@ -300,8 +326,11 @@ Status StateStore::Save(const CoordinatorState& state) {
   if (!ComputeDiff(datasets_, state.datasets, &datasets)) {
     return Status::InvalidArgument("a dataset name appears twice");
   }
+  Diff<proto::Lease> leases;
+  if (!ComputeDiff(leases_, state.leases, &leases)) return Status::InvalidArgument("a lease appears twice");
   if (nodes.upserts.empty() && nodes.removed.empty() && datasets.upserts.empty() && datasets.removed.empty() &&
-      state.epoch == epoch_ && state.placement_epoch == placement_epoch_) {
+      leases.upserts.empty() && leases.removed.empty() && state.epoch == epoch_ &&
+      state.placement_epoch == placement_epoch_) {
     return Status::Ok();  // already durable
   }
 
@@ -313,6 +342,8 @@ Status StateStore::Save(const CoordinatorState& state) {
   for (const auto& [d, bytes] : datasets.upserts) r.datasets.push_back(*d);
   r.removed_nodes = nodes.removed;
   r.removed_datasets = datasets.removed;
+  for (const auto& [l, bytes] : leases.upserts) r.leases.push_back(*l);
+  r.removed_leases = leases.removed;
   HOARD_RETURN_IF_ERROR(journal_->Append(PackState(r)));
 
   // Durable: the in-memory copy follows.
@@ -324,6 +355,8 @@ Status StateStore::Save(const CoordinatorState& state) {
   for (auto& [d, bytes] : datasets.upserts) {
     datasets_.insert_or_assign(d->name, Entry<proto::DatasetMeta>{*d, std::move(bytes)});
   }
+  for (const auto& key : leases.removed) leases_.erase(key);
+  for (auto& [l, bytes] : leases.upserts) leases_.insert_or_assign(KeyOf(*l), Entry<proto::Lease>{*l, std::move(bytes)});
   MaybeSnapshot();
   return Status::Ok();
 }

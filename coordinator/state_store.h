@@ -17,8 +17,8 @@
 //                        of the last record it includes
 //
 // Save(state) appends one record holding the difference from the state it
-// last saved: nodes and datasets upserted or removed (by name) and the new
-// epochs. A diff, rather than one kind of record per coordinator operation,
+// last saved: nodes, datasets and job leases upserted or removed (by name;
+// a lease by dataset and job) and the new epochs. A diff, rather than one kind of record per coordinator operation,
 // because the log then always reproduces exactly the state the coordinator
 // handed over: no call site can forget to log a field, and adding a field to
 // NodeInfo or DatasetMeta needs no new record type. (Entries are compared by
@@ -93,7 +93,9 @@ struct CoordinatorState {
   uint64_t placement_epoch = 0;  // bumps when members or weights change
   std::vector<proto::NodeInfo> nodes;
   std::vector<proto::DatasetMeta> datasets;
-  MSGPACK_DEFINE_MAP(epoch, placement_epoch, nodes, datasets);
+  // Job leases (coordinator/leases.h), by (dataset, job); unique per key.
+  std::vector<proto::Lease> leases;
+  MSGPACK_DEFINE_MAP(epoch, placement_epoch, nodes, datasets, leases);
 };
 
 class StateStore {
@@ -174,6 +176,7 @@ class StateStore {
   };
   std::map<std::string, Entry<proto::NodeInfo>> nodes_;
   std::map<std::string, Entry<proto::DatasetMeta>> datasets_;
+  std::map<std::string, Entry<proto::Lease>> leases_;  // by LeaseKey
   std::shared_ptr<Journal> journal_;
   // How messages name the journal's log and snapshot, and what they tell an
   // operator to do when it cannot be trusted: the files of the default
