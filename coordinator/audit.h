@@ -4,8 +4,10 @@
 // cluster's state (datasets, membership by hand, node registration, warm-ups,
 // job leases), saying who asked, what, and how it ended. CoordinatorService
 // writes the lines to the "audit" logger, which shares the coordinator's log
-// (stderr/journal or --log-file), so `grep ' audit' LOG` or
-// `journalctl -u hoard-coordinator | grep audit` finds them.
+// (stderr/journal or --log-file) and its pattern, so a line reads
+// "2026-11-29 10:00:00.000 info audit[PID]: key=client op=LeaseTake ..." and
+// `grep ' audit\[' LOG` or `journalctl -u hoard-coordinator | grep ' audit\['`
+// finds them.
 //
 // Who: the key class is proven (the connection's CURVE key: proto/access.h).
 // A hook's uid, job and host are what the caller *says* (proto::Caller): no

@@ -36,7 +36,10 @@ CoordinatorService::CoordinatorService(Coordinator* coordinator, Options options
   if (!options_.audit_logger) {
     const auto& sinks = options_.logger->sinks();
     options_.audit_logger = std::make_shared<spdlog::logger>("audit", sinks.begin(), sinks.end());
+    // The sinks carry the daemon's pattern ("... info audit[PID]: key=...");
+    // flushing is the logger's, so it is set here too.
     options_.audit_logger->set_level(spdlog::level::info);
+    options_.audit_logger->flush_on(spdlog::level::info);
   }
   RegisterHandlers();
   if (options_.standby) {

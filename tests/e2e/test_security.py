@@ -141,7 +141,7 @@ class SecurityTest(unittest.TestCase):
 
     def audit_lines(self):
         with open(os.path.join(self.cluster.dir, "logs", "coordinator.log"), errors="replace") as f:
-            return [line for line in f if "[audit]" in line]
+            return [line for line in f if " audit[" in line]
 
     def test_a_hook_as_a_user_with_the_client_key_leases_and_nothing_more(self):
         self.cluster.cli("dataset", "add", "leased", self.origin)
