@@ -1,5 +1,11 @@
-// hoard hook prewarm NAME [--timeout S] [--source URL] [--replicas N] [--stall-timeout S]
-//                        [--unreachable-timeout S]
+// hoard hook prewarm NAME [--job ID [--lease-ttl DUR]] [--timeout S] [--source URL] [--replicas N]
+//                        [--stall-timeout S] [--unreachable-timeout S]
+// hoard hook release --job ID [NAME]
+//
+// With --job, prewarm first takes the job's lease on the dataset
+// (coordinator/leases.h: never evicted while held), and release, at the
+// job's end, drops it (or every lease of the job); a lease nobody releases
+// ends after its ttl.
 //
 // For job schedulers (a Slurm prolog or pre-job, a Kubernetes init
 // container, a wrapper script: hooks/README.md): make sure a dataset is
@@ -61,6 +67,8 @@ struct PrewarmArgs {
   // A coordinator restart takes a few seconds; a hook rides it out for this
   // long without an answer (WaitOptions::unreachable_grace).
   double unreachable_timeout_s = 30;
+  std::string job;        // empty: take no lease
+  std::string lease_ttl;  // a duration; empty: the coordinator's default (24h)
 };
 
 // The source as `hoard dataset add` sends it: an nfs:// URL as it is, a local
@@ -88,7 +96,20 @@ class Prewarm {
       source_ = *s;
     }
     if (const int code = FindOrAdd(); code >= 0) return code;
-    Result<proto::WarmReply> warm = ctx_.Call(proto::Warm{.name = a_.name});
+    if (!a_.job.empty()) {
+      // Before the warm-up: what it fetches must not be evicted meanwhile.
+      uint32_t ttl = 0;
+      if (!a_.lease_ttl.empty()) {
+        Result<uint64_t> s = ParseDurationSeconds(a_.lease_ttl);
+        if (!s.ok() || *s == 0 || *s > UINT32_MAX) return End(kUsage, "usage", "--lease-ttl " + a_.lease_ttl + ": use e.g. 90m, 24h, 7d");
+        ttl = static_cast<uint32_t>(*s);
+      }
+      Result<proto::LeaseTakeReply> lease = ctx_.Call(
+          proto::LeaseTake{.dataset = a_.name, .job = a_.job, .ttl_s = ttl, .caller = SelfCaller(a_.job)});
+      if (!lease.ok()) return EndWith(lease.status().Annotate("lease for job " + a_.job));
+      lease_expires_unix_ = lease->lease.expires_unix;
+    }
+    Result<proto::WarmReply> warm = ctx_.Call(proto::Warm{.name = a_.name, .caller = SelfCaller(a_.job)});
     if (!warm.ok()) return EndWith(warm.status());
     ProgressBar bar("prewarm " + a_.name, kLogEvery);
     limits_.RestartStall();  // the add's walk is not a stalled warm-up
@@ -203,6 +224,8 @@ class Prewarm {
                  {"files", d.meta.file_count},
                  {"bytes", d.meta.total_bytes},
                  {"nodes_down", seen_.nodes_down},
+                 {"job", a_.job},
+                 {"lease_expires_unix", lease_expires_unix_},
                  {"failures", failures}},
                 "");
     }
@@ -228,6 +251,7 @@ class Prewarm {
   WaitLimits limits_;
   std::string source_;  // canonical --source, or empty
   bool added_ = false;  // this hook added the dataset
+  int64_t lease_expires_unix_ = 0;  // the job's lease, once taken
   WaitOutcome wait_;    // how the wait ended
   DatasetWait seen_;    // what the wait saw (empty before it)
 };
@@ -248,6 +272,41 @@ std::string CheckSeconds(const std::string& text) {
     return "'" + text + "' is not a number of seconds >= 0";
   }
   return "";
+}
+
+// hoard hook release --job ID [NAME]: the job ended. Exit 0 also when nothing
+// was held (the lease expired, or a resend): the epilog's work is done.
+int RunRelease(Context& ctx, const std::string& job, const std::string& name) {
+  Result<proto::LeaseReleaseReply> r =
+      ctx.Call(proto::LeaseRelease{.dataset = name, .job = job, .caller = SelfCaller(job)});
+  const std::string what = name.empty() ? "job " + job + "'s leases" : "job " + job + "'s lease on " + name;
+  int code = kCached;
+  std::string outcome = "released", reason;
+  if (r.ok()) {
+    reason = r->released == 0 ? what + ": none held" : what + ": released " + std::to_string(r->released);
+  } else if (ctx.unreachable()) {
+    code = kUnreachable;
+    outcome = "unreachable";
+    reason = "cannot reach the coordinator at " + ctx.CoordinatorEndpoint() + ": " + r.status().message() +
+             " (the lease ends at its ttl)";
+  } else {
+    code = r.status().code() == Code::kInvalidArgument ? kUsage : kFailed;
+    outcome = code == kUsage ? "usage" : "failed";
+    reason = what + ": " + r.status().ToString();
+  }
+  if (ctx.json()) {
+    ctx.Done({{"job", job},
+              {"dataset", name},
+              {"exit_code", code},
+              {"outcome", outcome},
+              {"reason", reason},
+              {"released", r.ok() ? r->released : 0}},
+             "");
+  } else {
+    (code == kCached ? std::cout : std::cerr) << (code == kCached ? "" : "hoard: ") << "release " << reason
+                                               << std::endl;
+  }
+  return code;
 }
 
 }  // namespace
@@ -283,7 +342,25 @@ void AddHookCommands(CLI::App& app, Action* action) {
   pre->add_option("--replicas", args->replicas, "With --source: copies of each chunk, if the dataset is added")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
+  pre->add_option("--job", args->job,
+                  "Take this job's lease on the dataset first (never evicted while held; hoard hook release\n"
+                  "--job ID at the job's end, or it ends after --lease-ttl)");
+  pre->add_option("--lease-ttl", args->lease_ttl,
+                  "With --job: how long the lease holds unless renewed or released: 90m, 24h, 7d\n"
+                  "(default: the coordinator's, 24h); take the job's time limit");
   pre->callback([action, args] { *action = [args](Context& ctx) { return Prewarm(ctx, *args).Run(); }; });
+
+  auto release_job = std::make_shared<std::string>();
+  auto release_name = std::make_shared<std::string>();
+  auto* rel = hook->add_subcommand(
+      "release", "The job ended: release its lease on a dataset, or all its leases (a Slurm epilog, a wrapper's exit)");
+  rel->footer("Exit status: 0 released, or nothing was held; 1 the coordinator refused; 4 the coordinator could\n"
+              "not be reached (the lease then ends at its ttl); 64 bad usage");
+  rel->add_option("name", *release_name, "Dataset name (none: every lease of the job)");
+  rel->add_option("--job", *release_job, "The job's id, as given to prewarm --job")->required();
+  rel->callback([action, release_job, release_name] {
+    *action = [release_job, release_name](Context& ctx) { return RunRelease(ctx, *release_job, *release_name); };
+  });
 }
 
 int ParseErrorExit(CLI::App& app, const GlobalOptions& global, const CLI::ParseError& e) {
@@ -293,7 +370,7 @@ int ParseErrorExit(CLI::App& app, const GlobalOptions& global, const CLI::ParseE
     Context ctx(global);
     return ctx.Fail(Status::InvalidArgument(std::string(e.what()) + " (see hoard --help)"));
   }
-  std::cerr << "hoard: " << e.what() << " (see hoard hook prewarm --help)" << std::endl;
+  std::cerr << "hoard: " << e.what() << " (see hoard hook --help)" << std::endl;
   if (global.json) {
     nlohmann::json doc = {{"exit_code", int(kUsage)}, {"outcome", "usage"}, {"reason", e.what()}};
     std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;

@@ -174,6 +174,9 @@ int RunStatus(Context& ctx, const std::string& dataset) {
     mounts.push_back({m.mountpoint, m.node, BuildText(m.build),
                       Duration(double(std::max<int64_t>(0, now - m.last_seen_unix))) + " ago"});
   }
+  // Job leases (coordinator/leases.h): the datasets eviction must leave alone.
+  doc["leases"] = nlohmann::json::array();
+  for (const auto& l : st->leases) doc["leases"].push_back(ToJson(l, now));
   const std::map<proto::Build, BuildUse> builds = BuildsRunning(*st);
   doc["builds"] = nlohmann::json::array();
   for (const auto& [b, use] : builds) {
@@ -227,6 +230,7 @@ int RunStatus(Context& ctx, const std::string& dataset) {
   if (st->nodes.empty()) text << "no nodes registered\n";
   else text << Table(nodes) << UsedByKind(st->nodes);
   if (!st->mounts.empty()) text << "\n" << Table(mounts);
+  if (!st->leases.empty()) text << "\njob leases (never evicted while held):\n" << LeaseLines(st->leases, now);
   text << "\n";
   if (st->datasets.empty()) text << "no datasets (add one with: hoard dataset add NAME SOURCE)\n";
   else text << Table(datasets);

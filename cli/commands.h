@@ -27,6 +27,11 @@ void AddConfigCommands(CLI::App& app, Action* action);
 void AddTopCommand(CLI::App& app, Action* action);
 void AddScrubCommand(CLI::App& app, Action* action);
 void AddQuotaCommands(CLI::App& app, Action* action);
+void AddLeaseCommands(CLI::App& app, Action* action);
+
+// Job leases as `hoard lease list` and `hoard status` print them: one line
+// each, "DATASET  job JOB  (KEY uid U on HOST)  expires in D".
+std::string LeaseLines(const std::vector<proto::Lease>& leases, int64_t now_unix);
 
 // Reports a command-line error in one line and returns the exit status: 2,
 // or 64 under `hoard hook` (whose 2 means a timeout to a job scheduler).

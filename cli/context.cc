@@ -1,5 +1,7 @@
 #include "cli/context.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -33,6 +35,15 @@ std::string Context::CoordinatorEndpoint() const {
   return "tcp://127.0.0.1:7100";
 }
 
+proto::Caller SelfCaller(const std::string& job) {
+  proto::Caller c;
+  c.uid = static_cast<int64_t>(::getuid());
+  c.job = job;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) c.host = host;
+  return c;
+}
+
 std::string Context::KeysDir() const {
   if (!options_.keys.empty()) return options_.keys;
   if (const char* env = std::getenv("HOARD_KEYS"); env != nullptr && *env != '\0') return env;
@@ -50,7 +61,17 @@ Status Context::EnableKeys() {
   if (dir.empty()) return Status::Ok();
   // Keys that cannot be read are bad input (exit 2), whatever the cause: a
   // missing file must not read as "no such dataset" (NotFound) to a script.
-  Result<proto::CurveKeys> keys = proto::LoadClientKeys(dir);
+  std::string cls = options_.key_class;
+  if (cls.empty()) {
+    if (const char* env = std::getenv("HOARD_KEY_CLASS"); env != nullptr) cls = env;
+  }
+  proto::KeyClass at_most = proto::KeyClass::kAdmin;
+  if (cls == "client") at_most = proto::KeyClass::kClient;
+  else if (cls == "member") at_most = proto::KeyClass::kMember;
+  else if (!cls.empty() && cls != "admin") {
+    return Status::InvalidArgument("key class '" + cls + "': use admin, member or client");
+  }
+  Result<proto::CurveKeys> keys = proto::LoadClientKeys(dir, at_most);
   if (!keys.ok()) return Status::InvalidArgument("keys: " + keys.status().message());
   Result<std::unique_ptr<proto::CurveSecurity>> s =
       proto::CurveSecurity::Enable(zmq_, std::move(*keys), spdlog::default_logger());

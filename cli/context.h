@@ -13,8 +13,9 @@
 // Keys (proto/curve.h), first match wins: --keys DIR, $HOARD_KEYS, the keys
 // of the local cluster when the coordinator came from its cluster.json, else
 // none (a plain connection, which only a coordinator run with --insecure
-// accepts). With admin.key in DIR the CLI connects as the admin, else as a
-// member (reads only: proto/access.h).
+// accepts). The CLI connects with the strongest secret key in DIR it can read
+// (admin.key, cluster.key, client.key: proto/access.h), or no stronger than
+// --key-class / $HOARD_KEY_CLASS (job hooks ask for "client").
 //
 // Output: human text on stdout by default; with --json exactly one JSON
 // document on stdout (progress goes to stderr). A failure prints one line
@@ -51,6 +52,9 @@ struct GlobalOptions {
   std::string coordinator;  // empty: discover
   std::string local_dir;    // empty: $HOARD_LOCAL_DIR or kDefaultLocalDir
   std::string keys;         // empty: $HOARD_KEYS, else the local cluster's, else none
+  // The strongest key class to connect with: "admin" (default), "member" or
+  // "client"; empty: $HOARD_KEY_CLASS, else "admin".
+  std::string key_class;
   bool json = false;
   int timeout_ms = 10000;   // per request
 };
@@ -67,7 +71,11 @@ class Context {
   // The keys directory, by the order above; empty for none.
   std::string KeysDir() const;
 
-  // Calls the coordinator with the configured timeout (or `timeout`).
+  // What this process says of itself in requests that carry a Caller (the
+// audit log's claims): its uid, `job`, and the host's name.
+proto::Caller SelfCaller(const std::string& job);
+
+// Calls the coordinator with the configured timeout (or `timeout`).
   template <typename Req>
   Result<typename Req::Reply> Call(const Req& req, std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
     if (!client_) {

@@ -39,6 +39,18 @@ nlohmann::json ToJson(const proto::MountInfo& m) {
           {"last_seen_unix", m.last_seen_unix}};
 }
 
+nlohmann::json ToJson(const proto::Lease& l, int64_t now_unix) {
+  return {{"dataset", l.dataset},
+          {"job", l.job},
+          {"key_class", l.key_class},
+          {"claimed_uid", l.holder.uid},
+          {"claimed_host", l.holder.host},
+          {"taken_unix", l.taken_unix},
+          {"renewed_unix", l.renewed_unix},
+          {"expires_unix", l.expires_unix},
+          {"expires_in_seconds", double(l.expires_unix - now_unix)}};
+}
+
 nlohmann::json ToJson(const proto::DatasetMeta& d) {
   return {{"name", d.name},
           {"uid", Id(d.uid)},

@@ -31,6 +31,8 @@ nlohmann::json ToJson(const proto::MountInfo& m);
 nlohmann::json ToJson(const proto::DatasetMeta& d);
 nlohmann::json ToJson(const proto::DatasetStatus& s);
 nlohmann::json ToJson(const proto::TenantQuota& q);
+// A job lease; `now_unix` (the coordinator's clock) gives expires_in_seconds.
+nlohmann::json ToJson(const proto::Lease& l, int64_t now_unix);
 
 // Percent of a dataset cached (all replicas), 100.0 when complete.
 double PercentCached(const proto::DatasetStatus& s);

@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   app.add_option("--keys", global.keys,
                  "Directory with the cluster's keys (cluster.key or cluster.pub, and admin.key for changes; "
                  "default: $HOARD_KEYS, else the local cluster's)");
+  app.add_option("--key-class", global.key_class,
+                 "Connect with no stronger key than this: admin, member or client (default: $HOARD_KEY_CLASS, "
+                 "else the strongest key in --keys this user can read)");
   app.set_version_flag("--version", hoard::VersionLine(hoard::ProgramName(argv[0])),
                        "Print the program's name, version and commit, and exit");
   app.add_option("--timeout-ms", global.timeout_ms, "Per-request timeout")
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   hoard::cli::AddTopCommand(app, &action);
   hoard::cli::AddScrubCommand(app, &action);
   hoard::cli::AddQuotaCommands(app, &action);
+  hoard::cli::AddLeaseCommands(app, &action);
 
   // `hoard help [COMMAND...]`: what `hoard [COMMAND...] --help` prints (the
   // command list without a command), exit 0.
@@ -104,6 +108,7 @@ int main(int argc, char** argv) {
           "                     $HOARD_COORDINATOR, the local cluster, tcp://127.0.0.1:7100)\n"
           "  --dir DIR          local cluster directory (default: $HOARD_LOCAL_DIR or /tmp/hoard)\n"
           "  --keys DIR         the cluster's keys (default: $HOARD_KEYS, the local cluster's)\n"
+          "  --key-class C      connect with no stronger key than C: admin, member, client\n"
           "  --timeout-ms MS    per-request timeout\n" + (own.empty() ? std::string(kExitStatus) : own));
       footer(sub);
     }

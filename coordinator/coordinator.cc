@@ -64,6 +64,7 @@ bool IsValidName(std::string_view name) {
 Coordinator::Coordinator(Options options)
     : options_(std::move(options)),
       store_(options_.data_dir, {.logger = options_.logger, .journal = options_.state_journal}),
+      leases_(options_.leases),
       mounts_({.clock = options_.clock}) {
   if (!options_.open_origin) {
     OriginOptions o = options_.origin;
@@ -110,8 +111,9 @@ Status Coordinator::Load() {
     }
     catalogue_.Put({d, std::move(*m)});
   }
-  options_.logger->info("coordinator state loaded from {}: epoch {}, {} nodes, {} datasets", store_.dir(), epoch_,
-                        members_.size(), catalogue_.size());
+  leases_.Load(state.leases);
+  options_.logger->info("coordinator state loaded from {}: epoch {}, {} nodes, {} datasets, {} job leases",
+                        store_.dir(), epoch_, members_.size(), catalogue_.size(), leases_.size());
   return Status::Ok();
 }
 
@@ -122,6 +124,7 @@ CoordinatorState Coordinator::SnapshotLocked() const {
   s.nodes = members_.DurableInfos();
   s.datasets = catalogue_.Metas();
   s.quotas = quotas_;
+  s.leases = leases_.All();
   return s;
 }
 
@@ -292,6 +295,7 @@ std::string Coordinator::LastOwnerLocked(const std::string& name, const std::str
 }
 
 void Coordinator::CheckLiveness() {
+  ExpireLeases();
   if (CheckMembers()) CheckCkptCopies();
   CheckEvictions();
 }
@@ -574,9 +578,13 @@ Status Coordinator::RemoveDataset(const std::string& name) {
   if (d == nullptr) return Status::NotFound("dataset " + name + " does not exist");
   Catalogue::Dataset removed = std::move(*d);
   catalogue_.Erase(name);
+  // Its leases go with it, in the same commit (a dataset added again later
+  // under the name is another dataset).
+  std::vector<proto::Lease> leases = leases_.ReleaseDataset(name);
   Status s = CommitLocked(false);
   if (!s.ok()) {
     catalogue_.Put(std::move(removed));
+    for (const auto& l : leases) leases_.Restore(l);
     return s;
   }
   progress_.ForgetDataset(removed.meta.uid);
@@ -633,7 +641,7 @@ eviction::PlanInput Coordinator::EvictionInputLocked() const {
     }
     in.datasets.push_back(std::move(e));
   }
-  if (options_.leased_datasets) in.leased = options_.leased_datasets();
+  in.leased = leases_.HeldDatasets(NowUnix());
   in.quotas = quotas_;
   in.policy = options_.quota_policy;
   return in;
@@ -784,7 +792,65 @@ Result<proto::ClusterStatusReply> Coordinator::GetStatus(const std::string& data
   proto::QuotaListReply quotas = ListQuotas();
   r.quotas = std::move(quotas.quotas);
   r.quota_policy = std::move(quotas.policy);
+  r.leases = ListLeases().leases;
   return r;
+}
+
+// ---- job leases ------------------------------------------------------------
+
+Result<proto::LeaseTakeReply> Coordinator::TakeLease(const proto::LeaseTake& req, const std::string& key_class) {
+  MutexLock lock(&mu_);
+  if (catalogue_.Find(req.dataset) == nullptr) {
+    return Status::NotFound("dataset " + req.dataset + " does not exist: a lease names a dataset of hoard dataset list");
+  }
+  std::optional<proto::Lease> before;
+  if (const proto::Lease* l = leases_.Find(req.dataset, req.job)) before = *l;
+  HOARD_ASSIGN_OR_RETURN(proto::Lease lease,
+                         leases_.Take(req.dataset, req.job, req.ttl_s, key_class, req.caller, NowUnix()));
+  if (Status s = SaveLocked(); !s.ok()) {
+    if (before) leases_.Restore(*before);
+    else leases_.Erase(req.dataset, req.job);
+    return s;
+  }
+  return proto::LeaseTakeReply{.lease = std::move(lease)};
+}
+
+Result<proto::LeaseReleaseReply> Coordinator::ReleaseLease(const proto::LeaseRelease& req) {
+  if (req.job.empty()) return Status::InvalidArgument("a lease release needs a job id (--job ID)");
+  MutexLock lock(&mu_);
+  std::vector<proto::Lease> released = leases_.Release(req.dataset, req.job);
+  if (released.empty()) return proto::LeaseReleaseReply{};
+  if (Status s = SaveLocked(); !s.ok()) {
+    for (const auto& l : released) leases_.Restore(l);
+    return s;
+  }
+  return proto::LeaseReleaseReply{.released = static_cast<uint32_t>(released.size())};
+}
+
+proto::LeaseListReply Coordinator::ListLeases() const {
+  MutexLock lock(&mu_);
+  const int64_t now = NowUnix();
+  return proto::LeaseListReply{.leases = leases_.List(now), .now_unix = now};
+}
+
+std::set<std::string> Coordinator::LeasedDatasets() const {
+  MutexLock lock(&mu_);
+  return leases_.HeldDatasets(NowUnix());
+}
+
+void Coordinator::ExpireLeases() {
+  MutexLock lock(&mu_);
+  std::vector<proto::Lease> expired = leases_.Expire(NowUnix());
+  if (expired.empty()) return;
+  if (!SaveLocked().ok()) {
+    // Still expired for HeldDatasets and List; dropped for good next round.
+    for (const auto& l : expired) leases_.Restore(l);
+    return;
+  }
+  for (const auto& l : expired) {
+    options_.logger->info("lease of job {} on dataset {} expired (not renewed since {})", l.job, l.dataset,
+                          l.renewed_unix);
+  }
 }
 
 }  // namespace hoard

@@ -31,11 +31,13 @@
 // coordinator only adds what the table must not reach for itself: which
 // nodes are up (CkptWork), and the flags mounts learn from the cluster map.
 //
-// Parts: the coordinator is the façade over three units that keep no lock of
+// Parts: the coordinator is the façade over four units that keep no lock of
 // their own: Membership (coordinator/membership.h: nodes, weights, up/down,
 // last heard), Catalogue (coordinator/catalogue.h: datasets, versions,
-// manifests, walk reservations) and Progress (coordinator/progress.h: the
-// nodes' reports, fill rates, settled datasets, warm-up status). The
+// manifests, walk reservations), Progress (coordinator/progress.h: the
+// nodes' reports, fill rates, settled datasets, warm-up status) and the
+// LeaseTable (coordinator/leases.h: job leases on datasets, journaled with
+// the rest but not part of the cluster map, so a lease changes no epoch). The
 // coordinator validates requests, journals every change (StateStore) and
 // undoes it in the parts when that fails.
 //
@@ -68,6 +70,7 @@
 #include "common/result.h"
 #include "coordinator/catalogue.h"
 #include "coordinator/eviction.h"
+#include "coordinator/leases.h"
 #include "coordinator/manifest_store.h"
 #include "coordinator/membership.h"
 #include "coordinator/mount_list.h"
@@ -103,12 +106,11 @@ class Coordinator {
     // What the nodes together may ask of the central storage; handed to them
     // in the cluster map.
     proto::OriginLimits origin_limits;
+    // Job leases: default and maximum ttl, bounds (coordinator/leases.h).
+    LeaseTable::Options leases;
 
-    // Eviction (coordinator/eviction.h). The datasets jobs hold leases on:
-    // never evicted, by admission or TTL. Null: none. Called with the
-    // coordinator's mutex held, so it must not call back into the
-    // Coordinator (a lease table behind its own lock).
-    std::function<std::set<std::string>()> leased_datasets;
+    // Eviction (coordinator/eviction.h): the datasets jobs hold leases on
+    // (leases_) are never evicted, by admission or TTL.
     // At a tenant's quota, a warm evicts the tenant's own datasets (kEvict)
     // or fails at once (kReject): --quota-policy.
     eviction::QuotaPolicy quota_policy = eviction::QuotaPolicy::kEvict;
@@ -231,6 +233,22 @@ class Coordinator {
   // that still owns chunks (down but held: they would move now). kNotFound
   // for an unknown node.
   Result<proto::NodeRemoveReply> RemoveNode(const std::string& name, bool force);
+  // Takes or renews a job's lease on a dataset (coordinator/leases.h),
+  // journaled before the answer. kNotFound for a dataset that does not
+  // exist; the table's errors (bad job id or ttl, too many leases).
+  // `key_class` names the key the request came with ("client", ...).
+  Result<proto::LeaseTakeReply> TakeLease(const proto::LeaseTake& req, const std::string& key_class);
+  // Releases the job's lease on req.dataset, or all its leases (dataset
+  // empty). Releasing what is not held succeeds with released 0.
+  Result<proto::LeaseReleaseReply> ReleaseLease(const proto::LeaseRelease& req);
+  proto::LeaseListReply ListLeases() const;
+  // The datasets a job holds an unexpired lease on, now: the eviction
+  // planner's "never evict" set. Takes the coordinator's mutex; code already
+  // under it calls leases().HeldDatasets(now) itself.
+  std::set<std::string> LeasedDatasets() const;
+  // Drops expired leases, durably (CheckLiveness calls it each round).
+  void ExpireLeases();
+
   // A mount's map poll named it (proto::Ping::mount): `hoard status` lists
   // it, with its build, until it is silent for a minute (coordinator/mount_list.h).
   void HeardMount(const proto::MountInfo& mount) { mounts_.Heard(mount); }
@@ -287,6 +305,7 @@ class Coordinator {
   };
 
   explicit Coordinator(Options options);
+  int64_t NowUnix() const { return options_.clock->WallSeconds(); }
   Status Load();
   // Opens the checkpoint table and, if there is an origin, the publisher.
   Status OpenCheckpoints();
@@ -309,7 +328,7 @@ class Coordinator {
   // Persists the current state and bumps the epoch.
   Status CommitLocked(bool placement_changed) REQUIRES(mu_);
   // Persists the current state without bumping the epoch: for what is not in
-  // the cluster map's meaning (quotas, last-read times).
+  // the cluster map's meaning (quotas, last-read times, job leases).
   Status SaveLocked() REQUIRES(mu_);
   // The TTL half of CheckLiveness, and the save of last-read times.
   void CheckEvictions();
@@ -338,6 +357,7 @@ class Coordinator {
   Membership members_ GUARDED_BY(mu_);
   Catalogue catalogue_ GUARDED_BY(mu_);
   Progress progress_ GUARDED_BY(mu_);
+  LeaseTable leases_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point last_liveness_check_ GUARDED_BY(mu_);
   std::map<std::string, uint64_t> quotas_ GUARDED_BY(mu_);  // by tenant
   // A last-read time changed since the state was last saved, and when that was.

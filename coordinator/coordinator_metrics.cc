@@ -56,6 +56,16 @@ void Coordinator::RegisterMetrics(metrics::Registry* registry) const {
                    {{{"state", "out"}}, by_state["out"]},
                    {{{"state", "draining"}}, draining}};
   });
+  // Leases from the table itself, not the status cache: a scrape must not
+  // show a lease released a moment ago.
+  registry->AddCollector("hoard_leases", "Unexpired job leases per dataset (coordinator/leases.h): a dataset with one "
+                         "is never evicted", Type::kGauge, [this] {
+    std::map<std::string, double> per;
+    for (const auto& l : ListLeases().leases) per[l.dataset] += 1;
+    Samples out;
+    for (const auto& [name, n] : per) out.push_back({{{"dataset", name}}, n});
+    return out;
+  });
   // Per dataset: one family per figure, labelled by dataset name.
   struct DatasetFigure {
     const char* name;

@@ -45,7 +45,6 @@ class CoordinatorTest : public ::testing::Test {
                                 .logger = spdlog::null_logger_mt("coord-" + std::to_string(++n_)),
                                 .clock = &clock_,
                                 .open_origin = ForwardingOrigin::Opener("mem://data", served ? served : origin_),
-                                .leased_datasets = [this] { return leased_; },
                                 .quota_policy = quota_policy_});
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     coord_ = std::move(*c);
@@ -125,7 +124,6 @@ class CoordinatorTest : public ::testing::Test {
   FakeClock clock_;
   std::shared_ptr<MemOrigin> origin_;
   std::unique_ptr<Coordinator> coord_;
-  std::set<std::string> leased_;  // what Options::leased_datasets answers
   eviction::QuotaPolicy quota_policy_ = eviction::QuotaPolicy::kEvict;
   static inline int n_ = 0;
 };
@@ -1052,7 +1050,7 @@ TEST_F(EvictionTest, PinnedAndLeasedDatasetsStayAndTheWarmFailsAtOnce) {
   Warm("a");
   Warm("b");
   ASSERT_TRUE(coord_->SetDataset({.name = "a", .has_pinned = true, .pinned = true}).ok());
-  leased_ = {"b"};
+  ASSERT_TRUE(coord_->TakeLease({.dataset = "b", .job = "job-1", .ttl_s = 600}, "client").ok());
   Result<proto::WarmReply> r = coord_->Warm("c");
   ASSERT_EQ(r.status().code(), Code::kNoSpace);
   EXPECT_NE(r.status().message().find("does not fit: needs"), std::string::npos) << r.status().message();
@@ -1061,7 +1059,7 @@ TEST_F(EvictionTest, PinnedAndLeasedDatasetsStayAndTheWarmFailsAtOnce) {
   EXPECT_FALSE(Meta("c").warm);
   EXPECT_TRUE(Meta("a").resident);
   EXPECT_TRUE(Meta("b").resident);
-  leased_.clear();
+  ASSERT_TRUE(coord_->ReleaseLease({.dataset = "b", .job = "job-1"}).ok());
   EXPECT_EQ(Warm("c"), std::vector<std::string>{"b"});
 }
 
@@ -1121,6 +1119,60 @@ TEST_F(EvictionTest, QuotaRejectFailsAtOnceAndEvictEvictsWithinTheTenant) {
   ASSERT_EQ(q.quotas.size(), 2u);
   EXPECT_EQ(q.quotas[1].tenant, "team");
   EXPECT_EQ(q.quotas[1].used_bytes, 208609u);
+}
+
+}  // namespace
+}  // namespace hoard
+
+namespace hoard {
+namespace {
+
+// Job leases through the coordinator: on datasets that exist, journaled
+// (a restart keeps them), expired by the coordinator's clock, gone with
+// their dataset.
+TEST_F(CoordinatorTest, LeasesSurviveARestartAndExpireByTheClock) {
+  Add("ds");
+  Result<proto::LeaseTakeReply> l = coord_->TakeLease({.dataset = "ds", .job = "j1", .ttl_s = 60}, "client");
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(coord_->LeasedDatasets(), std::set<std::string>{"ds"});
+  const uint64_t epoch = coord_->epoch();
+
+  Result<proto::LeaseTakeReply> missing = coord_->TakeLease({.dataset = "nope", .job = "j1"}, "client");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("dataset nope does not exist"), std::string::npos);
+
+  Reopen();
+  EXPECT_EQ(coord_->LeasedDatasets(), std::set<std::string>{"ds"}) << "journaled";
+  ASSERT_EQ(coord_->ListLeases().leases.size(), 1u);
+  EXPECT_EQ(coord_->ListLeases().leases[0].key_class, "client");
+  EXPECT_EQ(coord_->epoch(), epoch) << "a lease is not in the cluster map";
+  ASSERT_EQ(coord_->GetStatus("")->leases.size(), 1u);
+
+  Elapse(59s);
+  EXPECT_EQ(coord_->LeasedDatasets(), std::set<std::string>{"ds"});
+  Elapse(1s);
+  EXPECT_TRUE(coord_->LeasedDatasets().empty()) << "expired after its ttl";
+  Reopen();
+  EXPECT_TRUE(coord_->ListLeases().leases.empty()) << "the expiry was journaled too";
+}
+
+TEST_F(CoordinatorTest, ReleaseIsIdempotentAndRemovingADatasetDropsItsLeases) {
+  Add("a");
+  Add("b");
+  ASSERT_TRUE(coord_->TakeLease({.dataset = "a", .job = "j"}, "client").ok());
+  ASSERT_TRUE(coord_->TakeLease({.dataset = "b", .job = "j"}, "client").ok());
+  ASSERT_TRUE(coord_->TakeLease({.dataset = "b", .job = "k"}, "member").ok());
+  Result<proto::LeaseReleaseReply> r = coord_->ReleaseLease({.dataset = "a", .job = "j"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->released, 1u);
+  r = coord_->ReleaseLease({.dataset = "a", .job = "j"});
+  ASSERT_TRUE(r.ok()) << "releasing what is not held is done";
+  EXPECT_EQ(r->released, 0u);
+  EXPECT_EQ(coord_->ReleaseLease({.job = ""}).status().code(), Code::kInvalidArgument);
+  ASSERT_TRUE(coord_->RemoveDataset("b").ok());
+  EXPECT_TRUE(coord_->ListLeases().leases.empty());
+  Reopen();
+  EXPECT_TRUE(coord_->ListLeases().leases.empty());
 }
 
 }  // namespace

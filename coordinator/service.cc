@@ -1,10 +1,21 @@
 #include "coordinator/service.h"
 
+#include "coordinator/audit.h"
+#include "proto/access.h"
+
 namespace hoard {
 
 using proto::Envelope;
 
 namespace {
+
+// Logs one audit line for a state-changing request and passes its answer on.
+template <typename R>
+R Audited(spdlog::logger& log, const Envelope& env, std::string_view target, const proto::Caller* caller, R answer) {
+  Status outcome = answer.ok() ? Status::Ok() : answer.status();
+  log.info("{}", AuditLine(env.key_class, proto::TypeName(env.type), target, caller, outcome));
+  return answer;
+}
 
 // The checkpoint table answers with entries; the wire wraps them.
 Result<proto::CkptEntryReply> EntryReply(Result<proto::CkptEntry> e) {
@@ -22,6 +33,14 @@ CoordinatorService::CoordinatorService(Coordinator* coordinator, Options options
                .workers = options_.workers,
                .logger = options_.logger,
                .context = options_.context}) {
+  if (!options_.audit_logger) {
+    const auto& sinks = options_.logger->sinks();
+    options_.audit_logger = std::make_shared<spdlog::logger>("audit", sinks.begin(), sinks.end());
+    // The sinks carry the daemon's pattern ("... info audit[PID]: key=...");
+    // flushing is the logger's, so it is set here too.
+    options_.audit_logger->set_level(spdlog::level::info);
+    options_.audit_logger->flush_on(spdlog::level::info);
+  }
   RegisterHandlers();
   if (options_.standby) {
     server_.SetGate([standby = options_.standby](uint16_t) -> Status {
@@ -35,13 +54,15 @@ CoordinatorService::~CoordinatorService() { Stop(); }
 
 void CoordinatorService::RegisterHandlers() {
   Coordinator* c = coordinator_;
+  spdlog::logger* audit = options_.audit_logger.get();
   server_.Handle<proto::Ping>([c](const proto::Ping& r, const Envelope&, std::string*) {
     c->HeardMount(r.mount);
     c->DatasetsRead(r.read_datasets);
     return Result<proto::Pong>(proto::Pong{.role = "coordinator", .name = "coordinator", .epoch = c->epoch()});
   });
-  server_.Handle<proto::RegisterNode>(
-      [c](const proto::RegisterNode& r, const Envelope&, std::string*) { return c->RegisterNode(r); });
+  server_.Handle<proto::RegisterNode>([c, audit](const proto::RegisterNode& r, const Envelope& env, std::string*) {
+    return Audited(*audit, env, r.name, nullptr, c->RegisterNode(r));
+  });
   server_.Handle<proto::Heartbeat>(
       [c](const proto::Heartbeat& r, const Envelope&, std::string*) { return c->Heartbeat(r); });
   server_.Handle<proto::GetClusterMap>([c](const proto::GetClusterMap&, const Envelope&, std::string*) {
@@ -56,35 +77,56 @@ void CoordinatorService::RegisterHandlers() {
         if (ha) reply.ha = ha();
         return reply;
       });
-  server_.Handle<proto::DatasetAdd>(
-      [c](const proto::DatasetAdd& r, const Envelope&, std::string*) { return c->AddDataset(r); });
-  server_.Handle<proto::DatasetRefresh>(
-      [c](const proto::DatasetRefresh& r, const Envelope&, std::string*) { return c->RefreshDataset(r.name); });
+  server_.Handle<proto::DatasetAdd>([c, audit](const proto::DatasetAdd& r, const Envelope& env, std::string*) {
+    return Audited(*audit, env, r.name, nullptr, c->AddDataset(r));
+  });
+  server_.Handle<proto::DatasetRefresh>([c, audit](const proto::DatasetRefresh& r, const Envelope& env, std::string*) {
+    return Audited(*audit, env, r.name, nullptr, c->RefreshDataset(r.name));
+  });
   server_.Handle<proto::DatasetList>([c](const proto::DatasetList&, const Envelope&, std::string*) {
     return Result<proto::DatasetListReply>(c->ListDatasets());
   });
-  server_.Handle<proto::DatasetRemove>(
-      [c](const proto::DatasetRemove& r, const Envelope&, std::string*) -> Result<proto::DatasetRemoveReply> {
-        Status s = c->RemoveDataset(r.name);
-        // A resend whose first attempt was applied (proto/message_types.h).
-        if (!s.ok() && !(r.retry && s.code() == Code::kNotFound)) return s;
-        return proto::DatasetRemoveReply{};
-      });
-  server_.Handle<proto::NodeDrain>([c](const proto::NodeDrain& r, const Envelope&, std::string*) {
-    return c->SetDraining(r.name, r.drain);
+  server_.Handle<proto::DatasetRemove>([c, audit](const proto::DatasetRemove& r, const Envelope& env,
+                                                  std::string*) -> Result<proto::DatasetRemoveReply> {
+    Status s = c->RemoveDataset(r.name);
+    // A resend whose first attempt was applied (proto/message_types.h).
+    if (r.retry && s.code() == Code::kNotFound) s = Status::Ok();
+    Result<proto::DatasetRemoveReply> answer = s.ok() ? Result<proto::DatasetRemoveReply>(proto::DatasetRemoveReply{})
+                                                      : Result<proto::DatasetRemoveReply>(s);
+    return Audited(*audit, env, r.name, nullptr, std::move(answer));
   });
-  server_.Handle<proto::NodeRemove>(
-      [c](const proto::NodeRemove& r, const Envelope&, std::string*) -> Result<proto::NodeRemoveReply> {
-        Result<proto::NodeRemoveReply> removed = c->RemoveNode(r.name, r.force);
-        // A resend whose first attempt was applied (proto/message_types.h).
-        if (r.retry && removed.status().code() == Code::kNotFound) return proto::NodeRemoveReply{};
-        return removed;
-      });
-  server_.Handle<proto::Warm>([c](const proto::Warm& r, const Envelope&, std::string*) { return c->Warm(r.name); });
-  server_.Handle<proto::DatasetSet>(
-      [c](const proto::DatasetSet& r, const Envelope&, std::string*) { return c->SetDataset(r); });
-  server_.Handle<proto::QuotaSet>(
-      [c](const proto::QuotaSet& r, const Envelope&, std::string*) { return c->SetQuota(r.tenant, r.bytes); });
+  server_.Handle<proto::NodeDrain>([c, audit](const proto::NodeDrain& r, const Envelope& env, std::string*) {
+    return Audited(*audit, env, r.name + (r.drain ? "" : " (undrain)"), nullptr, c->SetDraining(r.name, r.drain));
+  });
+  server_.Handle<proto::NodeRemove>([c, audit](const proto::NodeRemove& r, const Envelope& env,
+                                               std::string*) -> Result<proto::NodeRemoveReply> {
+    Result<proto::NodeRemoveReply> removed = c->RemoveNode(r.name, r.force);
+    // A resend whose first attempt was applied (proto/message_types.h).
+    if (r.retry && removed.status().code() == Code::kNotFound) removed = proto::NodeRemoveReply{};
+    return Audited(*audit, env, r.name, nullptr, std::move(removed));
+  });
+  server_.Handle<proto::Warm>([c, audit](const proto::Warm& r, const Envelope& env, std::string*) {
+    return Audited(*audit, env, r.name, &r.caller, c->Warm(r.name));
+  });
+  server_.Handle<proto::LeaseTake>([c, audit](const proto::LeaseTake& r, const Envelope& env, std::string*) {
+    proto::Caller who = r.caller;
+    who.job = r.job;  // the lease's job, whatever the caller's own claim
+    return Audited(*audit, env, r.dataset, &who, c->TakeLease(r, proto::KeyClassName(env.key_class)));
+  });
+  server_.Handle<proto::LeaseRelease>([c, audit](const proto::LeaseRelease& r, const Envelope& env, std::string*) {
+    proto::Caller who = r.caller;
+    who.job = r.job;
+    return Audited(*audit, env, r.dataset.empty() ? "*" : r.dataset, &who, c->ReleaseLease(r));
+  });
+  server_.Handle<proto::LeaseList>([c](const proto::LeaseList&, const Envelope&, std::string*) {
+    return Result<proto::LeaseListReply>(c->ListLeases());
+  });
+  server_.Handle<proto::DatasetSet>([c, audit](const proto::DatasetSet& r, const Envelope& env, std::string*) {
+    return Audited(*audit, env, r.name, nullptr, c->SetDataset(r));
+  });
+  server_.Handle<proto::QuotaSet>([c, audit](const proto::QuotaSet& r, const Envelope& env, std::string*) {
+    return Audited(*audit, env, r.tenant, nullptr, c->SetQuota(r.tenant, r.bytes));
+  });
   server_.Handle<proto::QuotaList>([c](const proto::QuotaList&, const Envelope&, std::string*) {
     return Result<proto::QuotaListReply>(c->ListQuotas());
   });

@@ -13,6 +13,9 @@
 // standby is up and who leads, and a Pong with the standby's epoch would
 // make a mount poll the wrong map. proto::LeaderClient follows the answer.
 //
+// Audit: each request that changes state (coordinator/audit.h) is logged once
+// with its sender's key class and claims, after its handler answered.
+//
 // Thread-safety: Start/Stop from one thread; handlers run on RpcServer workers.
 #pragma once
 
@@ -49,6 +52,9 @@ class CoordinatorService {
     std::function<std::optional<std::string>()> standby;
     // Null without HA; else fills ClusterStatusReply::ha (it may ask etcd).
     std::function<proto::HaStatus()> ha_status;
+    // Where the audit lines go (coordinator/audit.h); null: a logger named
+    // "audit" writing to `logger`'s sinks.
+    std::shared_ptr<spdlog::logger> audit_logger;
   };
 
   CoordinatorService(Coordinator* coordinator, Options options);

@@ -46,9 +46,18 @@ struct LogRecord {
   // The quotas, whole, when they changed (a record without them keeps them).
   bool quotas_changed = false;
   std::map<std::string, uint64_t> quotas;
+  std::vector<proto::Lease> leases;  // taken or renewed
+  std::vector<std::string> removed_leases;  // LeaseKeys
   MSGPACK_DEFINE_MAP(seq, epoch, placement_epoch, nodes, removed_nodes, datasets, removed_datasets, quotas_changed,
-                     quotas);
+                     quotas, leases, removed_leases);
 };
+
+// The key each kind of entry is journaled by.
+const std::string& KeyOf(const proto::NodeInfo& n) { return n.name; }
+const std::string& KeyOf(const proto::DatasetMeta& d) { return d.name; }
+// A dataset name has no NUL (IsValidName), so (dataset, job) keys sort by
+// dataset then job and never collide.
+std::string KeyOf(const proto::Lease& l) { return l.dataset + '\0' + l.job; }
 
 
 // Added or changed entries (with their bytes) and removed names, between
@@ -65,18 +74,19 @@ bool ComputeDiff(const Saved& saved, const std::vector<T>& now, Diff<T>* diff) {
   std::vector<const T*> order;
   order.reserve(now.size());
   for (const T& x : now) order.push_back(&x);
-  auto by_name = [](const T* a, const T* b) { return a->name < b->name; };
+  auto by_name = [](const T* a, const T* b) { return KeyOf(*a) < KeyOf(*b); };
   if (!std::is_sorted(order.begin(), order.end(), by_name)) std::sort(order.begin(), order.end(), by_name);
   msgpack::sbuffer buf;
   auto it = saved.begin();
   for (size_t i = 0; i < order.size(); ++i) {
     const T& x = *order[i];
-    if (i > 0 && order[i - 1]->name == x.name) return false;
-    for (; it != saved.end() && it->first < x.name; ++it) diff->removed.push_back(it->first);
+    const auto key = KeyOf(x);
+    if (i > 0 && KeyOf(*order[i - 1]) == key) return false;
+    for (; it != saved.end() && it->first < key; ++it) diff->removed.push_back(it->first);
     buf.clear();
     msgpack::pack(buf, x);
     const std::string_view bytes(buf.data(), buf.size());
-    if (it != saved.end() && it->first == x.name) {
+    if (it != saved.end() && it->first == key) {
       if (it->second.bytes != bytes) diff->upserts.emplace_back(&x, std::string(bytes));
       ++it;
     } else {
@@ -116,6 +126,7 @@ CoordinatorState StateStore::SavedState() const {
   for (const auto& [name, e] : nodes_) s.nodes.push_back(e.value);
   for (const auto& [name, e] : datasets_) s.datasets.push_back(e.value);
   s.quotas = quotas_;
+  for (const auto& [key, e] : leases_) s.leases.push_back(e.value);
   return s;
 }
 
@@ -167,6 +178,11 @@ Result<uint64_t> StateStore::LoadSnapshot(std::string_view bytes, SnapshotKind* 
       return Status::Corruption("coordinator state " + path + " names dataset " + name + " twice" + advice);
     }
   }
+  for (auto& l : state.leases) {
+    std::string b = PackState(l);
+    std::string key = KeyOf(l);
+    leases_.insert_or_assign(std::move(key), Entry<proto::Lease>{std::move(l), std::move(b)});
+  }
   return snapshot_seq;
 }
 
@@ -201,6 +217,14 @@ Status StateStore::ApplyRecord(std::string_view payload, uint64_t seq) {
     datasets_.insert_or_assign(std::move(name), Entry<proto::DatasetMeta>{std::move(d), std::move(b)});
   }
   if (r.quotas_changed) quotas_ = std::move(r.quotas);
+  // A lease's removal is not checked against the table: leases are not part
+  // of the placement, and a record removing one twice harms nothing.
+  for (const auto& key : r.removed_leases) leases_.erase(key);
+  for (auto& l : r.leases) {
+    std::string b = PackState(l);
+    std::string key = KeyOf(l);
+    leases_.insert_or_assign(std::move(key), Entry<proto::Lease>{std::move(l), std::move(b)});
+  }
   epoch_ = r.epoch;
   placement_epoch_ = r.placement_epoch;
   return Status::Ok();
@@ -211,6 +235,7 @@ Result<CoordinatorState> StateStore::Open() {
   nodes_.clear();
   datasets_.clear();
   quotas_.clear();
+  leases_.clear();
   epoch_ = placement_epoch_ = 0;
   open_ = false;
   HOARD_RETURN_IF_ERROR(MakeDirs(JoinPath(dir_, "manifests")));
@@ -309,8 +334,11 @@ Status StateStore::Save(const CoordinatorState& state) {
     return Status::InvalidArgument("a dataset name appears twice");
   }
   const bool quotas_changed = state.quotas != quotas_;
+  Diff<proto::Lease> leases;
+  if (!ComputeDiff(leases_, state.leases, &leases)) return Status::InvalidArgument("a lease appears twice");
   if (nodes.upserts.empty() && nodes.removed.empty() && datasets.upserts.empty() && datasets.removed.empty() &&
-      state.epoch == epoch_ && state.placement_epoch == placement_epoch_ && !quotas_changed) {
+      leases.upserts.empty() && leases.removed.empty() && state.epoch == epoch_ &&
+      state.placement_epoch == placement_epoch_ && !quotas_changed) {
     return Status::Ok();  // already durable
   }
 
@@ -324,6 +352,8 @@ Status StateStore::Save(const CoordinatorState& state) {
   r.removed_datasets = datasets.removed;
   r.quotas_changed = quotas_changed;
   if (quotas_changed) r.quotas = state.quotas;
+  for (const auto& [l, bytes] : leases.upserts) r.leases.push_back(*l);
+  r.removed_leases = leases.removed;
   HOARD_RETURN_IF_ERROR(journal_->Append(PackState(r)));
 
   // Durable: the in-memory copy follows.
@@ -336,6 +366,8 @@ Status StateStore::Save(const CoordinatorState& state) {
   for (auto& [d, bytes] : datasets.upserts) {
     datasets_.insert_or_assign(d->name, Entry<proto::DatasetMeta>{*d, std::move(bytes)});
   }
+  for (const auto& key : leases.removed) leases_.erase(key);
+  for (auto& [l, bytes] : leases.upserts) leases_.insert_or_assign(KeyOf(*l), Entry<proto::Lease>{*l, std::move(bytes)});
   MaybeSnapshot();
   return Status::Ok();
 }

@@ -17,8 +17,9 @@
 //                        of the last record it includes
 //
 // Save(state) appends one record holding the difference from the state it
-// last saved: nodes and datasets upserted or removed (by name), the new
-// epochs, and the tenants' quotas whole when they changed (a few entries). A diff, rather than one kind of record per coordinator operation,
+// last saved: nodes, datasets and job leases upserted or removed (by name;
+// a lease by dataset and job), the new epochs, and the tenants' quotas whole
+// when they changed (a few entries). A diff, rather than one kind of record per coordinator operation,
 // because the log then always reproduces exactly the state the coordinator
 // handed over: no call site can forget to log a field, and adding a field to
 // NodeInfo or DatasetMeta needs no new record type. (Entries are compared by
@@ -95,7 +96,9 @@ struct CoordinatorState {
   std::vector<proto::DatasetMeta> datasets;
   // Tenants' cache quotas in bytes (`hoard quota set`; coordinator/eviction.h).
   std::map<std::string, uint64_t> quotas;
-  MSGPACK_DEFINE_MAP(epoch, placement_epoch, nodes, datasets, quotas);
+  // Job leases (coordinator/leases.h), by (dataset, job); unique per key.
+  std::vector<proto::Lease> leases;
+  MSGPACK_DEFINE_MAP(epoch, placement_epoch, nodes, datasets, quotas, leases);
 };
 
 class StateStore {
@@ -177,6 +180,7 @@ class StateStore {
   std::map<std::string, Entry<proto::NodeInfo>> nodes_;
   std::map<std::string, Entry<proto::DatasetMeta>> datasets_;
   std::map<std::string, uint64_t> quotas_;
+  std::map<std::string, Entry<proto::Lease>> leases_;  // by LeaseKey
   std::shared_ptr<Journal> journal_;
   // How messages name the journal's log and snapshot, and what they tell an
   // operator to do when it cannot be trusted: the files of the default

@@ -273,7 +273,7 @@ TEST_F(SecurityTest, MembersReadAndOnlyTheAdminChangesTheCluster) {
     EXPECT_EQ(st->datasets.size(), 1u);
     Result<proto::DatasetRemoveReply> rm = m.Call(proto::DatasetRemove{.name = "ds"}, 2s);
     EXPECT_EQ(rm.status().code(), Code::kPermissionDenied);
-    EXPECT_EQ(rm.status().message(), "DatasetRemove changes the cluster and needs the admin key");
+    EXPECT_EQ(rm.status().message(), "DatasetRemove needs the admin key; this connection has the member key");
     Result<proto::NodeDrainReply> drain = m.Call(proto::NodeDrain{.name = "node1", .drain = true}, 2s);
     EXPECT_EQ(drain.status().code(), Code::kPermissionDenied);
     EXPECT_EQ(m.Call(proto::DatasetRefresh{.name = "ds"}, 2s).status().code(), Code::kPermissionDenied);
@@ -295,6 +295,48 @@ TEST_F(SecurityTest, MembersReadAndOnlyTheAdminChangesTheCluster) {
   }
   member->reset();
   admin->reset();
+}
+
+// The client key (job hooks, users): reads, warm-ups and leases; never a
+// node's or an operator's requests, whatever the request says.
+TEST_F(SecurityTest, TheClientKeyWarmsLeasesAndReadsOnly) {
+  StartCluster();
+  ASSERT_TRUE(cluster_->coordinator()
+                  .AddDataset({.name = "ds", .source = cluster_->source(), .chunk_size = 65536})
+                  .ok());
+  zmq::context_t client_ctx;
+  proto::CurveKeys keys = ClientKeys({"cluster.pub", "client.key"});
+  EXPECT_EQ(keys.key_class, proto::KeyClass::kClient);
+  auto client = proto::CurveSecurity::Enable(client_ctx, keys, cluster_->logger());
+  ASSERT_TRUE(client.ok());
+  {
+    proto::RpcClient c(client_ctx, cluster_->endpoint());
+    EXPECT_TRUE(c.Call(proto::ClusterStatus{}, 2s).ok());
+    EXPECT_TRUE(c.Call(proto::DatasetList{}, 2s).ok());
+    EXPECT_TRUE(c.Call(proto::Warm{.name = "ds"}, 2s).ok());
+    Result<proto::LeaseTakeReply> lease = c.Call(proto::LeaseTake{.dataset = "ds", .job = "42", .ttl_s = 60}, 2s);
+    ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+    EXPECT_EQ(lease->lease.key_class, "client");
+    EXPECT_TRUE(c.Call(proto::LeaseRelease{.job = "42"}, 2s).ok());
+
+    Result<proto::RegisterNodeReply> reg =
+        c.Call(proto::RegisterNode{.name = "intruder", .endpoint = "tcp://127.0.0.1:1"}, 2s);
+    EXPECT_EQ(reg.status().code(), Code::kPermissionDenied);
+    EXPECT_EQ(reg.status().message(),
+              "RegisterNode needs a member key (cluster.key) or the admin key; this connection has the client key");
+    EXPECT_EQ(c.Call(proto::Heartbeat{.name = "node1"}, 2s).status().code(), Code::kPermissionDenied);
+    EXPECT_EQ(c.Call(proto::CkptCommit{}, 2s).status().code(), Code::kPermissionDenied);
+    EXPECT_EQ(c.Call(proto::CkptCreate{}, 2s).status().code(), Code::kPermissionDenied);
+    EXPECT_EQ(c.Call(proto::DatasetAdd{.name = "x", .source = cluster_->source()}, 2s).status().code(),
+              Code::kPermissionDenied);
+    EXPECT_EQ(c.Call(proto::DatasetRemove{.name = "ds"}, 2s).status().code(), Code::kPermissionDenied);
+    EXPECT_EQ(cluster_->coordinator().GetStatus("")->nodes.size(), 1u) << "no node was registered";
+    // The node agent: status yes, chunks no (a client is no mount or peer).
+    proto::RpcClient n(client_ctx, node_->endpoint());
+    EXPECT_TRUE(n.Call(proto::NodeStatus{}, 2s).ok());
+    EXPECT_EQ(n.Call(proto::GetChunk{.dataset = "ds"}, 2s).status().code(), Code::kPermissionDenied);
+  }
+  client->reset();
 }
 
 // What crossed the wire for one chunk: on the node's port, on its data

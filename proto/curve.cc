@@ -91,23 +91,71 @@ std::string Decoded(const std::string& z85) {
 
 }  // namespace
 
-Status GenerateKeys(const std::string& dir) {
+KeyClass KeyClassOfUser(const char* user) {
+  const std::string_view u = user != nullptr ? user : "";
+  if (u == kUserAdmin) return KeyClass::kAdmin;
+  if (u == kUserMember) return KeyClass::kMember;
+  return KeyClass::kClient;
+}
+
+namespace {
+
+// Writes one new keypair DIR/KEY (0600; 0640 of `gid` when gid >= 0) and DIR/PUB.
+Status WriteKeyPair(const std::string& dir, const char* key_file, const char* pub_file, int64_t gid) {
+  char pub[kZ85KeyLength + 1], secret[kZ85KeyLength + 1];
+  if (zmq_curve_keypair(pub, secret) != 0) {
+    return Status::Internal(std::string("cannot make a CURVE keypair: ") + zmq_strerror(errno));
+  }
+  const std::string key_path = JoinPath(dir, key_file);
+  HOARD_RETURN_IF_ERROR(WriteNewFile(key_path, std::string(secret) + "\n", gid >= 0 ? 0640 : 0600));
+  if (gid >= 0) {
+    if (::chown(key_path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(gid)) != 0) {
+      return Status::FromErrno(errno, "chgrp " + key_path);
+    }
+    ::chmod(key_path.c_str(), 0640);  // umask may have cut the group bit at create
+  }
+  return WriteNewFile(JoinPath(dir, pub_file), std::string(pub) + "\n", 0644);
+}
+
+// The directory is 0700, or 0750 of the client group: its users must reach
+// client.key and the public keys inside.
+Status SetDirMode(const std::string& dir, int64_t client_gid) {
+  if (client_gid < 0) {
+    ::chmod(dir.c_str(), 0700);  // best effort: the directory may be shared on purpose
+    return Status::Ok();
+  }
+  if (::chown(dir.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(client_gid)) != 0) {
+    return Status::FromErrno(errno, "chgrp " + dir);
+  }
+  if (::chmod(dir.c_str(), 0750) != 0) return Status::FromErrno(errno, "chmod " + dir);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status GenerateClientKey(const std::string& dir, int64_t client_gid) {
   HOARD_RETURN_IF_ERROR(MakeDirs(dir));
-  for (const char* f : {kClusterKeyFile, kClusterPubFile, kAdminKeyFile, kAdminPubFile}) {
+  for (const char* f : {kClientKeyFile, kClientPubFile}) {
+    if (FileExists(JoinPath(dir, f))) return Status::AlreadyExists(JoinPath(dir, f) + " exists");
+  }
+  HOARD_RETURN_IF_ERROR(SetDirMode(dir, client_gid));
+  HOARD_RETURN_IF_ERROR(WriteKeyPair(dir, kClientKeyFile, kClientPubFile, client_gid));
+  return SyncDir(dir);
+}
+
+Status GenerateKeys(const std::string& dir, int64_t client_gid) {
+  HOARD_RETURN_IF_ERROR(MakeDirs(dir));
+  for (const char* f : {kClusterKeyFile, kClusterPubFile, kAdminKeyFile, kAdminPubFile, kClientKeyFile,
+                        kClientPubFile}) {
     if (FileExists(JoinPath(dir, f))) {
       return Status::AlreadyExists(JoinPath(dir, f) +
                                    " exists; new keys would lock out every process that has the old ones");
     }
   }
-  ::chmod(dir.c_str(), 0700);  // best effort: the directory may be shared on purpose
-  for (auto [key_file, pub_file] : {std::pair{kClusterKeyFile, kClusterPubFile}, {kAdminKeyFile, kAdminPubFile}}) {
-    char pub[kZ85KeyLength + 1], secret[kZ85KeyLength + 1];
-    if (zmq_curve_keypair(pub, secret) != 0) {
-      return Status::Internal(std::string("cannot make a CURVE keypair: ") + zmq_strerror(errno));
-    }
-    HOARD_RETURN_IF_ERROR(WriteNewFile(JoinPath(dir, key_file), std::string(secret) + "\n", 0600));
-    HOARD_RETURN_IF_ERROR(WriteNewFile(JoinPath(dir, pub_file), std::string(pub) + "\n", 0644));
-  }
+  HOARD_RETURN_IF_ERROR(SetDirMode(dir, client_gid));
+  HOARD_RETURN_IF_ERROR(WriteKeyPair(dir, kClusterKeyFile, kClusterPubFile, -1));
+  HOARD_RETURN_IF_ERROR(WriteKeyPair(dir, kAdminKeyFile, kAdminPubFile, -1));
+  HOARD_RETURN_IF_ERROR(WriteKeyPair(dir, kClientKeyFile, kClientPubFile, client_gid));
   return SyncDir(dir);
 }
 
@@ -120,24 +168,47 @@ Result<CurveKeys> LoadDaemonKeys(const std::string& dir) {
   if (k.admin_public == k.server_public) {
     return Status::InvalidArgument(dir + ": the admin key is the cluster key; make keys with hoard keys gen");
   }
+  if (FileExists(JoinPath(dir, kClientPubFile))) {
+    HOARD_ASSIGN_OR_RETURN(k.client_class_public, ReadKey(JoinPath(dir, kClientPubFile), /*secret=*/false));
+    if (k.client_class_public == k.server_public || k.client_class_public == k.admin_public) {
+      return Status::InvalidArgument(dir + ": the client key is the cluster or admin key; make keys with hoard keys gen");
+    }
+  }
   return k;
 }
 
-Result<CurveKeys> LoadClientKeys(const std::string& dir) {
+Result<CurveKeys> LoadClientKeys(const std::string& dir, KeyClass at_most) {
   CurveKeys k;
-  const bool have_cluster_secret = FileExists(JoinPath(dir, kClusterKeyFile));
-  if (have_cluster_secret) {
-    HOARD_RETURN_IF_ERROR(ReadKeyPair(dir, kClusterKeyFile, kClusterPubFile, &k.client_public, &k.client_secret));
-    k.server_public = k.client_public;
+  // Readable, not just there: a job's user in the client group sees the
+  // operator's secrets in the directory listing but may not open them.
+  auto usable = [&](const char* f, KeyClass c) {
+    return static_cast<uint8_t>(c) <= static_cast<uint8_t>(at_most) && ::access(JoinPath(dir, f).c_str(), R_OK) == 0;
+  };
+  if (::access(JoinPath(dir, kClusterKeyFile).c_str(), R_OK) == 0) {
+    // The servers' key from the secret when at hand (it checks cluster.pub).
+    std::string pub, secret;
+    HOARD_RETURN_IF_ERROR(ReadKeyPair(dir, kClusterKeyFile, kClusterPubFile, &pub, &secret));
+    k.server_public = pub;
+    if (usable(kClusterKeyFile, KeyClass::kMember)) {
+      k.client_public = pub;
+      k.client_secret = secret;
+      k.key_class = KeyClass::kMember;
+    }
   } else {
     HOARD_ASSIGN_OR_RETURN(k.server_public, ReadKey(JoinPath(dir, kClusterPubFile), /*secret=*/false));
   }
-  if (FileExists(JoinPath(dir, kAdminKeyFile))) {
+  if (usable(kAdminKeyFile, KeyClass::kAdmin)) {
     HOARD_RETURN_IF_ERROR(ReadKeyPair(dir, kAdminKeyFile, kAdminPubFile, &k.client_public, &k.client_secret));
     k.admin_client = true;
-  } else if (!have_cluster_secret) {
-    return Status::NotFound(dir + " has neither " + kClusterKeyFile + " nor " + kAdminKeyFile +
-                            ": nothing to connect with");
+    k.key_class = KeyClass::kAdmin;
+  } else if (k.client_secret.empty()) {
+    if (!usable(kClientKeyFile, KeyClass::kClient)) {
+      return Status::NotFound(dir + " has none of " + kAdminKeyFile + ", " + kClusterKeyFile + ", " + kClientKeyFile +
+                              " readable by this user (and allowed by the key class asked for): nothing to connect "
+                              "with");
+    }
+    HOARD_RETURN_IF_ERROR(ReadKeyPair(dir, kClientKeyFile, kClientPubFile, &k.client_public, &k.client_secret));
+    k.key_class = KeyClass::kClient;
   }
   return k;
 }
@@ -198,6 +269,7 @@ void UnregisterPlainDomain(const std::string& domain) {
 
 void CurveSecurity::ZapLoop() {
   const std::string cluster = Decoded(keys_.server_public), admin = Decoded(keys_.admin_public);
+  const std::string client = keys_.client_class_public.empty() ? "" : Decoded(keys_.client_class_public);
   while (!stopping_.load()) {
     std::vector<zmq::message_t> req;
     try {
@@ -218,6 +290,7 @@ void CurveSecurity::ZapLoop() {
       const std::string_view key = req[6].to_string_view();
       if (key == cluster) user = kUserMember;
       else if (key == admin) user = kUserAdmin;
+      else if (!client.empty() && key == client) user = kUserClient;
     } else if (req.size() == 8 && req[0].to_string_view() == "1.0" && req[5].to_string_view() == "PLAIN") {
       PlainCheck check;
       {

@@ -2,23 +2,29 @@
 //
 // CURVE authentication and encryption of every hoard connection.
 //
-// Keys. A cluster has two CURVE keypairs, made by `hoard keys gen DIR`
+// Keys. A cluster has three CURVE keypairs, made by `hoard keys gen DIR`
 // (GenerateKeys), each in Z85 text, one key per file:
 //   DIR/cluster.key (0600), DIR/cluster.pub  the cluster's keypair: the servers'
 //                                            key, and the key members (nodes,
 //                                            mounts) connect with
 //   DIR/admin.key (0600),   DIR/admin.pub    the operator's keypair, for the
 //                                            operations that change the cluster
-// A daemon needs cluster.key and admin.pub (LoadDaemonKeys). The CLI needs
-// cluster.pub (or cluster.key) for the servers' key, and connects with
-// admin.key when the directory has it, else with cluster.key
-// (LoadClientKeys). A public key is always derived from its secret key when
+//   DIR/client.key (0600, or 0640 root:GROUP with --client-group), client.pub
+//                                            the job hooks' and users' keypair:
+//                                            warm, leases, reads (proto/access.h)
+// A daemon needs cluster.key and admin.pub, and client.pub to admit clients
+// (LoadDaemonKeys; a directory from before the client key has none, and its
+// daemons admit no client: `hoard keys client DIR` adds the pair). The CLI
+// needs cluster.pub (or cluster.key) for the servers' key, and connects with
+// the strongest secret key it can read: admin.key, else cluster.key, else
+// client.key (LoadClientKeys), so a job's hook running as the job's user in
+// the client group uses client.key. A public key is always derived from its secret key when
 // the secret is at hand; a .pub file beside it that disagrees is an error.
 //
 // Who may do what. Every server socket is a CURVE server with the cluster
 // key. A ZAP handler (one thread per process) admits a client whose public key
-// is the cluster key (User-Id "member") or the admin key (User-Id "admin"),
-// and refuses any other: the handshake fails, and the server never sees a
+// is the cluster key (User-Id "member"), the admin key (User-Id "admin") or the
+// client key (User-Id "client"), and refuses any other: the handshake fails, and the server never sees a
 // message from it, let alone answers. A client without CURVE (or with a server
 // key that is not the cluster's) cannot complete the handshake either. The
 // server then checks each request's User-Id against proto/access.h.
@@ -44,6 +50,7 @@
 #include <zmq.hpp>
 
 #include "common/result.h"
+#include "proto/message_types.h"
 
 namespace CLI {
 class App;
@@ -55,10 +62,16 @@ inline constexpr const char* kClusterKeyFile = "cluster.key";
 inline constexpr const char* kClusterPubFile = "cluster.pub";
 inline constexpr const char* kAdminKeyFile = "admin.key";
 inline constexpr const char* kAdminPubFile = "admin.pub";
+inline constexpr const char* kClientKeyFile = "client.key";
+inline constexpr const char* kClientPubFile = "client.pub";
 
 // The User-Id the ZAP handler gives each admitted key; RpcServer reads it.
 inline constexpr const char* kUserMember = "member";
 inline constexpr const char* kUserAdmin = "admin";
+inline constexpr const char* kUserClient = "client";
+
+// The key class of a ZAP User-Id (null or unknown: kClient, the least).
+KeyClass KeyClassOfUser(const char* user);
 
 // Z85 keys, 40 characters each.
 struct CurveKeys {
@@ -69,22 +82,33 @@ struct CurveKeys {
   // admin key its ZAP handler admits besides the cluster's.
   std::string server_secret;
   std::string admin_public;
+  std::string client_class_public;  // the client key's; empty: no client is admitted
 
   bool admin_client = false;  // the client key is the admin key
+  KeyClass key_class = KeyClass::kMember;  // what the key this process connects with may do
 
   bool can_serve() const { return !server_secret.empty(); }
 };
 
-// Writes the four key files into `dir` (created 0700 if missing). Refuses
+// Writes the six key files into `dir` (created 0700 if missing). Refuses
 // (kAlreadyExists) if any of them exists: new keys would lock out every
-// process that has the old ones.
-Status GenerateKeys(const std::string& dir);
+// process that has the old ones. `client_gid` >= 0: client.key is 0640 and
+// owned by that group, and the directory 0750 of that group, so the group's
+// users (job hooks) can read client.key and the public keys, never the other
+// secrets (0600). Changing a file's group needs root (or membership).
+Status GenerateKeys(const std::string& dir, int64_t client_gid = -1);
+// Adds client.key and client.pub to a directory made before the client key
+// (same modes as GenerateKeys). kAlreadyExists if client.key exists.
+Status GenerateClientKey(const std::string& dir, int64_t client_gid = -1);
 
-// The keys a daemon runs with: cluster.key and admin.pub from `dir`.
+// The keys a daemon runs with: cluster.key, admin.pub and (if present)
+// client.pub from `dir`.
 Result<CurveKeys> LoadDaemonKeys(const std::string& dir);
-// The keys the CLI connects with: the cluster's public key, and admin.key if
-// present, else cluster.key.
-Result<CurveKeys> LoadClientKeys(const std::string& dir);
+// The keys the CLI connects with: the cluster's public key, and the first of
+// admin.key, cluster.key, client.key that this process can read, skipping
+// those of a class above `at_most` (a hook running as root asks for the
+// client key: least privilege). NotFound if none is left.
+Result<CurveKeys> LoadClientKeys(const std::string& dir, KeyClass at_most = KeyClass::kAdmin);
 
 // Keys attached to a zmq context, with the ZAP handler of a serving process.
 class CurveSecurity {

@@ -57,8 +57,45 @@ TEST(CurveKeysTest, TheClientConnectsAsAdminOnlyWithTheAdminKey) {
   EXPECT_EQ(member->client_public, daemon.server_public);
 
   ASSERT_EQ(std::remove(JoinPath(tmp.path(), kClusterKeyFile).c_str()), 0);
+  Result<CurveKeys> client = LoadClientKeys(tmp.path());
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  EXPECT_EQ(client->key_class, KeyClass::kClient);
+  EXPECT_EQ(client->client_public, daemon.client_class_public);
+
+  ASSERT_EQ(std::remove(JoinPath(tmp.path(), kClientKeyFile).c_str()), 0);
   Result<CurveKeys> none = LoadClientKeys(tmp.path());
   EXPECT_EQ(none.status().code(), Code::kNotFound) << "cluster.pub alone connects as nobody";
+}
+
+// A hook running as root asks for the client key: least privilege, though
+// it could read the others.
+TEST(CurveKeysTest, AKeyClassCapPicksTheWeakerKey) {
+  testing::TempDir tmp("hoard-keys");
+  ASSERT_TRUE(GenerateKeys(tmp.path()).ok());
+  CurveKeys daemon = *LoadDaemonKeys(tmp.path());
+  EXPECT_FALSE(daemon.client_class_public.empty());
+  Result<CurveKeys> member = LoadClientKeys(tmp.path(), KeyClass::kMember);
+  ASSERT_TRUE(member.ok());
+  EXPECT_EQ(member->key_class, KeyClass::kMember);
+  EXPECT_EQ(member->client_public, daemon.server_public);
+  Result<CurveKeys> client = LoadClientKeys(tmp.path(), KeyClass::kClient);
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(client->key_class, KeyClass::kClient);
+  EXPECT_EQ(client->client_public, daemon.client_class_public);
+  EXPECT_EQ(client->server_public, daemon.server_public);
+}
+
+// A keys directory from before the client key: its daemons admit no client
+// until `hoard keys client` adds the pair.
+TEST(CurveKeysTest, ClientKeysAddToAnOldDirectory) {
+  testing::TempDir tmp("hoard-keys");
+  ASSERT_TRUE(GenerateKeys(tmp.path()).ok());
+  ASSERT_EQ(std::remove(JoinPath(tmp.path(), kClientKeyFile).c_str()), 0);
+  ASSERT_EQ(std::remove(JoinPath(tmp.path(), kClientPubFile).c_str()), 0);
+  EXPECT_TRUE(LoadDaemonKeys(tmp.path())->client_class_public.empty());
+  ASSERT_TRUE(GenerateClientKey(tmp.path()).ok());
+  EXPECT_EQ(GenerateClientKey(tmp.path()).code(), Code::kAlreadyExists);
+  EXPECT_EQ(LoadDaemonKeys(tmp.path())->client_class_public + "\n", *ReadFile(JoinPath(tmp.path(), kClientPubFile)));
 }
 
 TEST(CurveKeysTest, BadKeyFilesAreClearErrors) {
@@ -110,6 +147,7 @@ TEST(AccessTest, OnlyOperatorChangesNeedTheAdminKey) {
     EXPECT_TRUE(RequiresAdmin(t)) << TypeName(t);
   }
   for (MsgType t : {MsgType::kPing, MsgType::kClusterStatus, MsgType::kDatasetList, MsgType::kRegisterNode,
+                    MsgType::kLeaseTake, MsgType::kLeaseRelease,
                     MsgType::kHeartbeat, MsgType::kGetChunk, MsgType::kGetManifest, MsgType::kCkptFlush,
                     MsgType::kCkptCommit, MsgType::kPutCkptChunk, MsgType::kWarm}) {
     EXPECT_FALSE(RequiresAdmin(t)) << TypeName(t);

@@ -157,9 +157,9 @@ std::string Hex(const uint8_t* p, size_t n) {
 
 std::string DataUserId(uint64_t session) { return "data:" + std::to_string(session); }
 
-Result<std::shared_ptr<DataSessions::Session>> DataSessions::Create(bool admin, std::string owner) {
+Result<std::shared_ptr<DataSessions::Session>> DataSessions::Create(KeyClass key_class, std::string owner) {
   auto session = std::make_shared<Session>();
-  session->admin = admin;
+  session->key_class = key_class;
   session->owner = std::move(owner);
   session->last_used_ms = SteadyMs();
   uint8_t id[8], token[24];

@@ -168,7 +168,7 @@ class DataSessions {
     DataKey key;
     std::string token;  // presented at the data socket's handshake (hex)
     std::string owner;  // the routing id of the CURVE client that opened it
-    bool admin = false;  // opened over a connection with the admin key (proto/access.h)
+    KeyClass key_class = KeyClass::kClient;  // of the connection that opened it (proto/access.h)
     Mutex mu;
     uint64_t last_seq GUARDED_BY(mu) = 0;
     std::atomic<int64_t> last_used_ms{0};  // steady clock
@@ -181,7 +181,7 @@ class DataSessions {
   // A new session with a fresh random key and token for connection `owner`,
   // replacing that connection's previous one. kInternal if the system has
   // no randomness.
-  Result<std::shared_ptr<Session>> Create(bool admin, std::string owner);
+  Result<std::shared_ptr<Session>> Create(KeyClass key_class, std::string owner);
   // The session, or null.
   std::shared_ptr<Session> Find(uint64_t id) const;
   // Whether `token` is session `id`'s (the handshake's check; constant time).

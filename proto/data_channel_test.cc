@@ -134,8 +134,8 @@ TEST(SealTest, KnownAnswers) {
 
 TEST(DataSessionsTest, AConnectionsNewSessionReplacesItsOwnAndNoOneElses) {
   DataSessions sessions(3);
-  auto a = *sessions.Create(false, "conn-a");
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(sessions.Create(false, "conn-b").ok());
+  auto a = *sessions.Create(KeyClass::kMember, "conn-a");
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(sessions.Create(KeyClass::kMember, "conn-b").ok());
   EXPECT_EQ(sessions.Find(a->key.session), a) << "another member's many sessions pushed this one out";
   EXPECT_EQ(sessions.size(), 2u);
   EXPECT_TRUE(sessions.CheckToken(a->key.session, a->token));
@@ -146,16 +146,16 @@ TEST(DataSessionsTest, AConnectionsNewSessionReplacesItsOwnAndNoOneElses) {
 
 TEST(DataSessionsTest, AnUnusedSessionIsForgotten) {
   DataSessions sessions(4, std::chrono::milliseconds(0));
-  auto a = *sessions.Create(false, "a");
-  auto b = *sessions.Create(false, "b");
+  auto a = *sessions.Create(KeyClass::kMember, "a");
+  auto b = *sessions.Create(KeyClass::kMember, "b");
   EXPECT_EQ(sessions.Find(a->key.session), nullptr) << "idle for longer than 0 ms, swept at the next create";
   EXPECT_EQ(sessions.Find(b->key.session), b);
 }
 
 TEST(DataSessionsTest, IdsOnlyGoUpAndTheOldestSessionIsForgotten) {
   DataSessions sessions(2);
-  auto a = *sessions.Create(false, "a");
-  auto b = *sessions.Create(true, "b");
+  auto a = *sessions.Create(KeyClass::kMember, "a");
+  auto b = *sessions.Create(KeyClass::kAdmin, "b");
   EXPECT_NE(a->key.session, b->key.session);
   EXPECT_NE(a->key.key, b->key.key);
   EXPECT_TRUE(DataSessions::Accept(*a, 1));
@@ -163,7 +163,7 @@ TEST(DataSessionsTest, IdsOnlyGoUpAndTheOldestSessionIsForgotten) {
   EXPECT_FALSE(DataSessions::Accept(*a, 5));
   EXPECT_FALSE(DataSessions::Accept(*a, 3));
   EXPECT_TRUE(DataSessions::Accept(*b, 1)) << "each session counts on its own";
-  auto c = *sessions.Create(false, "c");
+  auto c = *sessions.Create(KeyClass::kMember, "c");
   EXPECT_EQ(sessions.Find(a->key.session), nullptr);
   EXPECT_EQ(sessions.Find(b->key.session), b);
   EXPECT_EQ(sessions.Find(c->key.session), c);

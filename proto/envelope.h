@@ -41,6 +41,9 @@ struct Envelope {
   // What BodyAs may still allocate: the message's decode budget less what
   // its tree was charged. Set by DecodeMessage.
   size_t body_budget = 0;
+  // A request's sender's key class (proto/access.h), set by RpcServer before
+  // the handler runs (which may log it: the coordinator's audit log).
+  KeyClass key_class = KeyClass::kInsecure;
 
   std::string_view payload_view() const {
     return {static_cast<const char*>(payload.data()), payload.size()};

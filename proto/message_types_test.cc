@@ -96,7 +96,7 @@ TEST(MessageTypesTest, EveryNumberIsOneNamedType) {
 TEST(MessageTypesTest, OnlyTheOperatorsRequestsNeedTheAdminKey) {
   for (const Row& r : kRows) {
     SCOPED_TRACE(std::string(r.name));
-    EXPECT_TRUE(r.access == MsgAccess::kMember || r.access == MsgAccess::kAdmin);
+    EXPECT_EQ(AccessOf(r.type), r.access);
     EXPECT_EQ(RequiresAdmin(r.type), r.access == MsgAccess::kAdmin);
     if (r.kind == MsgKind::kReply) {
       EXPECT_EQ(r.access, MsgAccess::kMember);
@@ -107,6 +107,28 @@ TEST(MessageTypesTest, OnlyTheOperatorsRequestsNeedTheAdminKey) {
                                    MsgType::kQuotaSet};
   EXPECT_EQ(TypesWhere([](const Row& r) { return r.access == MsgAccess::kAdmin; }), admin);
   EXPECT_FALSE(RequiresAdmin(static_cast<MsgType>(999)));
+}
+
+// What the client key (job hooks, users) may send: pinned, like the admin
+// set, so widening it is a visible change.
+TEST(MessageTypesTest, TheClientKeyReadsWarmsAndLeasesOnly) {
+  const std::set<MsgType> client = {MsgType::kPing,          MsgType::kGetClusterMap, MsgType::kGetManifest,
+                                    MsgType::kClusterStatus, MsgType::kDatasetList,   MsgType::kWarm,
+                                    MsgType::kNodeStatus,    MsgType::kCkptList,      MsgType::kCkptStatus,
+                                    MsgType::kLeaseTake,     MsgType::kLeaseRelease,  MsgType::kLeaseList};
+  EXPECT_EQ(TypesWhere([](const Row& r) { return r.access == MsgAccess::kClient; }), client);
+  for (const Row& r : kRows) {
+    if (r.kind != MsgKind::kRequest) continue;
+    SCOPED_TRACE(std::string(r.name));
+    EXPECT_EQ(MayCall(KeyClass::kClient, r.type), client.count(r.type) == 1);
+    EXPECT_EQ(MayCall(KeyClass::kMember, r.type), r.access != MsgAccess::kAdmin);
+    EXPECT_TRUE(MayCall(KeyClass::kAdmin, r.type));
+    EXPECT_TRUE(MayCall(KeyClass::kInsecure, r.type));
+  }
+  for (MsgType t : {MsgType::kRegisterNode, MsgType::kHeartbeat, MsgType::kCkptCreate, MsgType::kCkptCommit,
+                    MsgType::kPutCkptChunk, MsgType::kGetChunk, MsgType::kDatasetAdd, MsgType::kNodeDrain}) {
+    EXPECT_FALSE(MayCall(KeyClass::kClient, t)) << TypeName(t);
+  }
 }
 
 TEST(MessageTypesTest, OnlyChunkRequestsUseTheDataChannel) {
@@ -131,7 +153,8 @@ TEST(MessageTypesTest, OnlyReadsHeartbeatsAndSettingsAreIdempotent) {
       MsgType::kDatasetList, MsgType::kCkptLookup,   MsgType::kCkptList,     MsgType::kCkptStatus,
       MsgType::kGetChunk,   MsgType::kNodeStatus,    MsgType::kGetCkptChunk, MsgType::kRegisterNode,
       MsgType::kHeartbeat,  MsgType::kCkptSession,   MsgType::kWarm,         MsgType::kNodeDrain,
-      MsgType::kCkptSetAttr, MsgType::kDatasetSet,   MsgType::kQuotaSet,     MsgType::kQuotaList};
+      MsgType::kCkptSetAttr, MsgType::kDatasetSet,   MsgType::kQuotaSet,     MsgType::kQuotaList,
+      MsgType::kLeaseTake,   MsgType::kLeaseRelease, MsgType::kLeaseList};
   EXPECT_EQ(TypesWhere([](const Row& r) { return IsIdempotent(static_cast<uint16_t>(r.type)); }), idempotent);
   for (const Row& r : kRows) {
     if (r.kind == MsgKind::kReply) {

@@ -500,6 +500,29 @@ struct TenantQuota {
   MSGPACK_DEFINE_MAP(tenant, quota_bytes, used_bytes, datasets);
 };
 
+// Who a CLI or hook says it is: claims, not proofs (only the key class is
+// proven, by the connection's key: proto/access.h). The coordinator's audit
+// log records them as such. uid -1: not said.
+struct Caller {
+  int64_t uid = -1;
+  std::string job;   // the scheduler's job id, when a hook runs for a job
+  std::string host;  // the caller's hostname
+  MSGPACK_DEFINE_MAP(uid, job, host);
+};
+
+// A job's lease on a dataset (coordinator/leases.h): while it holds, the
+// dataset is never evicted. `holder` is the key class that took it and what
+// the caller claimed.
+struct Lease {
+  std::string dataset;
+  std::string job;
+  std::string key_class;  // "client", "member", "admin", "insecure"
+  Caller holder;
+  int64_t taken_unix = 0;    // first taken (a renewal keeps it)
+  int64_t renewed_unix = 0;  // last taken or renewed
+  int64_t expires_unix = 0;
+  MSGPACK_DEFINE_MAP(dataset, job, key_class, holder, taken_unix, renewed_unix, expires_unix);
+};
 struct ClusterStatusReply {
   uint64_t epoch = 0;
   std::vector<NodeInfo> nodes;
@@ -514,8 +537,9 @@ struct ClusterStatusReply {
   HaStatus ha;
   std::vector<TenantQuota> quotas;  // every tenant with a quota or a dataset, by name
   std::string quota_policy;         // "evict" or "reject" (--quota-policy)
+  std::vector<Lease> leases;  // unexpired job leases (coordinator/leases.h)
   MSGPACK_DEFINE_MAP(epoch, nodes, datasets, origin_limits, ckpt_jobs, ckpt_origin, mounts, build, ha, quotas,
-                     quota_policy);
+                     quota_policy, leases);
 };
 struct ClusterStatus {
   static constexpr MsgType kType = MsgType::kClusterStatus;
@@ -619,7 +643,48 @@ struct Warm {
   static constexpr MsgType kType = MsgType::kWarm;
   using Reply = WarmReply;
   std::string name;
-  MSGPACK_DEFINE_MAP(name);
+  Caller caller;  // for the audit log
+  MSGPACK_DEFINE_MAP(name, caller);
+};
+
+// Takes a lease of `job` on `dataset`, or renews it: expires = now + ttl_s.
+// Idempotent (taking twice is renewing).
+struct LeaseTakeReply {
+  Lease lease;
+  MSGPACK_DEFINE_MAP(lease);
+};
+struct LeaseTake {
+  static constexpr MsgType kType = MsgType::kLeaseTake;
+  using Reply = LeaseTakeReply;
+  std::string dataset;
+  std::string job;
+  uint32_t ttl_s = 0;  // 0: the coordinator's default
+  Caller caller;
+  MSGPACK_DEFINE_MAP(dataset, job, ttl_s, caller);
+};
+// Releases the job's lease on `dataset`, or every lease of the job when
+// `dataset` is empty. Releasing what is not held is done (released 0).
+struct LeaseReleaseReply {
+  uint32_t released = 0;
+  MSGPACK_DEFINE_MAP(released);
+};
+struct LeaseRelease {
+  static constexpr MsgType kType = MsgType::kLeaseRelease;
+  using Reply = LeaseReleaseReply;
+  std::string dataset;  // empty: all of the job's
+  std::string job;
+  Caller caller;
+  MSGPACK_DEFINE_MAP(dataset, job, caller);
+};
+struct LeaseListReply {
+  std::vector<Lease> leases;  // unexpired, by dataset then job
+  int64_t now_unix = 0;       // the coordinator's clock
+  MSGPACK_DEFINE_MAP(leases, now_unix);
+};
+struct LeaseList {
+  static constexpr MsgType kType = MsgType::kLeaseList;
+  using Reply = LeaseListReply;
+  HOARD_EMPTY_BODY
 };
 
 // Changes a dataset's eviction settings: only the fields whose has_* is

@@ -221,7 +221,7 @@ void RpcServer::IoLoop() {
           if (frames.size() > first) {
             const char* user = zmq_msg_gets(frames[first].handle(), "User-Id");
             if (sealed) job.user = user != nullptr ? user : "";
-            else job.admin = !secure_ || (user != nullptr && std::string_view(user) == kUserAdmin);
+            else job.key_class = !secure_ ? KeyClass::kInsecure : KeyClassOfUser(user);
           }
           for (size_t i = first; i < frames.size(); ++i) job.frames.push_back(std::move(frames[i]));
           if (sealed && !AdmitSealed(job)) continue;
@@ -316,7 +316,7 @@ bool RpcServer::Unseal(Job& job, std::string* header) {
     job.session.reset();  // answer unsealed: the client cannot trust this session any more
     return false;
   }
-  job.admin = job.session->admin;
+  job.key_class = job.session->key_class;
   return true;
 }
 
@@ -345,9 +345,9 @@ std::vector<zmq::message_t> RpcServer::ReplyFrames(Job& job, std::string header,
   return reply;
 }
 
-Result<DataChannel> RpcServer::OpenChannel(bool admin, const std::string& owner) {
+Result<DataChannel> RpcServer::OpenChannel(KeyClass key_class, const std::string& owner) {
   if (!sessions_) return Status::InvalidArgument(options_.name + " has no data channel");
-  Result<std::shared_ptr<DataSessions::Session>> session = sessions_->Create(admin, owner);
+  Result<std::shared_ptr<DataSessions::Session>> session = sessions_->Create(key_class, owner);
   if (!session.ok()) return session.status();
   const auto& key = (*session)->key;
   return DataChannel{.session = key.session, .key = std::string(key.key.begin(), key.key.end()), .port = data_port_,
@@ -368,19 +368,21 @@ void RpcServer::Process(Job& job, std::string* header, std::string* payload) {
       // One session per client routing id: a new one replaces its own old
       // one (the same client reconnected, or a pool's new client with a
       // closed one's id: proto/rpc_client.h), never another client's.
-      Result<DataChannel> channel = OpenChannel(job.admin, job.route.empty() ? "" : job.route[0].to_string());
+      Result<DataChannel> channel = OpenChannel(job.key_class, job.route.empty() ? "" : job.route[0].to_string());
       *header = channel.ok() ? EncodeHeader(MsgType::kDataChannel, id, Status::Ok(), *channel)
                              : EncodeError(id, channel.status());
       return;
     }
     auto it = handlers_.find(static_cast<uint16_t>(env->type));
-    if (RequiresAdmin(env->type) && !job.admin) {
+    if (!MayCall(job.key_class, env->type)) {
       // An answer, not bad input: no warning (the ZAP handler already
       // vouched for the key).
-      *header = EncodeError(id, Status::PermissionDenied(std::string(TypeName(env->type)) +
-                                                         " changes the cluster and needs the admin key"));
+      *header = EncodeError(id, Status::PermissionDenied(std::string(TypeName(env->type)) + " needs " +
+                                                         NeededKey(env->type) + "; this connection has the " +
+                                                         KeyClassName(job.key_class) + " key"));
       return;
     }
+    env->key_class = job.key_class;
     if (it == handlers_.end()) {
       status = Status::InvalidArgument(std::string(TypeName(env->type)) + " is not served by " + options_.name);
     } else if (Status gated = gate_ ? gate_(static_cast<uint16_t>(env->type)) : Status::Ok(); !gated.ok()) {

@@ -20,8 +20,8 @@
 // reason and a (rate-limited) warning in the log; the server keeps running.
 //
 // Keys: on a zmq context with CURVE keys (proto/curve.h) the socket is a CURVE
-// server, and a request proto/access.h reserves for the admin key gets
-// kPermissionDenied unless its connection authenticated with that key.
+// server, and a request whose access (proto/access.h) is above the key class
+// its connection authenticated with gets kPermissionDenied.
 //
 // Gate: an optional hook (SetGate) that sees every request's type after the
 // admin check and before its handler; a non-OK Status it returns is the reply
@@ -150,7 +150,7 @@ class RpcServer {
     std::vector<zmq::message_t> route;   // identity (+ empty delimiter if the client sent one)
     std::vector<zmq::message_t> frames;  // header, payload
     size_t bytes = 0;                    // of frames
-    bool admin = false;                  // may make admin requests (proto/access.h)
+    KeyClass key_class = KeyClass::kClient;  // what it may send (proto/access.h)
     bool from_data = false;              // came in on the data socket: answered there
     std::string user;                    // data socket: the connection's ZAP User-Id
     // Set for a sealed request from the data socket: its session (reset if
@@ -176,7 +176,7 @@ class RpcServer {
   // The reply frames of a job, sealed for a job that came sealed.
   std::vector<zmq::message_t> ReplyFrames(Job& job, std::string header, std::string payload);
   // A new session's reply to OpenDataChannel, for connection `owner`.
-  Result<DataChannel> OpenChannel(bool admin, const std::string& owner);
+  Result<DataChannel> OpenChannel(KeyClass key_class, const std::string& owner);
   void LogRejected(const std::string& why);
 
   Options options_;

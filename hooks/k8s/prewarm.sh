@@ -7,8 +7,13 @@
 # Environment:
 #   HOARD_DATASET          the dataset (required)
 #   HOARD_COORDINATOR      tcp://HOST:PORT, or several separated by commas (required: a container has no local cluster to find)
-#   HOARD_KEYS             the cluster's keys: cluster.key and admin.pub (warming is a member's request);
-#                          admin.key and cluster.pub instead if HOARD_SOURCE may add the dataset
+#   HOARD_KEYS             the cluster's keys: cluster.pub and client.key (warming and leases are a
+#                          client's requests); admin.key and cluster.pub instead if HOARD_SOURCE may
+#                          add the dataset
+#   HOARD_JOB              the lease's job id (the yaml: the Job's name, label job-name); unset: no lease
+#   HOARD_LEASE_TTL        how long the lease holds unless renewed or released (default 24h; set it to
+#                          the Job's activeDeadlineSeconds, or run lease-sidecar.sh, which renews it
+#                          and releases it when the Pod ends)
 #   HOARD_SOURCE           optional: add the dataset from this source if it does not exist
 #   HOARD_PREWARM_TIMEOUT  seconds to wait at most (default 3600)
 #   HOARD                  the hoard binary (default: hoard on PATH)
@@ -27,4 +32,5 @@ for var in HOARD_DATASET HOARD_COORDINATOR; do
 done
 set -- "$HOARD_DATASET" --timeout "${HOARD_PREWARM_TIMEOUT:-3600}"
 if [ -n "${HOARD_SOURCE:-}" ]; then set -- "$@" --source "$HOARD_SOURCE"; fi
+if [ -n "${HOARD_JOB:-}" ]; then set -- "$@" --job "$HOARD_JOB" --lease-ttl "${HOARD_LEASE_TTL:-24h}"; fi
 exec "${HOARD:-hoard}" hook prewarm "$@"

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Slurm Prolog: warms the dataset a job asks for and waits, for a bounded time,
-# until it is cached, before the job starts.
+# Slurm Prolog: takes the job's lease on the dataset it asks for (never
+# evicted while the job runs; epilog.sh releases it), warms it and waits, for a
+# bounded time, until it is cached, before the job starts.
 #
 #   slurm.conf:  Prolog=/etc/slurm/prolog.d/hoard.sh   (this file)
 #                PrologFlags=Alloc          # at allocation, on every node of the job
@@ -30,9 +31,13 @@
 # Settings, from the environment or /etc/default/hoard-hooks (sourced if it
 # exists; HOARD_HOOKS_ENV names another file):
 #   HOARD_COORDINATOR     the coordinator, tcp://HOST:PORT, or several separated by commas (read by hoard)
-#   HOARD_KEYS            the cluster's keys directory, with cluster.key and admin.pub (read by hoard)
+#   HOARD_KEYS            the cluster's keys directory, with cluster.pub and client.key (read by hoard)
+#   HOARD_KEY_CLASS       the key to use (default client: the prolog runs as root, but warming and
+#                         leases are a client's requests; least privilege)
 #   HOARD                 the hoard binary (default: hoard on the PATH below)
 #   HOARD_PROLOG_TIMEOUT  seconds to wait at most (default 300)
+#   HOARD_LEASE_TTL       how long the job's lease holds if the epilog never releases it (default 7d;
+#                         set it to the partition's MaxTime)
 set -eu
 set -f  # the words of SLURM_JOB_EXTRA are not file patterns
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -69,8 +74,15 @@ name=${HOARD_DATASET:-$(dataset_in "${SLURM_JOB_EXTRA:-}")}
 [ -n "$name" ] || exit 0
 
 timeout=${HOARD_PROLOG_TIMEOUT:-300}
+HOARD_KEY_CLASS=${HOARD_KEY_CLASS:-client}
+export HOARD_KEY_CLASS
 rc=0
-"${HOARD:-hoard}" hook prewarm "$name" --timeout "$timeout" >&2 || rc=$?
+if [ -n "${SLURM_JOB_ID:-}" ]; then
+  "${HOARD:-hoard}" hook prewarm "$name" --timeout "$timeout" --job "$SLURM_JOB_ID" \
+    --lease-ttl "${HOARD_LEASE_TTL:-7d}" >&2 || rc=$?
+else
+  "${HOARD:-hoard}" hook prewarm "$name" --timeout "$timeout" >&2 || rc=$?
+fi
 case $rc in
   0) log "dataset $name is cached" ;;
   2) log "dataset $name is not cached after ${timeout}s (hook exit 2); the job starts and reads the rest from the origin" ;;

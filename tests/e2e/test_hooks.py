@@ -138,7 +138,7 @@ class HooksTest(unittest.TestCase):
         with open(K8S_YAML) as f:
             job = yaml.safe_load(f)
         pod = job["spec"]["template"]["spec"]
-        (init,) = pod["initContainers"]
+        init = pod["initContainers"][0]  # the lease sidecar, if any, starts after it
         self.assertEqual(init["name"], "prewarm")
         mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
         configmaps = {v["name"]: v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
@@ -149,6 +149,10 @@ class HooksTest(unittest.TestCase):
         for var in init["env"]:
             if "value" in var:
                 env[var["name"]] = var["value"]
+            elif "fieldRef" in var["valueFrom"]:
+                # The Job controller labels its Pods job-name=<the Job's name>.
+                self.assertEqual(var["valueFrom"]["fieldRef"]["fieldPath"], "metadata.labels['job-name']")
+                env[var["name"]] = job["metadata"]["name"]
             else:
                 self.assertEqual(var["valueFrom"]["configMapKeyRef"]["key"], "coordinator")
                 env[var["name"]] = self.endpoint
@@ -186,6 +190,71 @@ class HooksTest(unittest.TestCase):
 
     def status(self, name):
         return self.cli_json("status", name)["datasets"][0]
+
+    def leases(self):
+        """The job leases that hold now: {(dataset, job): lease}."""
+        return {(l["dataset"], l["job"]): l for l in self.cli_json("lease", "list")["leases"]}
+
+    # ---- job leases ------------------------------------------------------
+
+    def test_the_hooks_take_renew_and_release_job_leases(self):
+        # Slurm: the prolog takes the job's lease (with the client key: it
+        # runs as root but asks for no more), the epilog releases it.
+        r = self.prolog(extra="hoard=ready", HOARD_LEASE_TTL="2h")
+        self.assertIn("dataset ready is cached", r.stderr)
+        lease = self.leases().get(("ready", "4243"))
+        self.assertTrue(lease, self.leases())
+        self.assertEqual(lease["key_class"], "client")
+        self.assertAlmostEqual(lease["expires_unix"] - lease["renewed_unix"], 7200)
+        env = {"SLURM_JOB_ID": "4243", "HOARD_HOOKS_ENV": "/nonexistent", "HOARD": HOARD,
+               "HOARD_COORDINATOR": self.endpoint, "HOARD_KEYS": self.keys}
+        r = run(["/bin/sh", os.path.join(HOOKS, "slurm", "epilog.sh")], env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(("ready", "4243"), self.leases())
+        r = run(["/bin/sh", os.path.join(HOOKS, "slurm", "epilog.sh")], env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("none held", r.stderr, "a second epilog finds nothing, and that is fine")
+
+        # The wrapper holds the lease while CMD runs, renewing it past its
+        # ttl (3 s: renewed every second; CMD runs 4.5 s), and releases it
+        # when CMD exits.
+        seen = os.path.join(self.tmp.path, "leases-while-running.json")
+        r = run([RUN_WHEN_CACHED, "--job", "wrapped", "--lease-ttl", "3", "ready", "--", "sh", "-c",
+                 'sleep 4.5; "$1" lease list --json > "$2"', "job", HOARD, seen], self.env(), timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(seen) as f:
+            held = {(l["dataset"], l["job"]) for l in json.load(f)["leases"]}
+        self.assertIn(("ready", "wrapped"), held, "renewed past its 3 s ttl while CMD ran")
+        self.assertNotIn(("ready", "wrapped"), self.leases(), "released when CMD exited")
+
+        # SIGTERM to the wrapper reaches CMD; the lease is released after it.
+        p = subprocess.Popen([RUN_WHEN_CACHED, "--job", "killed", "ready", "--", "sleep", "60"], env=self.env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is not None or p.kill())
+        self.assertTrue(harness.wait_until(lambda: ("ready", "killed") in self.leases(), timeout=30, step=0.2))
+        os.kill(p.pid, signal.SIGTERM)
+        self.assertEqual(p.wait(timeout=30), 128 + signal.SIGTERM, p.stderr.read())
+        self.assertNotIn(("ready", "killed"), self.leases())
+
+        # Kubernetes: the init container takes the Job's lease (its name),
+        # the sidecar renews it and releases it when it is stopped.
+        r = self.init_container("ready")
+        self.assertEqual(r.returncode, CACHED, r.stdout + r.stderr)
+        self.assertIn(("ready", "train-imagenet"), self.leases())
+        with open(K8S_YAML) as f:
+            pod = yaml.safe_load(f)["spec"]["template"]["spec"]
+        sidecar = pod["initContainers"][1]
+        self.assertEqual((sidecar["name"], sidecar["restartPolicy"]), ("hoard-lease", "Always"))
+        env = self.env(HOARD_DATASET="ready", HOARD_JOB="train-imagenet", HOARD_LEASE_TTL="3")
+        p = subprocess.Popen(["/bin/sh", os.path.join(HOOKS, "k8s", "lease-sidecar.sh")], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: p.poll() is not None or p.kill())
+        self.assertTrue(harness.wait_until(
+            lambda: self.leases().get(("ready", "train-imagenet"), {}).get("expires_in_seconds", 1e9) <= 3,
+            timeout=30, step=0.2), "the sidecar renewed it with its own ttl")
+        os.kill(p.pid, signal.SIGTERM)
+        self.assertEqual(p.wait(timeout=30), 0, p.stderr.read())
+        self.assertNotIn(("ready", "train-imagenet"), self.leases())
 
     # ---- 0: cached -------------------------------------------------------
 

@@ -4,13 +4,18 @@ cluster runs with keys; a CLI with only the cluster key reads the status but
 is refused `dataset rm` and `node drain` (exit 4), the admin key does them; a
 CLI without keys, or with keys of another cluster, gets no answer (exit 3); a
 daemon without --keys refuses to start unless --insecure; the mount reads
-through CURVE.
+through CURVE. The client key (issue 33): a job hook run as another user
+(nobody, in a group that may read client.key) takes a job lease that `hoard
+status` shows, the client key is refused everything else with a clear
+message, the Slurm epilog releases the lease, a lease expires after its ttl,
+and the coordinator's audit log has a line for each change.
 """
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,7 +54,8 @@ class SecurityTest(unittest.TestCase):
         return subprocess.run(argv, env=env, text=True, capture_output=True, timeout=60)
 
     def test_keys_of_the_local_cluster(self):
-        for f, private in (("cluster.key", True), ("cluster.pub", False), ("admin.key", True), ("admin.pub", False)):
+        for f, private in (("cluster.key", True), ("cluster.pub", False), ("admin.key", True), ("admin.pub", False),
+                           ("client.key", True), ("client.pub", False)):
             mode = os.stat(os.path.join(self.keys, f)).st_mode & 0o777
             self.assertEqual(mode & 0o077 == 0, private, f"{f}: {oct(mode)}")
         # The CLI finds the local cluster's keys by itself (and is the admin).
@@ -100,6 +106,133 @@ class SecurityTest(unittest.TestCase):
         self.assertIn("does not exist", r.stderr)
         # The coordinator still serves its members.
         self.assertEqual(self.cli(self.member, "status").returncode, 0)
+
+    # The unprivileged user and group the hook runs as: nobody/nogroup
+    # exist on every Debian system, so the test creates no account.
+    NOBODY = 65534
+
+    def client_keys_dir(self):
+        """A keys directory as `hoard keys gen --client-group` leaves it for
+        the group's users: cluster.pub and client.key (0640 root:GROUP) in a
+        directory 0750 root:GROUP, reachable by anyone on the way."""
+        outer = tempfile.mkdtemp(prefix="hoard-client-keys-")
+        self.addCleanup(shutil.rmtree, outer, ignore_errors=True)
+        os.chmod(outer, 0o755)
+        keys = os.path.join(outer, "keys")
+        os.makedirs(keys)
+        for f in ("cluster.pub", "client.key", "cluster.key"):
+            shutil.copy2(os.path.join(self.keys, f), keys)
+        os.chown(keys, 0, self.NOBODY)
+        os.chmod(keys, 0o750)
+        os.chown(os.path.join(keys, "client.key"), 0, self.NOBODY)
+        os.chmod(os.path.join(keys, "client.key"), 0o640)
+        os.chmod(os.path.join(keys, "cluster.key"), 0o600)  # there, as on a GPU node, but not the user's
+        return keys
+
+    def as_nobody(self, keys, *args, json_out=False, timeout=120):
+        """The CLI as a job's user runs it: uid and gid nobody, no other groups."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HOARD")}
+        env["HOARD_LOCAL_DIR"] = "/nonexistent"
+        env["HOME"] = "/"
+        argv = ["setpriv", f"--reuid={self.NOBODY}", f"--regid={self.NOBODY}", "--clear-groups",
+                os.path.join(harness.BIN, "hoard"), "--coordinator", self.endpoint, "--keys", keys,
+                "--timeout-ms", "5000"] + (["--json"] if json_out else []) + list(args)
+        return subprocess.run(argv, env=env, text=True, capture_output=True, timeout=timeout, cwd="/")
+
+    def audit_lines(self):
+        with open(os.path.join(self.cluster.dir, "logs", "coordinator.log"), errors="replace") as f:
+            return [line for line in f if " audit[" in line]
+
+    def test_a_hook_as_a_user_with_the_client_key_leases_and_nothing_more(self):
+        self.cluster.cli("dataset", "add", "leased", self.origin)
+        keys = self.client_keys_dir()
+        # The hook, as the job's user: takes the job's lease, then warms.
+        r = self.as_nobody(keys, "hook", "prewarm", "leased", "--job", "4242", "--lease-ttl", "1h",
+                           "--timeout", "90", json_out=True)
+        self.assertEqual(r.returncode, 0, f"{r.stdout} {r.stderr}")
+        hook = json.loads(r.stdout)
+        self.assertEqual(hook["outcome"], "cached")
+        self.assertEqual(hook["job"], "4242")
+        self.assertGreater(hook["lease_expires_unix"], 0)
+
+        st = json.loads(self.cli(self.keys, "status", json_out=True).stdout)
+        leases = [l for l in st["leases"] if l["job"] == "4242"]
+        self.assertEqual(len(leases), 1, st["leases"])
+        self.assertEqual(leases[0]["dataset"], "leased")
+        self.assertEqual(leases[0]["key_class"], "client")
+        self.assertEqual(leases[0]["claimed_uid"], self.NOBODY)
+        self.assertGreater(leases[0]["expires_in_seconds"], 3500)
+        text = self.cli(self.keys, "status").stdout
+        self.assertIn("job leases", text)
+        self.assertIn("leased  job 4242  (client key, uid 65534", text)
+
+        # The user reads with the client key...
+        r = self.as_nobody(keys, "status", json_out=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # ... and is refused everything but reads, warm-ups and leases, clearly.
+        for args in (("dataset", "add", "other", self.origin), ("dataset", "rm", "leased"),
+                     ("node", "drain", "node2"), ("checkpoint", "flush", "somejob")):
+            r = self.as_nobody(keys, *args)
+            self.assertEqual(r.returncode, 4, f"{args}: {r.stdout} {r.stderr}")
+            self.assertIn("this connection has the client key", r.stderr)
+        r = self.as_nobody(keys, "node", "drain", "node2")
+        self.assertIn("NodeDrain needs the admin key", r.stderr)
+        r = self.as_nobody(keys, "checkpoint", "flush", "somejob")
+        self.assertIn("needs a member key (cluster.key) or the admin key", r.stderr)
+        # cluster.key is in the directory but not readable by the user: the
+        # CLI took client.key, so a member request is refused, not allowed.
+        st = json.loads(self.cli(self.keys, "status", json_out=True).stdout)
+        self.assertEqual([d["name"] for d in st["datasets"]].count("other"), 0, "the refused add added nothing")
+
+        # The Slurm epilog (run as root, as slurmd does) releases the job's
+        # leases with the client key.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HOARD")}
+        env.update({"SLURM_JOB_ID": "4242", "HOARD_COORDINATOR": self.endpoint, "HOARD_KEYS": self.keys,
+                    "HOARD": os.path.join(harness.BIN, "hoard"), "HOARD_HOOKS_ENV": "/nonexistent"})
+        r = subprocess.run(["sh", os.path.join(harness.REPO, "hooks", "slurm", "epilog.sh")], env=env, text=True,
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("released 1", r.stderr)
+        st = json.loads(self.cli(self.keys, "status", json_out=True).stdout)
+        self.assertEqual([l for l in st["leases"] if l["job"] == "4242"], [])
+
+        # One audit line per change, with the key class and the claims.
+        lines = self.audit_lines()
+        take = [l for l in lines if "op=LeaseTake" in l and "claimed_job=4242" in l]
+        self.assertTrue(take, lines)
+        self.assertIn("key=client", take[0])
+        self.assertIn(f"claimed_uid={self.NOBODY}", take[0])
+        self.assertIn("result=ok", take[0])
+        release = [l for l in lines if "op=LeaseRelease" in l and "claimed_job=4242" in l]
+        self.assertTrue(release, lines)
+        self.assertIn("key=client", release[0])
+        self.assertIn("claimed_uid=0", release[0])
+        self.assertTrue([l for l in lines if "op=Warm" in l and "target=leased" in l and "key=client" in l], lines)
+        self.assertTrue([l for l in lines if "op=DatasetAdd" in l and "target=leased" in l and "key=admin" in l],
+                        lines)
+
+    def test_a_lease_expires_after_its_ttl(self):
+        self.cluster.cli("dataset", "add", "brief", self.origin)
+        r = self.cli(self.keys, "lease", "take", "brief", "--job", "short", "--ttl", "2", json_out=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["expires_in_seconds"], 2)
+
+        def held():
+            return any(l["job"] == "short" for l in json.loads(self.cli(self.keys, "lease", "list",
+                                                                        json_out=True).stdout)["leases"])
+        self.assertTrue(held())
+        self.assertTrue(harness.wait_until(lambda: not held(), timeout=15, step=0.2), "expired within its ttl")
+        # And the coordinator dropped it for good (its liveness round), logged.
+        self.assertTrue(harness.wait_until(
+            lambda: "lease of job short on dataset brief expired" in open(
+                os.path.join(self.cluster.dir, "logs", "coordinator.log"), errors="replace").read(),
+            timeout=15, step=0.2))
+        r = self.cli(self.keys, "lease", "take", "nope", "--job", "short")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("dataset nope does not exist", r.stderr)
+        r = self.cli(self.keys, "lease", "release", "--job", "never-held", json_out=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["released"], 0)
 
     def test_daemons_refuse_to_start_without_keys(self):
         data = os.path.join(self.tmp.path, "coord-nokeys")
