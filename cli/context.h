@@ -71,11 +71,7 @@ class Context {
   // The keys directory, by the order above; empty for none.
   std::string KeysDir() const;
 
-  // What this process says of itself in requests that carry a Caller (the
-// audit log's claims): its uid, `job`, and the host's name.
-proto::Caller SelfCaller(const std::string& job);
-
-// Calls the coordinator with the configured timeout (or `timeout`).
+  // Calls the coordinator with the configured timeout (or `timeout`).
   template <typename Req>
   Result<typename Req::Reply> Call(const Req& req, std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
     if (!client_) {
@@ -143,5 +139,9 @@ proto::Caller SelfCaller(const std::string& job);
   bool timed_out_ = false;
   std::optional<std::chrono::steady_clock::time_point> call_deadline_;  // see SetCallDeadline
 };
+
+// What this process says of itself in requests that carry a Caller (the
+// audit log's claims): its uid, `job`, and the host's name.
+proto::Caller SelfCaller(const std::string& job);
 
 }  // namespace hoard::cli
