@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <vector>
 #include <utility>
 
 namespace hoard::cli {
