@@ -620,7 +620,8 @@ Result<proto::WarmReply> Coordinator::Warm(const std::string& name) {
         d->meta.resident = true;
       },
       [d, before] { d->meta = before; }));
-  options_.logger->info("dataset {}: warm-up requested{}", name, before.resident ? "" : " (resident again)");
+  options_.logger->info("dataset {}: warm-up requested{}{}", name, before.resident ? "" : " (resident again)",
+                        plan->partial ? "; larger than the cache: its owners keep what fits" : "");
   return proto::WarmReply{d->meta, plan->evict};
 }
 
@@ -628,9 +629,14 @@ eviction::PlanInput Coordinator::EvictionInputLocked() const {
   eviction::PlanInput in;
   for (const proto::NodeInfo& n : members_.Infos()) {
     const double w = proto::PlacementWeight(n);
-    // other_bytes: 0 until nodes report what their disks hold besides
-    // dataset chunks (checkpoint copies, the read tier).
-    if (w > 0) in.nodes.push_back({.name = n.name, .weight = w, .capacity_bytes = n.capacity_bytes});
+    // other_bytes: what the node's disk holds besides dataset chunks, as it
+    // last reported (store/disk_usage.h). Checkpoint copies are never
+    // dropped for room; the mount's read tier is not counted, as it shrinks
+    // to what datasets leave it.
+    if (w > 0) {
+      in.nodes.push_back({.name = n.name, .weight = w, .capacity_bytes = n.capacity_bytes,
+                          .other_bytes = n.used_checkpoint_bytes});
+    }
   }
   for (const auto& [name, d] : catalogue_.datasets()) {
     eviction::Dataset e{.meta = d.meta};

@@ -167,7 +167,19 @@ Result<Plan> PlanAdmission(const PlanInput& in) {
     }
   }
 
-  // 2. Room on every node.
+  // 2. A larger than the cache: its share exceeds what a node could give it
+  // even with every dataset evicted. Evicting others would not make it fit,
+  // so nothing is evicted for it: it is admitted as a stable subset (each
+  // owner keeps the chunks it stored first, and stops when full).
+  for (const Node& n : in.nodes) {
+    if (n.capacity_bytes > 0 && accounts.Expected(a.meta, n) + n.other_bytes > n.capacity_bytes) {
+      plan.evict.clear();
+      plan.partial = true;
+      return plan;
+    }
+  }
+
+  // 3. Room on every node.
   auto overflowing = [&] {
     std::vector<const Node*> out;
     for (const Node& n : in.nodes) {
@@ -202,12 +214,8 @@ Result<Plan> PlanAdmission(const PlanInput& in) {
       holders.emplace_back(c, Label(d, a, in.leased));
     }
   }
-  if (worst->other_bytes > 0) holders.emplace_back(worst->other_bytes, "checkpoints and the read tier");
-  if (share > worst->capacity_bytes) {
-    msg += ": larger than the node's whole capacity; add nodes or capacity";
-  } else if (!holders.empty()) {
-    msg += ": held by " + HeldBy(holders);
-  }
+  if (worst->other_bytes > 0) holders.emplace_back(worst->other_bytes, "checkpoint copies");
+  if (!holders.empty()) msg += ": held by " + HeldBy(holders);
   return Status::NoSpace(msg);
 }
 

@@ -39,10 +39,12 @@
 // it evicts the tenant's own evictable datasets in the order above, and fails
 // if even that cannot.
 //
-// A dataset larger than its share of the cache (its expected share alone
-// exceeds a node's capacity) is refused with the same message: hoard does not
-// cache a subset of a dataset (a stable subset is possible with the same
-// accounting; not built).
+// A dataset larger than the cache (its expected share alone exceeds what a
+// node holds besides checkpoint copies) is admitted without evicting
+// anything (Plan::partial): evicting others would not make it fit. Its owners
+// fill their share until their disk is full and keep what they stored, a
+// stable subset, never a rotating one (prefetch/warmer.h); a read of the rest
+// goes to the origin.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -86,6 +88,10 @@ struct PlanInput {
 
 struct Plan {
   std::vector<std::string> evict;  // in eviction order
+  // A is larger than the cache (its share exceeds a node's capacity even
+  // with every dataset evicted): admitted, evicting nothing; its owners keep
+  // a stable subset.
+  bool partial = false;
 };
 
 // What to evict so that PlanInput::admit fits (see the top). kNotFound if A is

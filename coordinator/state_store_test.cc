@@ -223,7 +223,7 @@ TEST_F(StateStoreTest, RecordsHoldOnlyTheChange) {
   s.epoch++;
   s.nodes[500].weight = 0;
   ASSERT_TRUE(store_->Save(s).ok());
-  EXPECT_LT(store_->TEST_log().bytes() - before, 300u);
+  EXPECT_LT(store_->TEST_log().bytes() - before, 600u) << "one node of a thousand";
   // Saving the same state again writes nothing.
   ASSERT_TRUE(store_->Save(s).ok());
   EXPECT_EQ(store_->TEST_log().records(), 2u);

@@ -31,7 +31,7 @@ class NodeAgentTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_FALSE(tmp_.path().empty());
     cluster_ = std::make_unique<testing::TestCluster>(tmp_.path());
-    ASSERT_TRUE(cluster_->Start().ok());
+    ASSERT_TRUE(cluster_->Start([this](Coordinator::Options* o) { o->out_after = out_after_; }).ok());
     for (int i = 0; i < 20; ++i) {
       files_["small/f" + std::to_string(i)] = Pattern(1000 + i * 997, i);
     }
@@ -90,6 +90,7 @@ class NodeAgentTest : public ::testing::Test {
   testing::TempDir tmp_{"hoard-agent"};
   std::unique_ptr<testing::TestCluster> cluster_;
   std::map<std::string, std::string> files_;
+  std::chrono::seconds out_after_{std::chrono::minutes(5)};  // Coordinator::Options::out_after
 };
 
 TEST_F(NodeAgentTest, WarmFillsEveryOwnerWithExactlyItsChunks) {
@@ -252,7 +253,17 @@ TEST_F(NodeAgentTest, ADrainedNodeHandsItsChunksToPeersAndCanLeave) {
 
 // A node that dies is marked down after the timeout; its chunks get new
 // owners, which refill them from the surviving replicas, not the origin.
-TEST_F(NodeAgentTest, ADeadNodesChunksAreRefilledFromSurvivingReplicas) {
+// A coordinator that puts a node out as soon as it is down (--out-after 0):
+// its chunks get new owners at once.
+class NodeAgentOutAtOnceTest : public NodeAgentTest {
+ protected:
+  void SetUp() override {
+    out_after_ = std::chrono::seconds(0);
+    NodeAgentTest::SetUp();
+  }
+};
+
+TEST_F(NodeAgentOutAtOnceTest, ADeadNodesChunksAreRefilledFromSurvivingReplicas) {
   StartAgent("node1");
   StartAgent("node2");
   StartAgent("node3");
@@ -417,7 +428,11 @@ TEST_F(NodeAgentTest, ReportsWhatItsDiskHoldsByKindAndWarmUpsYieldToCheckpoints)
   ASSERT_TRUE(WriteReadTierUsage(ReadTierUsagePath(tier_dir), {.used_bytes = 50'000, .reserved_bytes = 60'000}).ok());
 
   auto node_info = [&] {
-    for (const proto::NodeInfo& n : coord().GetStatus("")->nodes) {
+    // Held in a local: a range-for over GetStatus("")->nodes would iterate a
+    // destroyed temporary (operator-> extends no lifetime).
+    const Result<proto::ClusterStatusReply> status = coord().GetStatus("");
+    if (!status.ok()) return proto::NodeInfo{};
+    for (const proto::NodeInfo& n : status->nodes) {
       if (n.name == "node1") return n;
     }
     return proto::NodeInfo{};

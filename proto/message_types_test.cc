@@ -115,7 +115,8 @@ TEST(MessageTypesTest, TheClientKeyReadsWarmsAndLeasesOnly) {
   const std::set<MsgType> client = {MsgType::kPing,          MsgType::kGetClusterMap, MsgType::kGetManifest,
                                     MsgType::kClusterStatus, MsgType::kDatasetList,   MsgType::kWarm,
                                     MsgType::kNodeStatus,    MsgType::kCkptList,      MsgType::kCkptStatus,
-                                    MsgType::kLeaseTake,     MsgType::kLeaseRelease,  MsgType::kLeaseList};
+                                    MsgType::kLeaseTake,     MsgType::kLeaseRelease,  MsgType::kLeaseList,
+                                    MsgType::kQuotaList};
   EXPECT_EQ(TypesWhere([](const Row& r) { return r.access == MsgAccess::kClient; }), client);
   for (const Row& r : kRows) {
     if (r.kind != MsgKind::kRequest) continue;
