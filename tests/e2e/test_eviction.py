@@ -166,8 +166,7 @@ class EvictionTest(unittest.TestCase):
         record_path = os.path.join(self.cluster.dir, "cluster.json")
         with open(record_path) as f:
             record = json.load(f)
-        coordinator = record["coordinators"][0] if "coordinators" in record else record["coordinator"]
-        coordinator["argv"] += ["--quota-policy", "reject"]
+        record["coordinator_argv"] += ["--quota-policy", "reject"]  # `local restart` starts it with this argv
         with open(record_path, "w") as f:
             json.dump(record, f)
         self.cli("local", "restart", "--coordinator", timeout=120)
