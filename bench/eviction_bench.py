@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """A job's dataset under eviction pressure (issue 33): LRU alone against a
-planner that never evicts the job's dataset (a job lease; simulated here by
-pinning the dataset while the job runs: `hoard dataset set J --pin`, which the
-planner treats exactly as a leased one, coordinator/eviction.h).
+planner that never evicts the job's dataset while the job holds a lease on it
+(`hoard lease take J --job JOB`, what `hoard hook prewarm --job` takes).
 
 `hoard local up --nodes 3 --capacity CAP` with the mount's read tier off (so
 what the node caches hold is all a reader on this host has), datasets of SIZE
@@ -93,7 +92,7 @@ class Run:
         start_origin = self.origin_bytes()
         print(f"  warm J: evicted {self.warm('J')}")
         if self.leased:
-            self.c.cli("dataset", "set", "J", "--pin")
+            self.c.cli("lease", "take", "J", "--job", "bench-job", "--ttl", "1h")
         job_read = job_origin = 0.0
         arrivals = iter(self.others() * self.args.epochs)
         for epoch in range(1, self.args.epochs + 1):
@@ -133,7 +132,7 @@ def main():
             for f in range(args.size_mib):
                 harness.pattern_file(os.path.join(export, name, f"part-{f:03d}.bin"), MiB, 7000 + i * 1000 + f)
         results = {}
-        for mode, leased in (("LRU only", False), ("leased (pinned)", True)):
+        for mode, leased in (("LRU only", False), ("leased", True)):
             print(f"{mode}:")
             run = Run(os.path.join(tmp.path, "lru" if not leased else "leased"), export, args, leased)
             try:

@@ -326,8 +326,8 @@ class AnsibleTest(unittest.TestCase):
         self.assertNotIn("/usr/bin/fusermount3", unit)
         if self.keys:
             keys = os.path.join(self.prefix, "etc", "hoard", "keys")
-            self.assertEqual(sorted(os.listdir(keys)), ["admin.key", "admin.pub", "cluster.key", "cluster.pub",
-                                                        "client.key", "client.pub"])
+            self.assertEqual(sorted(os.listdir(keys)), ["admin.key", "admin.pub", "client.key", "client.pub",
+                                                        "cluster.key", "cluster.pub"])
             self.assertEqual(os.stat(os.path.join(keys, "cluster.key")).st_mode & 0o777, 0o600)
 
     def check_metrics(self):
