@@ -536,8 +536,11 @@ void NodeAgent::OnViewChange(const std::shared_ptr<const ClusterView>& view) {
       if (!ds->meta.resident) evicted.insert(ds->meta.uid);
     }
     std::erase_if(evicted_dropped_, [&](uint64_t uid) { return !evicted.count(uid); });
-    defer = view->epoch() != 0 &&
-            std::any_of(evicted.begin(), evicted.end(), [&](uint64_t uid) { return !evicted_dropped_.count(uid); });
+    // A loop, not std::any_of: clang's lock analysis does not see mu_ held
+    // inside a lambda.
+    for (uint64_t uid : evicted) {
+      if (view->epoch() != 0 && !evicted_dropped_.count(uid)) defer = true;
+    }
     deferred_view_ = defer ? view.get() : nullptr;
     deferred_targets_.clear();
     if (defer) deferred_targets_ = std::move(targets);
