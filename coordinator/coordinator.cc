@@ -640,9 +640,12 @@ eviction::PlanInput Coordinator::EvictionInputLocked() const {
   }
   for (const auto& [name, d] : catalogue_.datasets()) {
     eviction::Dataset e{.meta = d.meta};
-    if (d.meta.resident && !d.meta.warm) {
-      for (const eviction::Node& n : in.nodes) {
+    for (const eviction::Node& n : in.nodes) {
+      if (d.meta.resident && !d.meta.warm) {
         if (uint64_t held = progress_.HeldBytes(n.name, d.meta.uid); held > 0) e.held[n.name] = held;
+      }
+      if (auto owned = progress_.OwnedBytes(n.name, d.meta.uid, d.meta.version, placement_epoch_)) {
+        e.owned[n.name] = *owned;
       }
     }
     in.datasets.push_back(std::move(e));

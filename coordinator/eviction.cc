@@ -25,15 +25,18 @@ class Accounts {
     for (const Node& n : in.nodes) total_weight_ += std::max(0.0, n.weight);
   }
 
-  // Its expected share of the cluster's copies on `n`.
-  uint64_t Expected(const proto::DatasetMeta& m, const Node& n) const {
+  // Its share of the cluster's copies on `n`: as `n` reported it, else the
+  // expected one.
+  uint64_t Share(const Dataset& d, const Node& n) const {
     if (total_weight_ <= 0 || n.weight <= 0) return 0;
+    if (auto it = d.owned.find(n.name); it != d.owned.end()) return it->second;
+    const proto::DatasetMeta& m = d.meta;
     const double share = std::ceil(double(m.total_bytes) * m.replicas * n.weight / total_weight_);
     return std::min<uint64_t>(m.total_bytes, static_cast<uint64_t>(share));
   }
   uint64_t Charge(const Dataset& d, const Node& n) const {
     if (!d.meta.resident) return 0;
-    if (d.meta.warm) return Expected(d.meta, n);
+    if (d.meta.warm) return Share(d, n);
     auto it = d.held.find(n.name);
     return it == d.held.end() ? 0 : it->second;
   }
@@ -42,7 +45,7 @@ class Accounts {
   // capacity constrains nothing.
   int64_t Overflow(const Node& n, const Dataset& a, const std::set<std::string>& evicted) const {
     if (n.capacity_bytes == 0 || n.weight <= 0) return INT64_MIN;
-    uint64_t demand = n.other_bytes + Expected(a.meta, n);
+    uint64_t demand = n.other_bytes + Share(a, n);
     for (const Dataset& d : in_.datasets) {
       if (d.meta.name != a.meta.name && !evicted.count(d.meta.name)) demand += Charge(d, n);
     }
@@ -172,7 +175,7 @@ Result<Plan> PlanAdmission(const PlanInput& in) {
   // so nothing is evicted for it: it is admitted as a stable subset (each
   // owner keeps the chunks it stored first, and stops when full).
   for (const Node& n : in.nodes) {
-    if (n.capacity_bytes > 0 && accounts.Expected(a.meta, n) + n.other_bytes > n.capacity_bytes) {
+    if (n.capacity_bytes > 0 && accounts.Share(a, n) + n.other_bytes > n.capacity_bytes) {
       plan.evict.clear();
       plan.partial = true;
       return plan;
@@ -202,7 +205,7 @@ Result<Plan> PlanAdmission(const PlanInput& in) {
   for (const Node* n : over) {
     if (accounts.Overflow(*n, a, evicted) > accounts.Overflow(*worst, a, evicted)) worst = n;
   }
-  const uint64_t share = accounts.Expected(a.meta, *worst);
+  const uint64_t share = accounts.Share(a, *worst);
   std::string msg = "dataset " + a.meta.name + " does not fit: needs " +
                     FormatBytes(double(accounts.Overflow(*worst, a, evicted))) + " more on " + worst->name +
                     " (capacity " + FormatBytes(double(worst->capacity_bytes)) + ", its share there " +

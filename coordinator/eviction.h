@@ -7,18 +7,23 @@
 // mutex and carries out the plan (Coordinator::Warm, CheckEvictions).
 //
 // The accounting ("charge"): a resident dataset that is warm is charged, on
-// each node with a positive placement weight, its expected share of the
-// cluster's copies, total_bytes * replicas * weight / sum of weights (at most
-// total_bytes: a node holds one copy of a chunk), whether or not its warm-up
-// has finished, since it will. A resident dataset that is not warm is charged
+// each node with a positive placement weight, its share of the cluster's
+// copies, whether or not its warm-up has finished, since it will. The share
+// is what the node reports the placement gives it (Dataset::owned: exact);
+// for a node that has not reported on the dataset's version at the current
+// placement, the expected share total_bytes * replicas * weight / sum of
+// weights (at most total_bytes: a node holds one copy of a chunk). Hashing
+// spreads chunks unevenly: with a few hundred chunks a node's share can be a
+// third above the expected one, and a plan made on the expectation would
+// leave the warm-up stalled on a full disk. A resident dataset that is not warm is charged
 // what the node reports it holds of it (chunks stored by reads through it).
 // A dataset that is not resident is charged nothing: nodes drop its chunks.
 // A node also carries `other_bytes` (checkpoint copies, the read tier: what
 // the node's disk holds besides dataset chunks). Admission of dataset A
 // succeeds when, on every node, other + the charges of the other resident
-// datasets + A's expected share <= the node's capacity. Expected shares,
-// not reported usage, so the answer is the same before and after the nodes
-// have dropped what an eviction freed, and warm-ups never overcommit a disk.
+// datasets + A's share <= the node's capacity. Shares, not reported usage,
+// so the answer is the same before and after the nodes have dropped what an
+// eviction freed, and warm-ups never overcommit a disk.
 //
 // Eviction order (the first in order is evicted first, until A fits):
 //   never A itself, a pinned dataset, a leased one (PlanInput::leased: a job
@@ -39,7 +44,7 @@
 // it evicts the tenant's own evictable datasets in the order above, and fails
 // if even that cannot.
 //
-// A dataset larger than the cache (its expected share alone exceeds what a
+// A dataset larger than the cache (its share alone exceeds what a
 // node holds besides checkpoint copies) is admitted without evicting
 // anything (Plan::partial): evicting others would not make it fit. Its owners
 // fill their share until their disk is full and keep what they stored, a
@@ -75,6 +80,9 @@ struct Node {
 struct Dataset {
   proto::DatasetMeta meta;
   std::map<std::string, uint64_t> held;  // by node: the bytes it reports holding of it
+  // By node: the bytes the placement gives it (its owned share, replicas
+  // counted), where it reported them for the current version and placement.
+  std::map<std::string, uint64_t> owned;
 };
 
 struct PlanInput {

@@ -62,6 +62,28 @@ TEST_F(PlanTest, LowerPriorityGoesBeforeOlder) {
   EXPECT_EQ(Evicts("new"), std::vector<std::string>{"low"});
 }
 
+// The nodes' reported shares, not the expected ones, are charged: hashing
+// gave node2 more than a third of "a" and of "new" (as happened with 160
+// chunks: 69 on one node), and on the expectation "new" would have been
+// admitted beside "a" and stalled on node2's full disk.
+TEST_F(PlanTest, ChargesTheSharesTheNodesReported) {
+  Add("older", 3, 100);  // 1 GiB a node
+  Add("a", 12, 5000);    // expected 4 GiB a node; node2 owns 5.5
+  Add("new", 12, 0, false);
+  EXPECT_TRUE(Evicts("new").empty());  // expected: 1 + 4 + 4 = 9 GiB of 10
+  for (Dataset& d : in_.datasets) {
+    if (d.meta.name == "a") d.owned = {{"node1", 3 * kGiB}, {"node2", 11 * kGiB / 2}, {"node3", 7 * kGiB / 2}};
+    if (d.meta.name == "new") d.owned = {{"node2", 9 * kGiB / 2}};  // node1, node3: not reported, expected
+  }
+  // node2: 1 + 5.5 + 4.5 = 11 GiB > 10: "older" goes, then 10 fits.
+  EXPECT_EQ(Evicts("new"), std::vector<std::string>{"older"});
+  for (Dataset& d : in_.datasets) {
+    if (d.meta.name == "new") d.owned["node2"] = 5 * kGiB;
+  }
+  // 5.5 + 5 > 10 with "older" gone too, and "a" is the only one left to go.
+  EXPECT_EQ(Evicts("new"), (std::vector<std::string>{"older", "a"}));
+}
+
 TEST_F(PlanTest, NeverPinnedLeasedOrHigherPriority) {
   Add("pinned", 6, 100).pinned = true;
   Add("leased", 6, 200);

@@ -78,6 +78,16 @@ class Progress {
     const proto::DatasetReport* r = Find(node, uid);
     return r == nullptr ? 0 : r->cached_bytes;
   }
+  // The bytes the placement gives `node` of dataset `uid` (its owned share,
+  // replicas counted), as it last reported for `version` at
+  // `placement_epoch`; nullopt without such a report. Exact, where an
+  // estimate from weights is off by the hash's spread (eviction.h).
+  std::optional<uint64_t> OwnedBytes(const std::string& node, uint64_t uid, uint32_t version,
+                                     uint64_t placement_epoch) const {
+    const proto::DatasetReport* r = Find(node, uid);
+    if (r == nullptr || r->version != version || r->placement_epoch != placement_epoch) return std::nullopt;
+    return r->owned_bytes;
+  }
 
   // Bytes/s landing in all dataset caches (the datasets' share of the origin).
   double TotalFillRate(TimePoint now) const;
