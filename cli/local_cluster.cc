@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -345,6 +346,37 @@ Result<std::unique_ptr<proto::CurveSecurity>> ConnectAsMember(zmq::context_t& zm
 }
 
 // The options a cluster was started with, as its record keeps them.
+// The value of `flag` in a recorded command line, or "".
+std::string FlagValue(const std::vector<std::string>& argv, const std::string& flag) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == flag) return argv[i + 1];
+  }
+  return "";
+}
+
+// The generation of the mount's serving process, as its last start wrote it
+// in CACHE_DIR/server.json ({"pid", "supervisor_pid", "generation",
+// "version", "commit"}); -1 if there is no such record of `supervisor`'s (a
+// hoard-fuse that predates in-place restarts, or one not serving yet).
+int64_t ServingGeneration(const std::string& cache_dir, pid_t supervisor) {
+  Result<std::string> text = ReadFile(JoinPath(cache_dir, "server.json"));
+  if (!text.ok()) return -1;
+  const json server = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!server.is_object() || PidAt(server, "supervisor_pid") != supervisor) return -1;
+  auto it = server.find("generation");
+  return it != server.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
+}
+
+// True once the mount on `mnt` is up and, when supervised, its serving
+// process has recorded itself in CACHE_DIR/server.json: a `local restart`
+// right after `local up` needs that record, and the kernel shows the mount a
+// moment before the record is written.
+bool MountServing(const std::string& mnt, const std::vector<std::string>& argv, pid_t supervisor) {
+  if (!Mounted(mnt)) return false;
+  if (std::find(argv.begin(), argv.end(), "--no-supervisor") != argv.end()) return true;
+  return ServingGeneration(FlagValue(argv, "--cache-dir"), supervisor) >= 0;
+}
+
 json OptionsJson(const LocalUpOptions& o) {
   return {{"nodes", o.nodes},
           {"coordinators", o.coordinators},
@@ -577,7 +609,8 @@ Result<json> StartCluster(const LocalUpOptions& o, const std::string& dir, Signa
                                         {"argv", argv}};
                       }));
     HOARD_RETURN_IF_ERROR(
-        WaitFor([&] { return Mounted(mnt); }, 15s, {m}, signals, "the mount did not come up on " + mnt));
+        WaitFor([&] { return MountServing(mnt, ArgvAt(doc["mount"], "argv"), m.pid); }, 15s, {m}, signals,
+                "the mount did not come up on " + mnt));
   }
 
   // A signal that came with the last step still cancels the `up`.
@@ -797,7 +830,8 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
       HOARD_RETURN_IF_ERROR(Unmount(mnt));  // what the dead mount left: "transport endpoint is not connected"
       HOARD_RETURN_IF_ERROR(restart(*mount));
       HOARD_RETURN_IF_ERROR(
-          WaitFor([&] { return Mounted(mnt); }, 15s, {mount->proc}, signals, "the mount did not come up on " + mnt));
+          WaitFor([&] { return MountServing(mnt, mount->argv, mount->proc.pid); }, 15s, {mount->proc}, signals,
+                  "the mount did not come up on " + mnt));
     }
     if (int sig = signals.Received()) return Interrupted(sig);
     return Status::Ok();
@@ -829,27 +863,6 @@ Result<json> Resume(const LocalUpOptions& o, const std::string& dir, SignalBlock
 }
 
 // ---- Restarting and upgrading ----------------------------------------------
-
-// The value of `flag` in a recorded command line, or "".
-std::string FlagValue(const std::vector<std::string>& argv, const std::string& flag) {
-  for (size_t i = 0; i + 1 < argv.size(); ++i) {
-    if (argv[i] == flag) return argv[i + 1];
-  }
-  return "";
-}
-
-// The generation of the mount's serving process, as its last start wrote it
-// in CACHE_DIR/server.json ({"pid", "supervisor_pid", "generation",
-// "version", "commit"}); -1 if there is no such record of `supervisor`'s (a
-// hoard-fuse that predates in-place restarts, or one not serving yet).
-int64_t ServingGeneration(const std::string& cache_dir, pid_t supervisor) {
-  Result<std::string> text = ReadFile(JoinPath(cache_dir, "server.json"));
-  if (!text.ok()) return -1;
-  const json server = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!server.is_object() || PidAt(server, "supervisor_pid") != supervisor) return -1;
-  auto it = server.find("generation");
-  return it != server.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
-}
 
 std::string Names(const json& list) {
   std::string out;
@@ -1152,7 +1165,8 @@ LocalRestartResult LocalRestart(const LocalRestartOptions& o) {
     HOARD_RETURN_IF_ERROR(Respawn(d, save));
     if (is_mount) {
       const std::string path = StringAt(*d.entry, "path");
-      return WaitFor([&] { return Mounted(path); }, o.timeout, {d.proc}, signals, "the mount did not come up on " +
+      return WaitFor([&] { return MountServing(path, d.argv, d.proc.pid); }, o.timeout, {d.proc}, signals,
+                     "the mount did not come up on " +
                      path);
     }
     if (d.entry == &doc) {
