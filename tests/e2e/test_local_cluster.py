@@ -192,6 +192,11 @@ class LocalClusterTest(unittest.TestCase):
 
     def test_local_directory_dataset(self):
         c = self.start(nodes=3)
+        # `up` returns once the mount can restart in place: its serving
+        # process has recorded itself (a `local restart` at once needs that).
+        mount = record(c.dir)["mount"]
+        with open(os.path.join(mount["argv"][mount["argv"].index("--cache-dir") + 1], "server.json")) as f:
+            self.assertEqual(json.load(f)["supervisor_pid"], mount["pid"])
         c.cli("dataset", "add", "local", self.origin)
         root = os.path.join(c.mnt, "datasets", "local")
         self.assertEqual(harness.file_digests(root), self.want)
