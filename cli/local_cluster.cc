@@ -345,7 +345,6 @@ Result<std::unique_ptr<proto::CurveSecurity>> ConnectAsMember(zmq::context_t& zm
   return proto::CurveSecurity::Enable(zmq, std::move(k), spdlog::default_logger());
 }
 
-// The options a cluster was started with, as its record keeps them.
 // The value of `flag` in a recorded command line, or "".
 std::string FlagValue(const std::vector<std::string>& argv, const std::string& flag) {
   for (size_t i = 0; i + 1 < argv.size(); ++i) {
@@ -377,6 +376,7 @@ bool MountServing(const std::string& mnt, const std::vector<std::string>& argv, 
   return ServingGeneration(FlagValue(argv, "--cache-dir"), supervisor) >= 0;
 }
 
+// The options a cluster was started with, as its record keeps them.
 json OptionsJson(const LocalUpOptions& o) {
   return {{"nodes", o.nodes},
           {"coordinators", o.coordinators},
@@ -1166,8 +1166,7 @@ LocalRestartResult LocalRestart(const LocalRestartOptions& o) {
     if (is_mount) {
       const std::string path = StringAt(*d.entry, "path");
       return WaitFor([&] { return MountServing(path, d.argv, d.proc.pid); }, o.timeout, {d.proc}, signals,
-                     "the mount did not come up on " +
-                     path);
+                     "the mount did not come up on " + path);
     }
     if (d.entry == &doc) {
       return WaitFor([&] { return client.Call(proto::Ping{}, 200ms).ok(); }, o.timeout, {d.proc}, signals,
