@@ -31,7 +31,8 @@ trap release TERM INT
 while :; do
   "$hoard" lease take "$HOARD_DATASET" --job "$HOARD_JOB" --ttl "$ttl" >/dev/null ||
     echo "lease-sidecar.sh: could not renew the lease of $HOARD_JOB on $HOARD_DATASET" >&2
-  sleep $((ttl / 3)) &
+  # Holding none of our output: a TERM before `nap=$!` leaves it running.
+  sleep $((ttl / 3)) </dev/null >/dev/null 2>&1 &
   nap=$!
   wait "$nap" || true
 done

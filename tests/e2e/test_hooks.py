@@ -197,6 +197,22 @@ class HooksTest(unittest.TestCase):
 
     # ---- job leases ------------------------------------------------------
 
+    def test_a_short_job_ends_the_wrapper_at_once(self):
+        """hoard-run-when-cached returns, its output closed, as soon as a
+        short job ends: the lease renewer's sleep, left running when the stop
+        comes before the renewer knows its pid, keeps no pipe of the caller's
+        open (CI: a caller reading the output waited ttl/3 for it). A stand-in
+        hoard that always succeeds makes the race frequent: it hung 38 runs of
+        300 before the fix."""
+        fake = os.path.join(self.tmp.path, "hoard-ok")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(fake, 0o755)
+        env = dict(self.env(), HOARD=fake)
+        for _ in range(100):
+            r = run([RUN_WHEN_CACHED, "--lease-ttl", "60", "ds", "--", "true"], env, timeout=10)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_the_hooks_take_renew_and_release_job_leases(self):
         # Slurm: the prolog takes the job's lease (with the client key: it
         # runs as root but asks for no more), the epilog releases it.
