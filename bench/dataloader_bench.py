@@ -463,6 +463,10 @@ def med_ratio(runs, w, kind, base, fn):
     return statistics.median(vals) if vals else None
 
 
+def ratio(v):
+    return "-" if v is None else f"{v:.2f}"
+
+
 def report(runs, a):
     ws = [str(w) for w in a.workers]
     rate = lambda r: r["images_per_s"]  # noqa: E731
@@ -480,9 +484,8 @@ def report(runs, a):
             summary[f"{kind}_w{w}_images_per_s"] = v
             summary[f"{kind}_w{w}_vs_libnfs"] = rn
             summary[f"{kind}_w{w}_vs_local"] = rl
-            bold = "**" if kind == "epoch1" else ""
-            cells.append(f"{v:.0f} | {bold}{rn:.2f}{bold} | {rl:.2f}" if v and rn and rl else
-                         f"{v or 0:.0f} | {rn or 0:.2f} | {rl or 0:.2f}")
+            bold = "**" if kind == "epoch1" and rn is not None else ""
+            cells.append(f"{v:.0f} | {bold}{ratio(rn)}{bold} | {ratio(rl)}")
         lines.append(f"| {WHAT[kind]} | " + " | ".join(cells) + " |")
     lines += ["", "I/O CPU seconds per GB read (the loader's read calls + the daemons that served them; "
               "libnfs: + ganesha) and the ratio to direct libnfs's, same run:", "",
@@ -498,7 +501,7 @@ def report(runs, a):
             rn = statistics.median(ratios) if ratios else None
             summary[f"{kind}_w{w}_io_cpu_per_gb"] = v
             summary[f"{kind}_w{w}_io_cpu_vs_libnfs"] = rn
-            cells.append(f"{v or 0:.2f} | {rn or 0:.2f}")
+            cells.append(f"{v:.2f} | {ratio(rn)}")
         lines.append(f"| {WHAT[kind]} | " + " | ".join(cells) + " |")
     lines += ["", "CPU seconds per process (median over runs; the loader with its workers, and the part of it in "
               "read calls):", "",
