@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
-"""The read benchmark of the mount (issue 3): hoard against the local disk and
-against libfuse's own passthrough_ll example, on the same bytes, in one run.
+"""The read benchmark of the mount (issue 3): hoard against the local disk,
+against libfuse's own passthrough_ll example and against GlusterFS (issue 34),
+on the same bytes, in one run.
 
 Configurations (each reads the same source tree):
   direct        the files on the local disk, no FUSE
   pt            libfuse's passthrough_ll example, default options (built here
                 from /usr/share/doc/libfuse3-dev/examples)
   pt_always     passthrough_ll -o cache=always (keeps the page cache)
+  gluster       GlusterFS (Debian's glusterfs-server), a second FUSE file
+                system: a volume of 3 bricks (distributed: each file on one)
+                in directories on this machine's disk, mounted with its FUSE
+                client; the large and small trees copied in (not the metadata
+                tree: a million creates through it take too long). The
+                benchmark starts glusterd if none runs and removes the volume,
+                its bricks and that glusterd at the end
   hoard_local   the hoard mount of a 1-node cluster: every chunk on this node
   hoard_spread  a 3-node cluster: a third of the chunks local, the rest on two
                 peer node agents over loopback ZeroMQ
@@ -20,8 +28,9 @@ Workloads:
                             a full readdir of every directory (entries/s)
 
 Each figure is the median of --runs runs; the table gives it as a ratio to pt
-and to pt_always, with the daemon's CPU seconds per GB read (the FUSE server's,
-plus the node agents' for hoard). hoard's mount also reports the sizes of the
+and to pt_always (and to gluster when measured), with the daemon's CPU seconds
+per GB read (the FUSE server's, plus the node agents' for hoard, plus the
+brick servers' for gluster). hoard's mount also reports the sizes of the
 read requests the kernel sent (from its stats.json).
 
 Needs root (drop_caches, FUSE mounts). Usage:
@@ -31,12 +40,16 @@ import argparse
 import json
 import os
 import random
+import re
+import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import time
 
+import warm_bench
 from bench_data import generate_once, random_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,9 +57,8 @@ BIN = os.path.join(ROOT, os.environ.get("HOARD_BUILD_DIR", "build"), "bin")
 HOARD = os.path.join(BIN, "hoard")
 READTREE = os.path.join(BIN, "hoard-readtree")
 PT_SRC = "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-CONFIGS = ["direct", "pt", "pt_always", "hoard_local", "hoard_spread"]
+CONFIGS = ["direct", "pt", "pt_always", "gluster", "hoard_local", "hoard_spread"]
 WORKLOADS = ["large_cold", "large_warm", "small_cold", "small_warm", "meta_cold", "meta_warm"]
 
 
@@ -95,14 +107,9 @@ def drop_caches():
 # ---------------------------------------------------------------- daemons
 
 def cpu_seconds(pids):
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
+    """Of the processes and their children: hoard-fuse's PID is its
+    supervisor, whose child serves."""
+    return sum(warm_bench.cpu_seconds(pid) for pid in pids)
 
 
 def is_mounted(path):
@@ -151,6 +158,81 @@ class Passthrough:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+class Gluster:
+    """A GlusterFS volume of 3 bricks on this machine's disk, mounted with
+    the glusterfs FUSE client, holding a copy of the trees. stop() removes
+    the volume, the bricks, and glusterd if this started it."""
+
+    def __init__(self, work, src, trees):
+        self.dir = os.path.join(work, "gluster")
+        self.mnt = os.path.join(self.dir, "mnt")
+        self.vol = f"hoardbench{os.getpid()}"
+        self.host = socket.gethostname()
+        self.glusterd = None
+        self.created = False
+        shutil.rmtree(self.dir, ignore_errors=True)
+        bricks = [os.path.join(self.dir, f"brick{i}") for i in (1, 2, 3)]
+        for d in bricks + [self.mnt]:
+            os.makedirs(d)
+        try:
+            if run(["pgrep", "-x", "glusterd"], check=False).returncode != 0:
+                self.glusterd = subprocess.Popen(["glusterd", "-N", "--log-file", os.path.join(self.dir, "glusterd.log")],
+                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                wait_until(lambda: self.gluster("pool", "list", check=False).returncode == 0, 30, "glusterd")
+            # "force": gluster refuses bricks on the root file system otherwise.
+            self.gluster("volume", "create", self.vol, *[f"{self.host}:{b}" for b in bricks], "force")
+            self.created = True
+            self.gluster("volume", "start", self.vol)
+            run(["mount", "-t", "glusterfs", f"{self.host}:/{self.vol}", self.mnt])
+            self.pids = self.brick_pids() + self.client_pids()
+            if self.glusterd:
+                self.pids.append(self.glusterd.pid)
+            for tree in trees:
+                t0 = time.time()
+                run(["cp", "-r", os.path.join(src, tree), self.mnt])
+                log(f"  gluster: {tree} copied in in {time.time() - t0:.1f} s")
+        except BaseException:
+            self.stop()
+            raise
+
+    def gluster(self, *args, check=True):
+        return run(["gluster", "--mode=script", *args], check=check, timeout=120)
+
+    def brick_pids(self):
+        out = self.gluster("volume", "status", self.vol, "--xml").stdout
+        return [int(p) for p in re.findall(r"<pid>(\d+)</pid>", out) if int(p) > 0]
+
+    def client_pids(self):
+        """The glusterfs FUSE client of this mount."""
+        pids = []
+        for p in os.listdir("/proc"):
+            try:
+                argv = open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")
+            except (OSError, ValueError):
+                continue
+            if argv[0].endswith(b"glusterfs") and self.mnt.encode() in argv:
+                pids.append(int(p))
+        return pids
+
+    def path(self, sub):
+        return os.path.join(self.mnt, sub)
+
+    def stop(self):
+        if is_mounted(self.mnt):
+            run(["umount", self.mnt], check=False)
+        if self.created:  # stopping the volume ends its brick servers
+            self.gluster("volume", "stop", self.vol, check=False)
+            self.gluster("volume", "delete", self.vol, check=False)
+        if self.glusterd is not None:
+            self.glusterd.terminate()
+            try:
+                self.glusterd.wait(15)
+            except subprocess.TimeoutExpired:
+                self.glusterd.kill()
+                self.glusterd.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Direct:
@@ -264,8 +346,9 @@ def fmt(v, unit):
 
 
 def print_table(results, configs, workloads):
-    lines = ["| workload | " + " | ".join(configs) + " | hoard_local / pt | hoard_local / pt_always |",
-             "|---|" + "---:|" * (len(configs) + 2)]
+    bases = [b for b in ("pt", "pt_always", "gluster") if b in configs]
+    lines = ["| workload | " + " | ".join(configs) + " | " + " | ".join(f"hoard_local / {b}" for b in bases) + " |",
+             "|---|" + "---:|" * (len(configs) + len(bases))]
     for w in workloads:
         row, unit = [], ""
         for c in configs:
@@ -278,7 +361,7 @@ def print_table(results, configs, workloads):
                 unit = r["unit"]
                 row.append(fmt(r["value"], unit))
         ratios = []
-        for base in ("pt", "pt_always"):
+        for base in bases:
             h, b = results.get("hoard_local", {}).get(w), results.get(base, {}).get(w)
             if h and b and "value" in h and "value" in b and b["value"] > 0:
                 ratios.append(f"{h['value'] / b['value']:.2f}x")
@@ -334,11 +417,15 @@ def main():
             target = Direct(src)
         elif c in ("pt", "pt_always"):
             target = Passthrough(a.work, src, os.path.join(a.work, "mnt_" + c), c == "pt_always")
+        elif c == "gluster":
+            target = Gluster(a.work, src, [t for t in trees if t != "meta"])
         else:
             target = Hoard(a.work, src, 1 if c == "hoard_local" else 3, trees, a.insecure)
         results[c] = {}
         try:
             for w in workloads:
+                if c == "gluster" and w.startswith("meta"):
+                    continue  # not copied in (see Gluster)
                 try:
                     r = measure(target, w, a.runs)
                 except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:

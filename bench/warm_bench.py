@@ -79,6 +79,7 @@ Needs root (namespaces, tc, FUSE, drop_caches), nfs-ganesha and a build
   bench/warm_bench.py [--runs 1] [--quick] [--out results.json]
 """
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -136,11 +137,25 @@ def tree_bytes(path):
 # ---------------------------------------------------------------- probes
 
 def cpu_seconds(pid):
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    """CPU seconds (user + system) of `pid` and of every process under it,
+    those running and those it has reaped: hoard-fuse's PID is its
+    supervisor, and the serving process, which does the work, is its child
+    (fuse/supervisor.h), which the supervisor's own utime and stime leave
+    out."""
+    total = 0.0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+            # utime, stime, cutime, cstime
+            total += sum(int(v) for v in fields[11:15]) / CLK_TCK
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
 
 
 class CpuMeter:
@@ -549,6 +564,27 @@ def table(runs, link, nominal):
     return "\n".join(lines), out
 
 
+@contextlib.contextmanager
+def storage_cluster(a):
+    """The benchmark's cluster (tests/lib/hosts.py) in A.work/cluster, made
+    afresh: ganesha exporting A.export on the storage host, its link
+    throttled to A.rate, A.nodes node agents (A.node_arg), node 1's mount
+    (A.mount_arg). Closed at the end, what survived that logged."""
+    workdir = os.path.join(a.work, "cluster")
+    shutil.rmtree(workdir, ignore_errors=True)
+    cluster = hosts.HostCluster(workdir, nodes=a.nodes, export_dir=a.export, mounts="first",
+                                nfs_port=20490 + 2 * (os.getpid() % 1000), node_args=a.node_arg,
+                                mount_args=a.mount_arg)
+    try:
+        cluster.throttle_storage(a.rate)
+        yield cluster
+    finally:
+        cluster.close()
+        left = cluster.leftovers()
+        if left:
+            log(f"left over after close: {left}")
+
+
 def parse_rate(rate):
     units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
     for u, m in units.items():
@@ -604,25 +640,12 @@ def main():
     log(f"data: large {sizes['large'][0] / 2**30:.2f} GiB in {sizes['large'][1]} files, small "
         f"{sizes['small'][0] / 2**30:.2f} GiB in {sizes['small'][1]} files; load {load()}")
 
-    workdir = os.path.join(a.work, "cluster")
-    shutil.rmtree(workdir, ignore_errors=True)
-    cluster = None
     runs = []
-    try:
-        cluster = hosts.HostCluster(workdir, nodes=a.nodes, export_dir=a.export, mounts="first",
-                                    nfs_port=20490 + 2 * (os.getpid() % 1000), node_args=a.node_arg,
-                                    mount_args=a.mount_arg)
-        cluster.throttle_storage(a.rate)
+    with storage_cluster(a) as cluster:
         for run in range(a.runs):
             link = measure_link(cluster, a.link_mib << 20)
             log(f"run {run}: link {link / 1e6:.1f} MB/s (nominal {nominal / 1e6:.0f})")
             runs.append(one_run(cluster, a, run, sizes, link))
-    finally:
-        if cluster is not None:
-            cluster.close()
-            left = cluster.leftovers()
-            if left:
-                log(f"left over after close: {left}")
     link = statistics.median(r["link"] for r in runs)
     text, ratios = table(runs, link, nominal)
     print(text)
