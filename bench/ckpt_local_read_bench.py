@@ -13,8 +13,10 @@ page cache dropped first:
   read    read(2) of the whole file in --read-kib pieces into one buffer
   load    torch.load of the file (weights_only)
 for the writer's node (node 1) and, with --holder, for the holder (node 2:
-its replica chunk files). The figure is the median MB/s of each, and the
-ratio of the medians. The bytes read through each mount are compared with the
+its replica chunk files). The figures: the median MB/s of each, the ratio
+of the medians, and the median of the ratios of each pair of neighbouring
+reads (mount and local, one right after the other: steadier on a loaded
+machine). The bytes read through each mount are compared with the
 local file's once, outside the timed reads.
 
 Needs root, torch, and a build (HOARD_BUILD_DIR, default build/). Usage:
@@ -119,17 +121,24 @@ def main():
             if name != "local" and hosts.digest(p) != want:
                 raise RuntimeError(f"{name}'s mount read other bytes than were written")
         samples = {(m, name): [] for m in ("read", "load") for name in paths}
+        ratios = {(m, name): [] for m in ("read", "load") for name in paths if name != "local"}
         for r in range(a.rounds):
             for name in [n for n in paths if n != "local"]:
                 for order in (("local", name), (name, "local")):
+                    got = {}
                     for who in order:
                         n, secs = timed_read(paths[who], a.read_kib << 10)
                         if n != size:
                             raise RuntimeError(f"{who}: read {n} bytes of {size}")
-                        samples[("read", who)].append(size / secs)
-                        samples[("load", who)].append(size / timed_load(paths[who]))
+                        got[("read", who)] = size / secs
+                        got[("load", who)] = size / timed_load(paths[who])
+                    for (m, who), v in got.items():
+                        samples[(m, who)].append(v)
+                    for m in ("read", "load"):
+                        ratios[(m, name)].append(got[(m, name)] / got[(m, "local")])
             log(f"round {r}: " + ", ".join(f"{m} {w} {s[-1] / 1e6:.0f}" for (m, w), s in samples.items()))
         res["samples"] = {f"{m} {w}": s for (m, w), s in samples.items()}
+        res["ratios"] = {f"{m} {w}": s for (m, w), s in ratios.items()}
     finally:
         if c is not None:
             c.close()
@@ -138,14 +147,17 @@ def main():
                 log(f"left over after close: {left}")
         shutil.rmtree(a.work, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in res["samples"].items()}
-    lines = ["| measure | through the mount | local file, same disk | ratio | target |", "|---|---:|---:|---:|---:|"]
+    rmed = {k: statistics.median(v) for k, v in res["ratios"].items()}
+    lines = ["| measure | through the mount | local file, same disk | ratio of the medians | median of the "
+             "pairs' ratios | target |", "|---|---:|---:|---:|---:|---:|"]
     what = {"read": f"read(2), {a.read_kib} KiB pieces", "load": "torch.load"}
     where = {"node1": "writer's node", "node2": "holder (replicas)"}
     for m in ("read", "load"):
         for w in ("node1", "node2"):
             if f"{m} {w}" in med:
                 lines.append(f"| {what[m]}, {where[w]}, page cache dropped | {med[f'{m} {w}'] / 1e6:.0f} MB/s | "
-                             f"{med[f'{m} local'] / 1e6:.0f} MB/s | **{med[f'{m} {w}'] / med[f'{m} local']:.2f}** | 0.9 |")
+                             f"{med[f'{m} local'] / 1e6:.0f} MB/s | {med[f'{m} {w}'] / med[f'{m} local']:.2f} | "
+                             f"**{rmed[f'{m} {w}']:.2f}** | 0.9 |")
     res["table"] = lines
     print("\n".join(lines))
     if a.out:
