@@ -60,9 +60,11 @@
 // checkpoint origin once the file is there (P). Except on the node that
 // wrote it: a read handle whose open finds this node's whole-file copy
 // (STORE/ckpt/files/<id>) stamped with the generation it opened keeps a
-// descriptor of the copy and splices each read from it (the kernel reads
-// ahead in it; no copy through this process), as long as the stamp, asked
-// at every read, still names the handle's generation. The copy loses its
+// descriptor of the copy and answers each read with it as a file buffer
+// (fuse_reply_data: spliced to the kernel where libfuse's pipe can hold the
+// reply, which for 1 MiB needs CAP_SYS_RESOURCE or fs.pipe-max-size above
+// 1 MiB; else read into memory first), as long as the stamp, asked at every
+// read, still names the handle's generation. The copy loses its
 // stamp before its first byte changes (LocalFile::WillChange), so a handle
 // never reads other bytes from it; eviction of the copy leaves the
 // descriptor's bytes. Not kernel passthrough (fuse/passthrough.h): while an

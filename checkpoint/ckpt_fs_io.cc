@@ -395,8 +395,11 @@ bool CkptFs::ReadWholeCopy(fuse_req_t req, const Handle& h, size_t size, off_t o
     return true;
   }
   const size_t n = size_t(std::min<uint64_t>(size, h.entry->size - uint64_t(off)));
-  // Spliced from the copy's pages to the kernel (no copy through this
-  // process); the kernel reads ahead in the copy as in any local file.
+  // Spliced from the copy's pages to the kernel where libfuse can (its pipe
+  // must hold the whole reply: past fs.pipe-max-size, 1 MiB by default, only
+  // with CAP_SYS_RESOURCE), else read into memory and written; either way
+  // the kernel reads ahead in the copy as in any local file, and no chunk is
+  // hashed or copied again here.
   fuse_bufvec v = FUSE_BUFVEC_INIT(n);
   v.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
   v.buf[0].fd = h.copy->get();
