@@ -26,7 +26,19 @@ CkptChunks::~CkptChunks() {
 }
 
 Result<size_t> CkptChunks::Read(const proto::CkptEntry& e, uint64_t off, size_t len, char* out) {
-  if (off >= e.size || len == 0) return size_t{0};
+  Result<std::vector<Piece>> pieces = ReadPieces(e, off, len);
+  if (!pieces.ok()) return pieces.status();
+  size_t n = 0;
+  for (const Piece& p : *pieces) {
+    std::memcpy(out + n, p.data, p.size);
+    n += p.size;
+  }
+  return n;
+}
+
+Result<std::vector<CkptChunks::Piece>> CkptChunks::ReadPieces(const proto::CkptEntry& e, uint64_t off, size_t len) {
+  std::vector<Piece> out;
+  if (off >= e.size || len == 0) return out;
   if (std::optional<uint64_t> n = proto::CkptChunkCount(e.size, e.chunk_size); !n || e.checksums.size() != *n) {
     return Status::Corruption("checkpoint file " + e.path + ": its entry's chunk list does not match its size");
   }
@@ -52,10 +64,10 @@ Result<size_t> CkptChunks::Read(const proto::CkptEntry& e, uint64_t off, size_t 
     if (!b.ok()) return b.status();
     const uint64_t in = pos - uint64_t(index) * e.chunk_size;
     const uint64_t n = std::min<uint64_t>(end - pos, (*b)->size() - in);
-    std::memcpy(out + (pos - off), (*b)->data() + in, n);
+    out.push_back(Piece{.chunk = *b, .data = (*b)->data() + in, .size = size_t(n)});
     pos += n;
   }
-  return static_cast<size_t>(end - off);
+  return out;
 }
 
 CkptChunks::Bytes CkptChunks::Cached(const Key& k) {

@@ -61,8 +61,19 @@ class CkptChunks {
   // Copies bytes [off, off + len) of the committed generation of `e` into
   // `out` (fewer at the end of the file).
   Result<size_t> Read(const proto::CkptEntry& e, uint64_t off, size_t len, char* out);
+  // The same bytes as pieces of the chunks that hold them, uncopied (the
+  // mount replies with them as they are: one copy fewer per byte).
+  struct Piece {
+    Bytes chunk;  // keeps `data` alive
+    const char* data = nullptr;
+    size_t size = 0;
+  };
+  Result<std::vector<Piece>> ReadPieces(const proto::CkptEntry& e, uint64_t off, size_t len);
 
   uint64_t local_bytes() const { return local_bytes_.load(); }
+  // Bytes the mount read from this node's disk itself (checkpoint/ckpt_fs.h:
+  // a handle reading the whole-file copy), counted with this class's own.
+  void CountLocal(uint64_t n) { local_bytes_ += n; }
   uint64_t peer_bytes() const { return peer_bytes_.load(); }
   uint64_t origin_bytes() const { return origin_bytes_.load(); }
 

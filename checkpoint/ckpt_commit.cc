@@ -33,7 +33,11 @@ Result<std::shared_ptr<LocalFile>> OpenLocalFile(const std::string& dir, uint64_
     if (st.st_nlink > 0) break;
     if (attempt >= 3) return Status::IoError(f->path + " keeps being deleted while opened");
   }
-  if (truncate && ::ftruncate(f->fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + f->path);
+  if (truncate) {
+    // The stamp goes before the bytes do (store/replica_store.h).
+    ReplicaStore::ClearGeneration(f->fd.get());
+    if (::ftruncate(f->fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + f->path);
+  }
   if (::fstat(f->fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + f->path);
   {
     // Not shared yet; the lock only satisfies the analysis.
@@ -41,6 +45,13 @@ Result<std::shared_ptr<LocalFile>> OpenLocalFile(const std::string& dir, uint64_
     f->size = static_cast<uint64_t>(st.st_size);
   }
   return f;
+}
+
+void LocalFile::WillChange() {
+  // A dirty file has no stamp: cleared by the first change since the
+  // commit (or the open) that left it clean.
+  if (!dirty) ReplicaStore::ClearGeneration(fd.get());
+  dirty = true;
 }
 
 Committer::Committer(Options options, proto::ClientPool* pool, proto::LeaderPool* coordinator,

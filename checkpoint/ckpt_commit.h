@@ -97,6 +97,12 @@ struct LocalFile {
   // first commit of this open).
   bool dir_synced GUARDED_BY(mu) = false;
   SentChunks sent;  // chunks of gen+1 already at their holders (write-behind)
+
+  // Call before the bytes change (a write, a truncation): the file then no
+  // longer holds the generation its stamp names (store/replica_store.h),
+  // which this node's readers trust to read it directly (checkpoint/
+  // ckpt_fs.h), so a clean file loses its stamp first. Marks it dirty.
+  void WillChange() REQUIRES(mu);
 };
 
 // Opens (creating if needed) the local file for `id` under `dir` and flocks it

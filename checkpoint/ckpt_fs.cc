@@ -426,12 +426,12 @@ void CkptFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_s
     struct stat st;
     {
       MutexLock lock(&f->mu);
+      f->WillChange();
       if (::ftruncate(f->fd.get(), attr->st_size) != 0) {
         fuse_reply_err(req, errno);
         return;
       }
       f->size = uint64_t(attr->st_size);
-      f->dirty = true;
     }
     std::shared_ptr<const proto::CkptEntry> base = f->base.load();
     proto::CkptEntry e = base != nullptr ? *base : proto::CkptEntry{.id = id};
@@ -480,13 +480,13 @@ void CkptFs::SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_s
     }
     {
       MutexLock lock(&(*f)->mu);
+      (*f)->WillChange();
       if (::ftruncate((*f)->fd.get(), attr->st_size) != 0) {
         fuse_reply_err(req, errno);
         return;
       }
       (*f)->sent.Truncate(committer_.chunk_size(), std::min<uint64_t>((*f)->size, uint64_t(attr->st_size)));
       (*f)->size = static_cast<uint64_t>(attr->st_size);
-      (*f)->dirty = true;
     }
     if (open == nullptr) {
       if (Status s = CommitIfDirty(**f, /*writing=*/false); !s.ok()) {

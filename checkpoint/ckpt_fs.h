@@ -57,7 +57,21 @@
 //
 // Reads of a file not open for writing here go through CkptChunks (checkpoint/
 // ckpt_chunks.h): this node's copies, then the other holders, then the
-// checkpoint origin once the file is there (P). A handle reads the generation
+// checkpoint origin once the file is there (P). Except on the node that
+// wrote it: a read handle whose open finds this node's whole-file copy
+// (STORE/ckpt/files/<id>) stamped with the generation it opened keeps a
+// descriptor of the copy and answers each read with it as a file buffer
+// (fuse_reply_data: spliced to the kernel where libfuse's pipe can hold the
+// reply, which for 1 MiB needs CAP_SYS_RESOURCE or fs.pipe-max-size above
+// 1 MiB; else read into memory first), as long as the stamp, asked at every
+// read, still names the handle's generation. The copy loses its
+// stamp before its first byte changes (LocalFile::WillChange), so a handle
+// never reads other bytes from it; eviction of the copy leaves the
+// descriptor's bytes. Not kernel passthrough (fuse/passthrough.h): while an
+// inode has a passthrough open the kernel fails every open of it that is not
+// a passthrough of the same backing file, so a reader backed by one
+// generation would make the next open for writing here, or an open of a
+// newer generation, fail. A handle reads the generation
 // it opened: after a rename over the file, an unlink, or another node's
 // rewrite, it keeps reading exactly those bytes until it is closed (its
 // generation is held: see Sessions below), and fstat/lseek(SEEK_END) keep
@@ -247,6 +261,8 @@ class CkptFs {
 
   // Where reads of committed checkpoint files came from (for metrics).
   const CkptChunks& chunks() const { return chunks_; }
+  // Tests: bytes read from whole-file copies (see Reads above).
+  uint64_t TEST_whole_copy_bytes() const { return whole_copy_bytes_.load(); }
   // How the chunks of committed files reached their holders (for metrics).
   const Committer& committer() const { return committer_; }
   Committer& TEST_committer() { return committer_; }
@@ -282,6 +298,11 @@ class CkptFs {
     uint64_t id = 0;
     std::shared_ptr<LocalFile> file;
     std::shared_ptr<const proto::CkptEntry> entry;
+    // A reader's descriptor of this node's whole-file copy (STORE/ckpt/
+    // files/<id>), when at its open the copy was stamped with the entry's
+    // generation: read directly while the stamp still says so (see Reads
+    // above). Null: none.
+    std::shared_ptr<const UniqueFd> copy;
     // Opened for writing: only such a handle's close commits. A reader on
     // the writer's node shares `file` but must not commit a save under way.
     bool writable = false;
@@ -318,6 +339,12 @@ class CkptFs {
   void ReplyEntry(fuse_req_t req, const proto::CkptEntry& e);
   // The entry an open handle of `id` reads, if this mount has one.
   std::shared_ptr<const proto::CkptEntry> OpenEntry(uint64_t id);
+  // This node's whole-file copy of `e`, if it holds exactly that generation
+  // (stamped with it: store/replica_store.h); null otherwise.
+  std::shared_ptr<const UniqueFd> OpenWholeCopy(const proto::CkptEntry& e);
+  // Answers a read of `h` from its whole-file copy, if the copy still holds
+  // the handle's generation; false (nothing replied) if not.
+  bool ReadWholeCopy(fuse_req_t req, const Handle& h, size_t size, off_t off);
   // The open local file of `id`, if this mount has it open for writing.
   std::shared_ptr<LocalFile> OpenLocal(uint64_t id);
   std::shared_ptr<LocalFile> OpenLocalLocked(uint64_t id) REQUIRES(mu_);
@@ -403,6 +430,7 @@ class CkptFs {
   std::unordered_set<uint64_t> sync_failed_ GUARDED_BY(mu_);
   std::unordered_map<uint64_t, Handle> handles_ GUARDED_BY(mu_);  // by fh
   std::atomic<fuse_session*> session_{nullptr};
+  std::atomic<uint64_t> whole_copy_bytes_{0};
   uint64_t next_fh_ GUARDED_BY(mu_) = 1;
 
   // The locks this mount holds at the coordinator, mirrored to re-assert

@@ -2,11 +2,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "store/replica_store.h"
@@ -98,10 +101,10 @@ Result<std::shared_ptr<LocalFile>> CkptFs::OpenForWrite(const proto::CkptEntry& 
   }
   if (truncate) {
     MutexLock lock(&f->mu);
+    f->WillChange();
     if (::ftruncate(f->fd.get(), 0) != 0) return Status::FromErrno(errno, "truncate " + f->path);
     f->sent.Truncate(committer_.chunk_size(), 0);
     f->size = 0;
-    f->dirty = true;
     ClearSyncFailed(*f);
   }
   return f;
@@ -301,6 +304,7 @@ void CkptFs::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   } else {
     // A reader on the node that is writing the file sees the writer's bytes.
     h.file = OpenLocal(e.id);
+    if (h.file == nullptr) h.copy = OpenWholeCopy(e);
     h.entry = std::make_shared<const proto::CkptEntry>(std::move(e));
   }
   fi->fh = NewHandle(std::move(h));
@@ -335,8 +339,9 @@ void CkptFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_
   // On the node writing the file every handle reads the writer's bytes, as
   // on a local file system (one file), also one opened before the writer.
   if (h.file == nullptr) h.file = OpenLocal(h.id);
-  std::vector<char> buf(size);
+  if (h.file == nullptr && h.copy != nullptr && ReadWholeCopy(req, h, size, off)) return;
   if (h.file != nullptr) {
+    std::vector<char> buf(size);
     MutexLock lock(&h.file->mu);
     const ssize_t n = ::pread(h.file->fd.get(), buf.data(), size, off);
     if (n < 0) {
@@ -346,13 +351,63 @@ void CkptFs::Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_
     fuse_reply_buf(req, buf.data(), size_t(n));
     return;
   }
-  Result<size_t> n = chunks_.Read(*h.entry, uint64_t(off), size, buf.data());
-  if (!n.ok()) {
-    options_.logger->error("read checkpoint {} at {}: {}", h.entry->path, off, n.status().ToString());
+  Result<std::vector<CkptChunks::Piece>> pieces = chunks_.ReadPieces(*h.entry, uint64_t(off), size);
+  if (!pieces.ok()) {
+    options_.logger->error("read checkpoint {} at {}: {}", h.entry->path, off, pieces.status().ToString());
     fuse_reply_err(req, EIO);
     return;
   }
-  fuse_reply_buf(req, buf.data(), *n);
+  // Straight from the chunks (kept alive by `pieces` until the reply is
+  // written): one writev to the FUSE device copies them once.
+  if (pieces->empty()) {
+    fuse_reply_buf(req, nullptr, 0);
+    return;
+  }
+  std::vector<iovec> iov;
+  iov.reserve(pieces->size());
+  for (const CkptChunks::Piece& p : *pieces) iov.push_back(iovec{const_cast<char*>(p.data), p.size});
+  fuse_reply_iov(req, iov.data(), int(iov.size()));
+}
+
+std::shared_ptr<const UniqueFd> CkptFs::OpenWholeCopy(const proto::CkptEntry& e) {
+  if (files_dir_.empty() || e.gen == 0 || e.size == 0) return nullptr;
+  UniqueFd fd(::open((files_dir_ + "/" + std::to_string(e.id)).c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || uint64_t(st.st_size) != e.size ||
+      ReplicaStore::StampedGeneration(fd.get()) != std::optional<uint64_t>(e.gen)) {
+    return nullptr;
+  }
+  return std::make_shared<const UniqueFd>(std::move(fd));
+}
+
+bool CkptFs::ReadWholeCopy(fuse_req_t req, const Handle& h, size_t size, off_t off) {
+  // The stamp is asked at every read: the copy is written in place when this
+  // node opens the file for writing again, and loses its stamp before its
+  // first byte changes (LocalFile::WillChange). Once it no longer holds the
+  // handle's generation, the handle reads through CkptChunks: the replicas,
+  // which are never rewritten. (A write beginning on this node between the
+  // check and the read below is seen by this read, as handles on the
+  // writer's node see the writer's bytes.) The descriptor keeps the copy's
+  // bytes even if eviction removes its name meanwhile.
+  if (ReplicaStore::StampedGeneration(h.copy->get()) != std::optional<uint64_t>(h.entry->gen)) return false;
+  if (off < 0 || uint64_t(off) >= h.entry->size || size == 0) {
+    fuse_reply_buf(req, nullptr, 0);
+    return true;
+  }
+  const size_t n = size_t(std::min<uint64_t>(size, h.entry->size - uint64_t(off)));
+  // Spliced from the copy's pages to the kernel where libfuse can (its pipe
+  // must hold the whole reply: past fs.pipe-max-size, 1 MiB by default, only
+  // with CAP_SYS_RESOURCE), else read into memory and written; either way
+  // the kernel reads ahead in the copy as in any local file, and no chunk is
+  // hashed or copied again here.
+  fuse_bufvec v = FUSE_BUFVEC_INIT(n);
+  v.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+  v.buf[0].fd = h.copy->get();
+  v.buf[0].pos = off;
+  chunks_.CountLocal(n);
+  whole_copy_bytes_ += n;
+  fuse_reply_data(req, &v, FUSE_BUF_SPLICE_MOVE);
+  return true;
 }
 
 void CkptFs::KillSuidOnWrite(fuse_req_t req, fuse_ino_t ino, LocalFile& f) {
@@ -400,12 +455,12 @@ void CkptFs::Write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size
   }
   KillSuidOnWrite(req, ino, *f);
   MutexLock lock(&f->mu);
+  f->WillChange();
   if (Status s = PwriteAll(f->fd.get(), data, size, off); !s.ok()) {
     fuse_reply_err(req, ToErrno(s));
     return;
   }
   f->size = std::max<uint64_t>(f->size, uint64_t(off) + size);
-  f->dirty = true;
   write_behind_.Wrote(f, uint64_t(off), size);
   fuse_reply_write(req, size);
 }

@@ -145,7 +145,7 @@ Status CkptFs::TakeOver() {
         f->gen = s.entry.gen;
         f->level = static_cast<proto::CkptLevel>(s.entry.level);
         f->mode = s.entry.mode;
-        f->dirty = true;
+        f->WillChange();
         f->base.store(nullptr);
         f->sent.Reset(f->gen + 1);
         local_[s.id] = f;
@@ -154,7 +154,10 @@ Status CkptFs::TakeOver() {
       ++writers;
     } else {
       h.file = OpenLocalLocked(s.id);
-      if (s.has_entry) h.entry = std::make_shared<const proto::CkptEntry>(std::move(s.entry));
+      if (s.has_entry) {
+        if (h.file == nullptr) h.copy = OpenWholeCopy(s.entry);
+        h.entry = std::make_shared<const proto::CkptEntry>(std::move(s.entry));
+      }
     }
     handles_[fh] = std::move(h);
     next_fh_ = std::max(next_fh_, fh + 1);

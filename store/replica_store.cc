@@ -404,7 +404,10 @@ void ReplicaStore::StampGeneration(int fd, uint64_t gen) {
   (void)::fsetxattr(fd, kGenXattr, v.data(), v.size(), 0);
 }
 
-void ReplicaStore::ClearGeneration(int fd) { (void)::fremovexattr(fd, kGenXattr); }
+void ReplicaStore::ClearGeneration(int fd) {
+  // Once per rewrite (a file without a stamp has nothing to remove).
+  if (::fremovexattr(fd, kGenXattr) == 0) (void)::fsync(fd);
+}
 
 std::optional<uint64_t> ReplicaStore::StampedGeneration(int fd) {
   char buf[32];

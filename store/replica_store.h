@@ -181,7 +181,12 @@ class ReplicaStore {
   // The stamp on a whole-file copy (see the top): set by the mount after a
   // commit, removed before it writes the file again. Best effort on a file
   // system without user xattrs (then the copy is only ever evicted whole,
-  // by keep_files).
+  // by keep_files). The mount's readers on this node trust a stamp that
+  // matches the generation they read and read the file directly
+  // (checkpoint/ckpt_fs.h), so ClearGeneration, when it removed a stamp,
+  // fsyncs the file: the removal is on the disk before any byte changes,
+  // and a crash in the middle of a rewrite never leaves a stamp on bytes
+  // that are not its generation's.
   static constexpr const char* kGenXattr = "user.hoard.gen";
   static void StampGeneration(int fd, uint64_t gen);
   static void ClearGeneration(int fd);
