@@ -120,8 +120,9 @@ void DatasetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fus
   stats_.CountRead(end - uint64_t(off));
   ds->NoteRead();
   // A sequential reader gets the chunks after this one fetched ahead, while
-  // this request waits for its own.
-  reader_.NoteRead(*ds, entry, uint64_t(off), end);
+  // this request waits for its own; a random one gets just its range of a
+  // chunk it does not hold.
+  const bool random = reader_.NoteRead(*ds, entry, uint64_t(off), end);
 
   // One buffer per chunk the range touches: a local chunk file's fd (spliced
   // by libfuse) or bytes fetched from the network. The kernel sends at most
@@ -159,7 +160,10 @@ void DatasetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fus
       b.pos = static_cast<off_t>(in_chunk);
       local += len;
     } else {
-      Result<ChunkReader::Bytes> bytes = reader_.FetchRemote(*ds, entry, static_cast<uint32_t>(chunk));
+      uint64_t at = in_chunk;
+      Result<ChunkReader::Bytes> bytes =
+          random ? reader_.FetchRange(*ds, entry, static_cast<uint32_t>(chunk), in_chunk, len, &at)
+                 : reader_.FetchRemote(*ds, entry, static_cast<uint32_t>(chunk));
       if (!bytes.ok()) {
         options_.logger->error("read {}/{} at {}: {}", ds->name, m.Path(entry), pos, bytes.status().ToString());
         stats_.read_errors.fetch_add(1, std::memory_order_relaxed);
@@ -168,7 +172,7 @@ void DatasetFs::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fus
         fuse_reply_err(req, EIO);
         return;
       }
-      b.mem = const_cast<char*>((*bytes)->data() + in_chunk);
+      b.mem = const_cast<char*>((*bytes)->data() + at);
       remote.push_back(std::move(*bytes));
     }
     pos += len;

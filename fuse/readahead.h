@@ -8,14 +8,17 @@
 // reads. Once a file is read sequentially (kSequentialReads requests in a row
 // that start within `sequential_slack` of where its reads so far ended and
 // take that end further: FUSE threads pass the requests of one kernel
-// read-ahead window in any order), the `chunks` chunks after the one being
+// read-ahead window in any order; after a jump, also a run of more than
+// `sequential_slack` bytes), the `chunks` chunks after the one being
 // read are queued for `threads` workers (a WorkQueue<AheadTask>), which hand
 // each to `fetch` (ChunkReader: through the same single flight as demand
 // reads). Read-ahead never goes past the file's last chunk and skips chunks
 // that the local store holds (read from there directly) or that are cached
 // or reserved already (fuse/chunk_cache.h, whose budget it reserves); a file
 // whose reads stop being sequential has its queued read-ahead dropped
-// (WorkQueue::DropIf) and its chunks read ahead aged.
+// (WorkQueue::DropIf) and its chunks read ahead aged. NoteRead also tells
+// its caller whether the read is random (a jump), for which the mount
+// fetches just the range, not the chunk.
 //
 // Files being read are tracked in a small direct-mapped table: a collision
 // only makes a file look new, as if it had just been opened.
@@ -81,8 +84,15 @@ class Readahead {
 
   // Notes a read request of bytes [offset, end) of file `entry` and, when
   // the file is being read sequentially, queues read-ahead of the chunks
-  // after it. `ds` must outlive this object.
-  void NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end) EXCLUDES(streams_mu_);
+  // after it. `ds` must outlive this object. Returns whether the read is
+  // random: in a file of more than one chunk whose reads jumped (a read
+  // started farther than `sequential_slack` from where the file's reads
+  // ended, or the first one that far from its start), until a run of reads
+  // makes it sequential again (see Stream::jumped). Such a read is served a
+  // range, not a whole chunk (ChunkReader::FetchRange); a file read from its
+  // start is never random until it jumps. Always false with read-ahead off
+  // (no file is followed then).
+  bool NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end) EXCLUDES(streams_mu_);
 
   // The read-ahead depth in chunks for `chunk_size` (0 = none).
   uint32_t Depth(uint64_t chunk_size) const;
@@ -94,7 +104,17 @@ class Readahead {
     uint64_t end = 0;       // where the sequential reads so far ended
     uint32_t streak = 0;    // requests in a row that were sequential
     uint32_t ahead_to = 0;  // chunks below this one were queued (or skipped)
+    // The file's reads jumped at least once (or began far from its start):
+    // a random reader's, which a run of reads must take past
+    // `sequential_slack` from `run_start` (where it began) to be sequential
+    // again. A page fault of a memory-mapped file is a run of four 1 MiB
+    // requests (the kernel's read-around of the mount's 4 MiB window): with
+    // the streak alone every fault would read four chunks ahead.
+    bool jumped = false;
+    uint64_t run_start = 0;
   };
+  // Whether the stream's reads are sequential now (read-ahead follows them).
+  bool Sequential(const Stream& s) const;
   static uint64_t StreamKey(const MountedDataset& ds, uint32_t entry) { return (uint64_t(ds.slot) << 32 | entry) + 1; }
   Stream& SlotLocked(uint64_t stream) REQUIRES(streams_mu_);
   // Queues read-ahead of chunks [from, to) of the file; returns the first
