@@ -64,9 +64,11 @@
 // its node agent stored it while serving us) is not kept: the demand read
 // opens the file.
 //
-// Random reads: a read that jumped within a file of several chunks (a numpy
-// memmap, safetensors, parquet: NoteRead says so) and whose chunk is neither
-// local nor in memory fetches just the range it asked for (FetchRange), from
+// Random reads: a small read (the caller's choice: fuse/ops_io.cc takes at
+// most an eighth of a chunk) that jumped within a file of several chunks (a
+// numpy memmap, safetensors, parquet: NoteRead says so) and whose chunk is
+// neither local nor in memory fetches just the range it asked for
+// (FetchRange), from
 // the same sources in the same order, hedged the same way: an owner that
 // misses reads only that range from the origin and answers (GetChunk
 // range_only), storing nothing. A whole chunk for a 16 KiB read would cost

@@ -40,9 +40,7 @@ uint32_t Readahead::Depth(uint64_t chunk_size) const {
   return static_cast<uint32_t>(std::clamp<uint64_t>(kAutoBytes / chunk_size, 4, kAutoMaxChunks));
 }
 
-bool Readahead::Sequential(const Stream& s) const {
-  return s.streak >= kSequentialReads && (!s.jumped || s.end - s.run_start > options_.sequential_slack);
-}
+bool Readahead::Sequential(const Stream& s) const { return s.streak >= kSequentialReads; }
 
 Readahead::Stream& Readahead::SlotLocked(uint64_t stream) { return streams_[Mix64(stream, 0x5eed) % kStreamSlots]; }
 
@@ -65,8 +63,7 @@ bool Readahead::NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offs
       // A first read near the file's start (FUSE threads may pass the
       // requests of the first window in any order) may be a stream's; one
       // anywhere else reads where it needs, as after a jump.
-      s = Stream{.stream = stream, .end = end, .streak = 0, .ahead_to = last + 1, .jumped = offset > slack,
-                 .run_start = offset};
+      s = Stream{.stream = stream, .end = end, .streak = 0, .ahead_to = last + 1, .jumped = offset > slack};
       return s.jumped;
     }
     if (offset <= s.end + slack && end + slack >= s.end) {
@@ -83,7 +80,6 @@ bool Readahead::NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offs
       s.end = end;
       s.ahead_to = last + 1;
       s.jumped = true;
-      s.run_start = offset;
     }
     random = s.jumped && !Sequential(s);
     if (Sequential(s)) {

@@ -8,8 +8,7 @@
 // reads. Once a file is read sequentially (kSequentialReads requests in a row
 // that start within `sequential_slack` of where its reads so far ended and
 // take that end further: FUSE threads pass the requests of one kernel
-// read-ahead window in any order; after a jump, also a run of more than
-// `sequential_slack` bytes), the `chunks` chunks after the one being
+// read-ahead window in any order), the `chunks` chunks after the one being
 // read are queued for `threads` workers (a WorkQueue<AheadTask>), which hand
 // each to `fetch` (ChunkReader: through the same single flight as demand
 // reads). Read-ahead never goes past the file's last chunk and skips chunks
@@ -87,8 +86,8 @@ class Readahead {
   // after it. `ds` must outlive this object. Returns whether the read is
   // random: in a file of more than one chunk whose reads jumped (a read
   // started farther than `sequential_slack` from where the file's reads
-  // ended, or the first one that far from its start), until a run of reads
-  // makes it sequential again (see Stream::jumped). Such a read is served a
+  // ended, or the first one that far from its start), until a streak of
+  // reads makes it sequential again (see Stream::jumped). Such a read is served a
   // range, not a whole chunk (ChunkReader::FetchRange); a file read from its
   // start is never random until it jumps. Always false with read-ahead off
   // (no file is followed then).
@@ -105,13 +104,11 @@ class Readahead {
     uint32_t streak = 0;    // requests in a row that were sequential
     uint32_t ahead_to = 0;  // chunks below this one were queued (or skipped)
     // The file's reads jumped at least once (or began far from its start):
-    // a random reader's, which a run of reads must take past
-    // `sequential_slack` from `run_start` (where it began) to be sequential
-    // again. A page fault of a memory-mapped file is a run of four 1 MiB
-    // requests (the kernel's read-around of the mount's 4 MiB window): with
-    // the streak alone every fault would read four chunks ahead.
+    // a random reader's, whose reads are random until a streak makes them
+    // sequential again. (A page fault of a memory-mapped file is such a
+    // streak: four 1 MiB requests of the kernel's read-around; the read-ahead
+    // it starts measured faster for warm and cold memmaps alike than none.)
     bool jumped = false;
-    uint64_t run_start = 0;
   };
   // Whether the stream's reads are sequential now (read-ahead follows them).
   bool Sequential(const Stream& s) const;

@@ -244,23 +244,6 @@ TEST_F(ReadaheadTest, ARandomReaderFetchesJustItsRangesAndNothingIsStored) {
   EXPECT_EQ(stored, 0u) << "a range is never stored as a chunk";
 }
 
-TEST_F(ReadaheadTest, AFaultsRunAfterAJumpReadsNothingAheadButALongerRunDoes) {
-  UniqueFd fd = OpenDirect(path_);
-  ASSERT_TRUE(fd.valid());
-  // A page fault of a memory-mapped file far into it: the kernel's
-  // read-around sends a run of requests (here four of one chunk each). With
-  // the streak alone, that run made the file sequential.
-  for (uint32_t c = 200; c < 204; ++c) ASSERT_NO_FATAL_FAILURE(ReadChunk(fd.get(), c, big_));
-  ASSERT_NO_FATAL_FAILURE(WaitReadaheadIdle());
-  EXPECT_EQ(counters().readahead_chunks.load(), 0u);
-  EXPECT_EQ(Fetches(), 4u);
-  // A run longer than the sequential slack (128 chunks) is a stream again.
-  for (uint32_t c = 204; c < 204 + 130; ++c) ASSERT_NO_FATAL_FAILURE(ReadChunk(fd.get(), c, big_));
-  ASSERT_NO_FATAL_FAILURE(WaitReadaheadIdle());
-  EXPECT_GT(counters().readahead_chunks.load(), 0u);
-  EXPECT_EQ(counters().range_fetches.load(), 0u) << "whole-chunk reads fetch whole chunks";
-}
-
 TEST_F(ReadaheadTest, AWholeFileReadThroughTheKernelIsTheOriginsBytes) {
   // Plain reads: the kernel's own read-ahead sends 1 MiB requests out of
   // order, on several FUSE threads; ours must not confuse them for random.
