@@ -2,6 +2,7 @@
 // baseline that reads through a hoard mount are compared with.
 //
 //   hoard-nfsread nfs://HOST:PORT/PATH?mountport=M [--list FILE] [--threads T] [--block R] [--shuffle] [--json]
+//   hoard-nfsread nfs://HOST:PORT/PATH?mountport=M --ranges FILE [--json]
 //
 // The URL is the one hoard's NFS origin takes (origin/nfs_origin.h): PATH is
 // a directory; the export is the longest prefix of it the server lets us
@@ -16,6 +17,12 @@
 // Threads take the next file from a shared list. libnfs's directory cache is
 // on, as by default: the listing (READDIRPLUS) fills it, and an open then
 // needs no LOOKUP (--no-dircache: one per path component).
+//
+// --ranges FILE reads ranges instead of whole files: one "PATH OFFSET LENGTH"
+// a line (PATH relative to PATH), in the file's order, one nfs_pread each, on
+// one connection, each file opened once (before the clock starts): a reader
+// of random slices of large files (a numpy memmap, safetensors) straight from
+// NFS. Its checksum sums each range's digest mixed with its offset.
 //
 // Prints files, bytes, seconds, MB/s (and files/s); --json prints one object
 // instead, with a checksum computed as hoard-readtree computes it (a sum over
@@ -124,16 +131,75 @@ bool Walk(nfs_context* ctx, const std::string& dir, const std::string& rel, std:
   return true;
 }
 
+// A range of a file, for --ranges.
+struct Range {
+  std::string path;  // relative to PATH, starting with '/'
+  uint64_t offset = 0;
+  uint32_t length = 0;
+};
+
+// Reads `ranges` on `ctx` (see --ranges above) and prints the pass; returns
+// the exit code.
+int ReadRanges(nfs_context* ctx, const std::string& source, const std::string& root, const std::vector<Range>& ranges,
+               bool json) {
+  std::vector<std::pair<std::string, nfsfh*>> open;  // each path once, opened before the clock starts
+  auto handle = [&](const std::string& path) -> nfsfh* {
+    for (auto& [p, fh] : open) {
+      if (p == path) return fh;
+    }
+    return nullptr;
+  };
+  for (const Range& r : ranges) {
+    if (handle(r.path) != nullptr) continue;
+    nfsfh* fh = nullptr;
+    if (nfs_open(ctx, (root + r.path).c_str(), O_RDONLY, &fh) != 0) {
+      std::fprintf(stderr, "hoard-nfsread: open %s: %s\n", r.path.c_str(), nfs_get_error(ctx));
+      return 1;
+    }
+    open.emplace_back(r.path, fh);
+  }
+  uint64_t bytes = 0, sum = 0, errors = 0;
+  std::vector<char> buf;
+  const auto start = std::chrono::steady_clock::now();
+  for (const Range& r : ranges) {
+    buf.resize(r.length);
+    const int n = nfs_pread(ctx, handle(r.path), r.offset, r.length, buf.data());
+    if (n < 0) {
+      std::fprintf(stderr, "hoard-nfsread: read %s at %llu: %s\n", r.path.c_str(),
+                   static_cast<unsigned long long>(r.offset), nfs_get_error(ctx));
+      ++errors;
+      continue;
+    }
+    bytes += static_cast<uint64_t>(n);
+    sum += hoard::Mix64(hoard::Hash64(std::string_view(buf.data(), static_cast<size_t>(n))), r.offset);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (auto& [p, fh] : open) nfs_close(ctx, fh);
+  if (json) {
+    nlohmann::json out = hoard::bench::PassJson(source, open.size(), bytes, secs, sum, errors);
+    out["ranges"] = ranges.size();
+    out["ranges_per_s"] = secs > 0 ? double(ranges.size()) / secs : 0.0;
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("%zu ranges, %llu bytes in %.3f s: %.0f ranges/s%s\n", ranges.size(),
+                static_cast<unsigned long long>(bytes), secs, secs > 0 ? double(ranges.size()) / secs : 0.0,
+                errors ? " (with errors)" : "");
+  }
+  return errors == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"hoard-nfsread: read files straight from an NFS server with libnfs (a baseline for hoard)"};
-  std::string source, list;
+  std::string source, list, ranges_file;
   int threads = 4;
   size_t block = 1 << 20;
   bool shuffle = false, json = false, no_dircache = false;
   app.add_option("url", source, "nfs://HOST[:PORT]/PATH[?mountport=M], a directory")->required();
   app.add_option("--list", list, "Read these files (one path per line, relative to PATH) instead of the tree");
+  app.add_option("--ranges", ranges_file,
+                 "Read these ranges instead (one \"PATH OFFSET LENGTH\" a line, in order, one thread)");
   app.add_option("--threads", threads, "Parallel readers, one NFS connection each")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
@@ -155,6 +221,20 @@ int main(int argc, char** argv) {
   if (!first) {
     std::fprintf(stderr, "hoard-nfsread: cannot mount any prefix of %s: %s\n", url->path.c_str(), error.c_str());
     return 1;
+  }
+
+  if (!ranges_file.empty()) {
+    std::ifstream in(ranges_file);
+    if (!in) {
+      std::fprintf(stderr, "hoard-nfsread: cannot read %s\n", ranges_file.c_str());
+      return 2;
+    }
+    std::vector<Range> ranges;
+    for (Range r; in >> r.path >> r.offset >> r.length;) {
+      if (r.path[0] != '/') r.path = "/" + r.path;
+      ranges.push_back(r);
+    }
+    return ReadRanges(first.get(), source, root, ranges, json);
   }
 
   std::vector<std::string> files;  // relative to PATH, each starting with '/'

@@ -1,5 +1,7 @@
 #include "cluster/peer_chunk_client.h"
 
+#include <algorithm>
+
 #include <utility>
 
 namespace hoard {
@@ -52,9 +54,14 @@ Result<PeerChunkClient::Bytes> PeerChunkClient::FetchFrom(const Peer& peer, cons
                                                          : x.reply.status();
   }
   if (x.reply->placement_epoch > req.placement_epoch && options_.on_newer_placement) options_.on_newer_placement();
-  if (x.reply->chunk_length != chunk_len || x.payload.size() != chunk_len) {
-    return Status::Corruption("peer " + peer.name + " sent " + std::to_string(x.payload.size()) + " bytes of a " +
-                              std::to_string(chunk_len) + "-byte chunk");
+  const uint64_t want = req.offset >= chunk_len ? 0
+                        : req.length == 0        ? chunk_len - req.offset
+                                                 : std::min(req.length, chunk_len - req.offset);
+  if (x.reply->chunk_length != chunk_len || x.reply->offset != req.offset || x.payload.size() != want) {
+    return Status::Corruption("peer " + peer.name + " sent " + std::to_string(x.payload.size()) + " bytes at " +
+                              std::to_string(x.reply->offset) + " of a " + std::to_string(chunk_len) +
+                              "-byte chunk (asked for " + std::to_string(want) + " at " +
+                              std::to_string(req.offset) + ")");
   }
   return Bytes(std::make_shared<const std::string>(static_cast<const char*>(x.payload.data()), x.payload.size()));
 }

@@ -139,7 +139,9 @@ class PeerChunkClient {
                                  const ChunkKey& key, bool fill, uint64_t placement_epoch);
 
   // Asks `peer` alone, with busy retries (above), for the `chunk_len`-byte
-  // chunk `req` names. Tells health() nothing.
+  // chunk `req` names: its bytes [req.offset, req.offset + req.length) (to
+  // the chunk's end for length 0), the whole chunk for a Request() as made.
+  // Tells health() nothing.
   Result<Bytes> FetchFrom(const Peer& peer, const proto::GetChunk& req, uint64_t chunk_len);
 
   // Asks `peers` in order until one sends the chunk. A suspect peer is

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "striping/chunking.h"
+
 namespace hoard::fuse {
 
 ChunkReader::ChunkReader(Options options, std::function<std::shared_ptr<const ClusterView>()> current_view)
@@ -74,6 +76,18 @@ Result<ChunkReader::Bytes> ChunkReader::FetchRemote(const MountedDataset& ds, ui
     (void)cache_.Use(key);
   }
   return r;
+}
+
+Result<ChunkReader::Bytes> ChunkReader::FetchRange(const MountedDataset& ds, uint32_t entry, uint32_t index,
+                                                   uint64_t offset, uint64_t length, uint64_t* at) {
+  *at = offset;
+  // The whole chunk is worth keeping (memory, read tier) like any other.
+  if (offset == 0 && length == ChunkLength(ds.manifest().entry(entry).size, ds.manifest().chunk_size(), index)) {
+    return FetchRemote(ds, entry, index);
+  }
+  if (Bytes b = cache_.Use(ds.manifest().chunk_key(entry, index))) return b;
+  *at = 0;
+  return remote_.FetchRange(ds, entry, index, offset, length);
 }
 
 void ChunkReader::FetchAhead(const AheadTask& task) {

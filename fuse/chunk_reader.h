@@ -64,6 +64,19 @@
 // its node agent stored it while serving us) is not kept: the demand read
 // opens the file.
 //
+// Random reads: a small read (the caller's choice: fuse/ops_io.cc takes at
+// most an eighth of a chunk) that jumped within a file of several chunks (a
+// numpy memmap, safetensors, parquet: NoteRead says so) and whose chunk is
+// neither local nor in memory fetches just the range it asked for
+// (FetchRange), from
+// the same sources in the same order, hedged the same way: an owner that
+// misses reads only that range from the origin and answers (GetChunk
+// range_only), storing nothing. A whole chunk for a 16 KiB read would cost
+// the reader 4 MiB of transfer, and the origin a whole-chunk read, per miss.
+// Ranges are not single-flight and are kept nowhere (the kernel's page cache
+// keeps what it was given); a file read sequentially gets whole chunks, as
+// before.
+//
 // A failure of every source is returned as the last source's Status; the
 // FUSE layer turns it into EIO.
 //
@@ -194,13 +207,24 @@ class ChunkReader {
   // The whole chunk from peers or the origin (step 2 and 3 above).
   Result<Bytes> FetchRemote(const MountedDataset& ds, uint32_t entry, uint32_t index);
 
+  // The bytes [offset, offset + length) of a chunk, for a random read (see
+  // "Random reads" above): from the memory cache when the whole chunk is
+  // there, else just the range from its owners (GetChunk range_only) or the
+  // origin. `*at` is where the range starts in the returned bytes (`offset`
+  // for a cached chunk, else 0). Nothing partial is kept: not in memory, not
+  // in the read tier.
+  Result<Bytes> FetchRange(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset,
+                           uint64_t length, uint64_t* at);
+
   // Notes a read request of bytes [offset, end) of file `entry` and, when
   // the file is being read sequentially, queues read-ahead of the chunks
-  // after it (see above). Cheap: a single-chunk file returns at once, others
-  // take one short lock. `ds` must outlive this reader (Namespace keeps every
-  // MountedDataset until it is destroyed, after the reader).
-  void NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end) {
-    ahead_.NoteRead(ds, entry, offset, end);
+  // after it (see above). Returns whether the read is random (a jump in a
+  // file of several chunks: fuse/readahead.h), to be served by FetchRange.
+  // Cheap: a single-chunk file returns at once, others take one short lock.
+  // `ds` must outlive this reader (Namespace keeps every MountedDataset until
+  // it is destroyed, after the reader).
+  bool NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end) {
+    return ahead_.NoteRead(ds, entry, offset, end);
   }
 
   // The read-ahead depth in chunks for `chunk_size` (0 = none).

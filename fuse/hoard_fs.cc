@@ -286,6 +286,7 @@ void HoardFs::WriteStats() {
                      ", \"local_bytes\": " + std::to_string(v(c.local_bytes)) +
                      ", \"peer_bytes\": " + std::to_string(v(c.peer_bytes)) +
                      ", \"origin_bytes\": " + std::to_string(v(c.origin_bytes)) +
+                     ", \"range_fetches\": " + std::to_string(v(c.range_fetches)) +
                      ", \"peer_failures\": " + std::to_string(v(c.peer_failures)) +
                      ", \"overdue_requests\": " + std::to_string(reader_.hedger().overdue()) +
                      ", \"hedges\": " + std::to_string(reader_.hedger().hedges()) +

@@ -45,6 +45,10 @@ void HoardFs::RegisterMetrics(metrics::Registry* registry) {
                        "Local reads whose bytes were checked again before they were served, because they were no "
                        "longer in the page cache (common/page_cache.h)",
                        {}, load(c.rechecked_ranges));
+  registry->AddCounter("hoard_mount_range_fetches_total",
+                       "Random reads of a chunk neither local nor in memory that fetched just their range from an "
+                       "owner or the origin, not the whole chunk (their bytes are in hoard_mount_read_bytes_total)",
+                       {}, load(c.range_fetches));
   registry->AddCounter("hoard_mount_peer_failures_total",
                        "Chunk requests to an owner that failed (the next owner or the origin was tried)", {},
                        load(c.peer_failures));

@@ -22,6 +22,7 @@ struct ReadCounters {
   std::atomic<uint64_t> corrupt_local_chunks{0};
   std::atomic<uint64_t> rechecked_ranges{0};  // checked again: not wholly in the page cache
   std::atomic<uint64_t> remote_fetches{0};    // chunks fetched from a peer or the origin
+  std::atomic<uint64_t> range_fetches{0};     // of which ranges of a chunk, for random reads
   std::atomic<uint64_t> readahead_chunks{0};  // read-ahead transfers started
   std::atomic<uint64_t> readahead_bytes{0};   // and their bytes, when they succeeded
   std::atomic<uint64_t> readahead_used{0};    // chunks read ahead that a demand read then used

@@ -40,25 +40,31 @@ uint32_t Readahead::Depth(uint64_t chunk_size) const {
   return static_cast<uint32_t>(std::clamp<uint64_t>(kAutoBytes / chunk_size, 4, kAutoMaxChunks));
 }
 
+bool Readahead::Sequential(const Stream& s) const { return s.streak >= kSequentialReads; }
+
 Readahead::Stream& Readahead::SlotLocked(uint64_t stream) { return streams_[Mix64(stream, 0x5eed) % kStreamSlots]; }
 
-void Readahead::NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end) {
+bool Readahead::NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end) {
   const Manifest& m = ds.manifest();
   const uint64_t chunk_size = m.chunk_size();
   const auto chunks = static_cast<uint32_t>(m.chunk_count(entry));
   const uint32_t depth = Depth(chunk_size);
-  if (chunks <= 1 || depth == 0 || end <= offset) return;
+  if (chunks <= 1 || depth == 0 || end <= offset) return false;
   const uint64_t stream = StreamKey(ds, entry);
   const auto last = static_cast<uint32_t>((end - 1) / chunk_size);  // the last chunk this read touches
   const uint64_t slack = options_.sequential_slack;
   uint32_t from = 0, to = 0;
   bool turned_random = false;
+  bool random = false;
   {
     MutexLock lock(&streams_mu_);
     Stream& s = SlotLocked(stream);
     if (s.stream != stream) {
-      s = Stream{.stream = stream, .end = end, .streak = 0, .ahead_to = last + 1};
-      return;
+      // A first read near the file's start (FUSE threads may pass the
+      // requests of the first window in any order) may be a stream's; one
+      // anywhere else reads where it needs, as after a jump.
+      s = Stream{.stream = stream, .end = end, .streak = 0, .ahead_to = last + 1, .jumped = offset > slack};
+      return s.jumped;
     }
     if (offset <= s.end + slack && end + slack >= s.end) {
       // Near where the reads ended: sequential, and progress if it goes
@@ -69,19 +75,21 @@ void Readahead::NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offs
         s.end = end;
       }
     } else {
-      turned_random = s.streak >= kSequentialReads;
+      turned_random = Sequential(s);
       s.streak = 0;
       s.end = end;
       s.ahead_to = last + 1;
+      s.jumped = true;
     }
-    if (s.streak >= kSequentialReads) {
+    random = s.jumped && !Sequential(s);
+    if (Sequential(s)) {
       from = std::max(s.ahead_to, last + 1);
       to = static_cast<uint32_t>(std::min<uint64_t>(chunks, uint64_t(last) + 1 + depth));
       if (from < to) s.ahead_to = to;
     }
   }
   if (turned_random) Drop(stream, m.chunk_key(entry, 0).file);
-  if (from >= to) return;
+  if (from >= to) return random;
   const uint32_t stopped = Queue(ds, entry, stream, from, to);
   if (stopped < to) {
     // Out of budget: the next read of the file tries again from there.
@@ -89,6 +97,7 @@ void Readahead::NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offs
     Stream& s = SlotLocked(stream);
     if (s.stream == stream) s.ahead_to = std::min(s.ahead_to, stopped);
   }
+  return random;
 }
 
 uint32_t Readahead::Queue(const MountedDataset& ds, uint32_t entry, uint64_t stream, uint32_t from, uint32_t to) {

@@ -15,7 +15,9 @@
 // that the local store holds (read from there directly) or that are cached
 // or reserved already (fuse/chunk_cache.h, whose budget it reserves); a file
 // whose reads stop being sequential has its queued read-ahead dropped
-// (WorkQueue::DropIf) and its chunks read ahead aged.
+// (WorkQueue::DropIf) and its chunks read ahead aged. NoteRead also tells
+// its caller whether the read is random (a jump), for which the mount
+// fetches just the range, not the chunk.
 //
 // Files being read are tracked in a small direct-mapped table: a collision
 // only makes a file look new, as if it had just been opened.
@@ -81,8 +83,15 @@ class Readahead {
 
   // Notes a read request of bytes [offset, end) of file `entry` and, when
   // the file is being read sequentially, queues read-ahead of the chunks
-  // after it. `ds` must outlive this object.
-  void NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end) EXCLUDES(streams_mu_);
+  // after it. `ds` must outlive this object. Returns whether the read is
+  // random: in a file of more than one chunk whose reads jumped (a read
+  // started farther than `sequential_slack` from where the file's reads
+  // ended, or the first one that far from its start), until a streak of
+  // reads makes it sequential again (see Stream::jumped). Such a read is served a
+  // range, not a whole chunk (ChunkReader::FetchRange); a file read from its
+  // start is never random until it jumps. Always false with read-ahead off
+  // (no file is followed then).
+  bool NoteRead(const MountedDataset& ds, uint32_t entry, uint64_t offset, uint64_t end) EXCLUDES(streams_mu_);
 
   // The read-ahead depth in chunks for `chunk_size` (0 = none).
   uint32_t Depth(uint64_t chunk_size) const;
@@ -94,7 +103,15 @@ class Readahead {
     uint64_t end = 0;       // where the sequential reads so far ended
     uint32_t streak = 0;    // requests in a row that were sequential
     uint32_t ahead_to = 0;  // chunks below this one were queued (or skipped)
+    // The file's reads jumped at least once (or began far from its start):
+    // a random reader's, whose reads are random until a streak makes them
+    // sequential again. (A page fault of a memory-mapped file is such a
+    // streak: four 1 MiB requests of the kernel's read-around; the read-ahead
+    // it starts measured faster for warm and cold memmaps alike than none.)
+    bool jumped = false;
   };
+  // Whether the stream's reads are sequential now (read-ahead follows them).
+  bool Sequential(const Stream& s) const;
   static uint64_t StreamKey(const MountedDataset& ds, uint32_t entry) { return (uint64_t(ds.slot) << 32 | entry) + 1; }
   Stream& SlotLocked(uint64_t stream) REQUIRES(streams_mu_);
   // Queues read-ahead of chunks [from, to) of the file; returns the first

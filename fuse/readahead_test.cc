@@ -211,6 +211,39 @@ TEST_F(ReadaheadTest, ReadAheadNeverReadsTheOriginItselfWhenNoOwnerAnswers) {
   EXPECT_EQ(counters().readahead_bytes.load(), 0u);
 }
 
+TEST_F(ReadaheadTest, ARandomReaderFetchesJustItsRangesAndNothingIsStored) {
+  UniqueFd fd = OpenDirect(path_);
+  ASSERT_TRUE(fd.valid());
+  // 4 KiB reads, each farther than the sequential slack (8 MiB = 128
+  // chunks) from the last, the first too; one crosses a chunk boundary
+  // (two ranges: the end of chunk 299 and the start of chunk 300).
+  struct Read {
+    uint64_t off, len;
+  };
+  const std::vector<Read> reads = {{200 * kChunk + 4096, 4096}, {10 * kChunk + 12288, 4096},
+                                   {350 * kChunk, 4096},        {150 * kChunk + 61440, 4096},
+                                   {5 * kChunk + 32768, 4096},  {300 * kChunk - 4096, 8192}};
+  uint64_t total = 0;
+  for (const Read& r : reads) {
+    ASSERT_EQ(::pread(fd.get(), buf_, r.len, off_t(r.off)), ssize_t(r.len)) << std::strerror(errno);
+    EXPECT_EQ(std::memcmp(buf_, big_.data() + r.off, r.len), 0) << "at " << r.off;
+    total += r.len;
+  }
+  ASSERT_NO_FATAL_FAILURE(WaitReadaheadIdle());
+  EXPECT_EQ(counters().range_fetches.load(), reads.size() + 1);
+  EXPECT_EQ(counters().peer_bytes.load() + counters().origin_bytes.load(), total) << "no whole chunk moved";
+  EXPECT_EQ(origin().TotalBytesRead(), total) << "the owners read just the ranges from the origin";
+  EXPECT_EQ(counters().readahead_chunks.load(), 0u);
+  uint64_t ranges = 0, stored = 0;
+  for (int i = 1; i <= 3; ++i) {
+    NodeAgent* a = cluster_->agent("node" + std::to_string(i));
+    ranges += a->counters().range_reads.load();
+    a->store()->ForEach([&](const ChunkKey&, uint64_t, uint64_t) { ++stored; });
+  }
+  EXPECT_EQ(ranges, reads.size() + 1);
+  EXPECT_EQ(stored, 0u) << "a range is never stored as a chunk";
+}
+
 TEST_F(ReadaheadTest, AWholeFileReadThroughTheKernelIsTheOriginsBytes) {
   // Plain reads: the kernel's own read-ahead sends 1 MiB requests out of
   // order, on several FUSE threads; ours must not confuse them for random.
@@ -220,6 +253,7 @@ TEST_F(ReadaheadTest, AWholeFileReadThroughTheKernelIsTheOriginsBytes) {
   EXPECT_GT(counters().readahead_chunks.load(), 0u);
   EXPECT_EQ(Fetches(), uint64_t(kChunks)) << "each chunk fetched once";
   EXPECT_EQ(OriginReads(), uint64_t(kChunks));
+  EXPECT_EQ(counters().range_fetches.load(), 0u) << "a sequential reader fetches whole chunks";
   Result<std::string> small = ReadFile(JoinPath(mnt_, "datasets/ds/small.bin"));
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(small->size(), 5000u);

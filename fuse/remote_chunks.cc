@@ -100,6 +100,37 @@ Result<RemoteChunks::Bytes> RemoteChunks::Fetch(const MountedDataset& ds, uint32
   return std::move(got.value);
 }
 
+Result<RemoteChunks::Bytes> RemoteChunks::FetchRange(const MountedDataset& ds, uint32_t entry, uint32_t index,
+                                                     uint64_t offset, uint64_t length) {
+  const Manifest& m = ds.manifest();
+  const uint64_t chunk_len = ChunkLen(ds, entry, index);
+  if (offset > chunk_len || length > chunk_len - offset) {
+    return Status::InvalidArgument("range past the end of the chunk");
+  }
+  std::shared_ptr<const ClusterView> view = current_view_();
+  const ChunkKey key = m.chunk_key(entry, index);
+  // The same sources in the same order as Fetch: owners that hold the chunk
+  // send the range from their disk, one that misses reads just the range
+  // from the origin (range_only) and stores nothing.
+  std::vector<Hedger::Source<Bytes>> sources;
+  const ChunkRange range{offset, length};
+  for (uint32_t o : Owners(ds, *view, key)) {
+    if (view->node(o).up) sources.push_back(PeerRequest(ds, view, o, entry, index, chunk_len, true, true, range));
+  }
+  const size_t origin = sources.size();
+  const ChunkRef ref{entry, index, m.entry(entry).first_chunk() + index, chunk_len};
+  sources.push_back({.fetch = [this, &ds, ref, offset, length]() -> Result<Bytes> {
+                       return origin_reader_.ReadRange(*ds.view, ref, offset, length);
+                     },
+                     .only_past_stalled_peers = true});
+  Hedger::Outcome<Bytes> got = hedger_.Run(std::move(sources), ChunkLengthIs(length), {});
+  if (got.value.ok()) {
+    CountFetched(length, got.winner == static_cast<int>(origin));
+    counters_->range_fetches.fetch_add(1, std::memory_order_relaxed);
+  }
+  return std::move(got.value);
+}
+
 Result<RemoteChunks::Bytes> RemoteChunks::FetchAhead(const MountedDataset& ds, uint32_t entry, uint32_t index) {
   const uint64_t chunk_len = ChunkLen(ds, entry, index);
   std::shared_ptr<const ClusterView> view = current_view_();
@@ -140,15 +171,23 @@ Result<RemoteChunks::Bytes> RemoteChunks::FetchAhead(const MountedDataset& ds, u
 Hedger::Source<RemoteChunks::Bytes> RemoteChunks::PeerRequest(const MountedDataset& ds,
                                                               std::shared_ptr<const ClusterView> view,
                                                               uint32_t node, uint32_t entry, uint32_t index,
-                                                              uint64_t chunk_len, bool fill, bool demand) {
+                                                              uint64_t chunk_len, bool fill, bool demand,
+                                                              ChunkRange range) {
   const proto::NodeInfo& n = view->node(node);
   Hedger::Source<Bytes> source{.peer = n.endpoint, .map_epoch = view->epoch()};
-  source.fetch = [this, &ds, view = std::move(view), node, entry, index, chunk_len, fill, demand]() -> Result<Bytes> {
+  source.fetch = [this, &ds, view = std::move(view), node, entry, index, chunk_len, fill, demand,
+                  range]() -> Result<Bytes> {
     const proto::NodeInfo& n = view->node(node);
     const ChunkKey key = ds.manifest().chunk_key(entry, index);
-    Result<Bytes> r = client_.FetchFrom(
-        {.name = n.name, .endpoint = n.endpoint, .map_epoch = view->epoch()},
-        PeerChunkClient::Request(ds.name, ds.view->meta, entry, key, fill, view->map().placement_epoch), chunk_len);
+    proto::GetChunk req =
+        PeerChunkClient::Request(ds.name, ds.view->meta, entry, key, fill, view->map().placement_epoch);
+    if (range.length != 0) {
+      req.offset = range.offset;
+      req.length = range.length;
+      req.range_only = true;
+    }
+    Result<Bytes> r = client_.FetchFrom({.name = n.name, .endpoint = n.endpoint, .map_epoch = view->epoch()}, req,
+                                        chunk_len);
     if (!r.ok() && demand) {
       counters_->peer_failures.fetch_add(1);
       options_.logger->warn("chunk {} of {} from {}: {}", key.Name(), ds.name, n.name, r.status().ToString());

@@ -8,6 +8,9 @@
 //     changed at the origin fails there too, kStale, so nothing mixes
 //     versions). A retired dataset (a file opened before its removal) goes
 //     straight to the origin.
+//   - A random read's range (FetchRange): the same sources in the same
+//     order, each asked for just the range (GetChunk range_only: an owner
+//     that misses reads only the range from the origin, storing nothing).
 //   - Read-ahead (FetchAhead): first every up owner that already holds the
 //     chunk (fill=false: after a membership change the first owner may be a
 //     new one that does not hold it yet, while a surviving replica can send
@@ -55,6 +58,12 @@
 
 namespace hoard::fuse {
 
+// A part of a chunk; length 0 = the whole chunk.
+struct ChunkRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
 class RemoteChunks {
  public:
   using Bytes = std::shared_ptr<const std::string>;
@@ -82,6 +91,12 @@ class RemoteChunks {
 
   // The whole chunk from its owners or the origin (demand).
   Result<Bytes> Fetch(const MountedDataset& ds, uint32_t entry, uint32_t index);
+  // Bytes [offset, offset + length) of the chunk (a random read), from the
+  // same sources as Fetch: each owner asked with GetChunk range_only (one
+  // that misses reads only the range from the origin and stores nothing),
+  // then the origin.
+  Result<Bytes> FetchRange(const MountedDataset& ds, uint32_t entry, uint32_t index, uint64_t offset,
+                           uint64_t length);
   // The whole chunk from its owners only (read-ahead); kUnavailable once
   // they are all overdue.
   Result<Bytes> FetchAhead(const MountedDataset& ds, uint32_t entry, uint32_t index);
@@ -99,7 +114,7 @@ class RemoteChunks {
   // holds `view`, and `ds` outlives this object.
   Hedger::Source<Bytes> PeerRequest(const MountedDataset& ds, std::shared_ptr<const ClusterView> view,
                                     uint32_t node, uint32_t entry, uint32_t index, uint64_t chunk_len, bool fill,
-                                    bool demand);
+                                    bool demand, ChunkRange range = ChunkRange{0, 0});
   // Counts an answer the Hedger returned: from a peer, or (`origin`) the origin.
   void CountFetched(uint64_t chunk_len, bool origin);
 

@@ -75,6 +75,23 @@ Result<proto::ChunkData> ChunkService::GetChunk(const proto::GetChunk& req, std:
                      view->placement().IsOwner(key.PlacementHash(), static_cast<int>(ds->meta.replicas),
                                                static_cast<uint32_t>(view->self_index()));
   ChunkRef ref{req.entry, req.index, rec.first_chunk() + req.index, chunk_len};
+  if (req.range_only && len < chunk_len) {
+    // A random reader's range: read just that from the origin and answer at
+    // once. Nothing is stored (a store holds whole chunks only), and no fill
+    // of the whole chunk is queued either: `hoard warm` makes a dataset
+    // local, and a random reader of a cold one would otherwise pull all of it
+    // through the origin link behind its own reads.
+    Result<ChunkFiller::Bytes> range = filler_->ReadRange(*ds, ref, req.offset, len);
+    if (!range.ok()) {
+      counters_.errors.fetch_add(1);
+      payload->clear();
+      return range.status();
+    }
+    payload->assign(**range);
+    counters_.origin_bytes.fetch_add(len);
+    counters_.range_reads.fetch_add(1);
+    return proto::ChunkData{chunk_len, req.offset, "origin", view->map().placement_epoch};
+  }
   Result<ChunkFiller::FillResult> fill = filler_->Fill(*ds, ref, owner);
   if (!fill.ok()) {
     counters_.errors.fetch_add(1);

@@ -42,6 +42,7 @@ class ChunkService {
     std::atomic<uint64_t> cache_hits{0};
     std::atomic<uint64_t> cache_bytes{0};   // served from the store
     std::atomic<uint64_t> origin_bytes{0};  // served after reading through
+    std::atomic<uint64_t> range_reads{0};   // misses answered with a range read from the origin (range_only)
     std::atomic<uint64_t> errors{0};
     std::atomic<uint64_t> in_flight{0};     // requests being served now
   };

@@ -669,6 +669,7 @@ std::map<std::string, uint64_t> NodeAgent::Counters() const {
           {"chunk_cache_hits", c.cache_hits.load()},
           {"served_from_cache_bytes", c.cache_bytes.load()},
           {"served_from_origin_bytes", c.origin_bytes.load()},
+          {"origin_range_reads", c.range_reads.load()},
           {"chunk_errors", c.errors.load()},
           {"origin_read_bytes", filler_->origin_bytes()},
           {"origin_reads", filler_->origin_reads()},

@@ -28,6 +28,9 @@ const std::vector<CounterMetric>& CounterMetrics() {
        "Chunk bytes this node fetched to fill its store or a read through (warm-up, misses), by source"},
       {"origin_read_bytes", "hoard_node_fill_bytes_total", Type::kCounter, {{"source", "origin"}}, ""},
       {"origin_reads", "hoard_node_origin_reads_total", Type::kCounter, {}, "Chunks this node read from the origin"},
+      {"origin_range_reads", "hoard_node_origin_range_reads_total", Type::kCounter, {},
+       "Chunk misses a random reader asked for a range of, answered with just that range read from the origin "
+       "(nothing stored)"},
       {"chunk_requests", "hoard_node_chunk_requests_total", Type::kCounter, {},
        "GetChunk requests from mounts and peers"},
       {"chunk_cache_hits", "hoard_node_chunk_hits_total", Type::kCounter, {},

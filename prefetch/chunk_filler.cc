@@ -59,9 +59,6 @@ Result<ChunkFiller::FillResult> ChunkFiller::FetchAndStore(const DatasetView& da
 
 Result<ChunkFiller::Bytes> ChunkFiller::ReadOrigin(const DatasetView& dataset, const ChunkRef& chunk,
                                                    OriginGate::Priority priority) {
-  const EntryRecord& rec = dataset.manifest.entry(chunk.entry);
-  const std::string path = dataset.manifest.Path(chunk.entry);
-  const std::string what = dataset.meta.name + "/" + path;
   // A warm-up read registers a flag a demand caller can raise (see Fill).
   const ChunkKey key = dataset.manifest.chunk_key(chunk.entry, chunk.index);
   std::shared_ptr<std::atomic<bool>> urgent;
@@ -82,6 +79,36 @@ Result<ChunkFiller::Bytes> ChunkFiller::ReadOrigin(const DatasetView& dataset, c
   } unregister{this, key, urgent != nullptr};
   OriginGate::Slot slot;
   if (gate_ != nullptr) slot = gate_->Acquire(priority, urgent.get());
+  auto buf = std::make_shared<std::string>(chunk.length, '\0');
+  HOARD_RETURN_IF_ERROR(ReadOriginRange(dataset, chunk, 0, chunk.length, buf->data(), priority, urgent.get()));
+  origin_reads_.fetch_add(1);
+  origin_bytes_.fetch_add(chunk.length);
+  return Bytes(std::move(buf));
+}
+
+Result<ChunkFiller::Bytes> ChunkFiller::ReadRange(const DatasetView& dataset, const ChunkRef& chunk, uint64_t offset,
+                                                  uint64_t length) {
+  if (offset > chunk.length || length > chunk.length - offset) {
+    return Status::InvalidArgument("range past the end of the chunk");
+  }
+  // A reader waits: a demand slot, and no single flight (ranges of one chunk
+  // rarely repeat, and a repeat is the kernel's page cache's to serve).
+  OriginGate::Slot slot;
+  if (gate_ != nullptr) slot = gate_->Acquire(OriginGate::Priority::kDemand, nullptr);
+  auto buf = std::make_shared<std::string>(length, '\0');
+  HOARD_RETURN_IF_ERROR(
+      ReadOriginRange(dataset, chunk, offset, length, buf->data(), OriginGate::Priority::kDemand, nullptr));
+  range_reads_.fetch_add(1);
+  origin_bytes_.fetch_add(length);
+  return Bytes(std::move(buf));
+}
+
+Status ChunkFiller::ReadOriginRange(const DatasetView& dataset, const ChunkRef& chunk, uint64_t offset,
+                                    uint64_t length, char* out, OriginGate::Priority priority,
+                                    std::atomic<bool>* urgent) {
+  const EntryRecord& rec = dataset.manifest.entry(chunk.entry);
+  const std::string path = dataset.manifest.Path(chunk.entry);
+  const std::string what = dataset.meta.name + "/" + path;
   HOARD_ASSIGN_OR_RETURN(std::shared_ptr<Origin> origin, origins_->Get(dataset.meta.source));
   Result<std::unique_ptr<OriginFile>> file = origin->Open(path);
   if (!file.ok()) return file.status().Annotate("read " + what + " from the origin");
@@ -94,16 +121,15 @@ Result<ChunkFiller::Bytes> ChunkFiller::ReadOrigin(const DatasetView& dataset, c
   if (const OriginEntry& now = (*file)->attributes(); now.size != rec.size || now.mtime_ns != rec.mtime_ns) {
     return changed(now, "at open");
   }
-  auto buf = std::make_shared<std::string>(chunk.length, '\0');
-  const uint64_t start = uint64_t(chunk.index) * dataset.manifest.chunk_size();
+  const uint64_t start = uint64_t(chunk.index) * dataset.manifest.chunk_size() + offset;
   const bool paced = gate_ != nullptr && gate_->limits().bytes_per_s > 0;
   size_t done = 0;
-  while (done < chunk.length) {
-    const size_t want = paced ? std::min(kPacedRead, chunk.length - done) : chunk.length - done;
-    if (paced) gate_->Pace(priority, want, urgent.get());
+  while (done < length) {
+    const size_t want = paced ? std::min<size_t>(kPacedRead, length - done) : length - done;
+    if (paced) gate_->Pace(priority, want, urgent);
     Result<size_t> n = [&] {
       metrics::ScopedTimer timer(&origin_read_latency_);
-      return (*file)->ReadAt(start + done, want, buf->data() + done);
+      return (*file)->ReadAt(start + done, want, out + done);
     }();
     if (!n.ok()) return n.status().Annotate("read " + what + " from the origin");
     if (*n == 0) return Status::Stale(what + " is shorter at the origin than when the dataset was added");
@@ -114,9 +140,7 @@ Result<ChunkFiller::Bytes> ChunkFiller::ReadOrigin(const DatasetView& dataset, c
   Result<OriginEntry> after = (*file)->Restat();
   if (!after.ok()) return after.status().Annotate("read " + what + " from the origin");
   if (after->size != rec.size || after->mtime_ns != rec.mtime_ns) return changed(*after, "while reading");
-  origin_reads_.fetch_add(1);
-  origin_bytes_.fetch_add(chunk.length);
-  return Bytes(std::move(buf));
+  return Status::Ok();
 }
 
 }  // namespace hoard

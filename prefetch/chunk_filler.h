@@ -62,7 +62,16 @@ class ChunkFiller {
   Result<FillResult> Fill(const DatasetView& dataset, const ChunkRef& chunk, bool cache,
                           OriginGate::Priority priority = OriginGate::Priority::kDemand);
 
+  // Bytes [offset, offset + length) of the chunk, read from the origin alone
+  // (never from peers) and cached nowhere: what a random reader asked for
+  // (GetChunk range_only). The same checks as a fill (size and mtime at the
+  // open and after the read: kStale), a demand slot of the gate; no single
+  // flight.
+  Result<Bytes> ReadRange(const DatasetView& dataset, const ChunkRef& chunk, uint64_t offset, uint64_t length);
+
   uint64_t origin_bytes() const { return origin_bytes_.load(); }
+  // Ranges read by ReadRange (their bytes are in origin_bytes).
+  uint64_t range_reads() const { return range_reads_.load(); }
   uint64_t origin_reads() const { return origin_reads_.load(); }
   uint64_t peer_bytes() const { return peer_bytes_.load(); }
   // Seconds per origin read call (one ReadAt: a chunk, or a paced piece of one).
@@ -72,6 +81,11 @@ class ChunkFiller {
   Result<FillResult> FetchAndStore(const DatasetView& dataset, const ChunkRef& chunk, bool cache,
                                    OriginGate::Priority priority);
   Result<Bytes> ReadOrigin(const DatasetView& dataset, const ChunkRef& chunk, OriginGate::Priority priority);
+  // Reads [offset, offset + length) of the chunk from the origin into `out`,
+  // paced by the gate (the caller holds its slot), checking that the file is
+  // the manifest's version.
+  Status ReadOriginRange(const DatasetView& dataset, const ChunkRef& chunk, uint64_t offset, uint64_t length,
+                         char* out, OriginGate::Priority priority, std::atomic<bool>* urgent);
 
   ChunkStore* store_;
   OriginPool* origins_;
@@ -79,6 +93,7 @@ class ChunkFiller {
   SingleFlight<ChunkKey, Result<FillResult>, ChunkKeyHash> flights_;
   std::atomic<uint64_t> origin_bytes_{0};
   std::atomic<uint64_t> origin_reads_{0};
+  std::atomic<uint64_t> range_reads_{0};
   std::atomic<uint64_t> peer_bytes_{0};
   metrics::Histogram origin_read_latency_{metrics::Histogram::LatencyBuckets()};
   ChunkSource* peers_;

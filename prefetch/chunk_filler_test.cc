@@ -121,6 +121,41 @@ TEST_F(ChunkFillerTest, AFileRewrittenWhileItsChunkIsReadIsStaleNotMixed) {
   EXPECT_EQ(r.status().code(), Code::kStale) << r.status().ToString();
 }
 
+TEST_F(ChunkFillerTest, ARangeIsReadFromTheOriginAloneAndStoredNowhere) {
+  std::string big(3 * kChunk + 10, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char(i * 13);
+  MakeDataset({{"a/big", big}});
+  auto store = OpenStore();
+  ChunkFiller filler(store.get(), pool_.get(), log_);
+  Result<ChunkFiller::Bytes> r = filler.ReadRange(*view_, Ref("a/big", 1), 100, 500);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(**r, big.substr(kChunk + 100, 500));
+  // The short last chunk, to its end.
+  r = filler.ReadRange(*view_, Ref("a/big", 3), 4, 6);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(**r, big.substr(3 * kChunk + 4, 6));
+  EXPECT_EQ(origin_->BytesRead("a/big"), 506u) << "just the ranges";
+  EXPECT_EQ(filler.origin_bytes(), 506u);
+  EXPECT_EQ(filler.range_reads(), 2u);
+  EXPECT_FALSE(store->Contains(view_->manifest.chunk_key(Ref("a/big", 1).entry, 1)));
+  EXPECT_EQ(filler.ReadRange(*view_, Ref("a/big", 3), 4, 7).status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(ChunkFillerTest, ARangeOfAFileChangedAtTheOriginIsStale) {
+  MakeDataset({{"f", std::string(kChunk, 'x')}, {"g", std::string(kChunk, 'x')}});
+  ChunkFiller filler(nullptr, pool_.get(), log_);
+  ASSERT_TRUE(origin_->AddFile("f", std::string(kChunk + 1, 'y')).ok());
+  EXPECT_EQ(filler.ReadRange(*view_, Ref("f", 0), 0, 10).status().code(), Code::kStale);
+  // Rewritten between the open and the read: caught after the read.
+  auto pool = HookedPool([&](const std::string&) {
+    MemAttributes later;
+    later.mtime_ns += 1;
+    ASSERT_TRUE(origin_->RewriteFile("g", std::string(kChunk, 'y'), later).ok());
+  });
+  ChunkFiller hooked(nullptr, pool.get(), log_);
+  EXPECT_EQ(hooked.ReadRange(*view_, Ref("g", 0), 10, 10).status().code(), Code::kStale);
+}
+
 TEST_F(ChunkFillerTest, OriginErrorsPassThroughAndAreNotCached) {
   MakeDataset({{"f", std::string(100, 'x')}});
   ChunkFiller filler(nullptr, pool_.get(), log_);

@@ -788,7 +788,13 @@ struct GetChunk {
   // The placement epoch of the requester's map (0: unknown). A node whose own
   // map is older refreshes it before deciding whether it owns the chunk.
   uint64_t placement_epoch = 0;
-  MSGPACK_DEFINE_MAP(dataset, uid, version, entry, index, key_lo, key_hi, offset, length, fill, placement_epoch);
+  // With fill: on a miss, read only [offset, offset + length) from the
+  // origin and answer with it, storing nothing (a random reader's range: a
+  // whole chunk would cost it the transfer of 4 MiB for 16 KiB). A node that
+  // does not know the field fills the whole chunk and answers the range.
+  bool range_only = false;
+  MSGPACK_DEFINE_MAP(dataset, uid, version, entry, index, key_lo, key_hi, offset, length, fill, placement_epoch,
+                     range_only);
 };
 
 // A node's scrubber (node/scrubber.h): the pass running or the last one.
