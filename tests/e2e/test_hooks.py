@@ -213,6 +213,34 @@ class HooksTest(unittest.TestCase):
             r = run([RUN_WHEN_CACHED, "--lease-ttl", "60", "ds", "--", "true"], env, timeout=10)
             self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_a_signal_during_the_wait_stops_it_and_releases_the_lease(self):
+        """SIGTERM to hoard-run-when-cached while it waits for the warm-up (a
+        job cancelled in the queue) ends the wait at once with 143, never
+        starts CMD, and releases the lease the wait took. (CI: a SIGTERM
+        that came before the wrapper's trap was set killed it outright and
+        left the lease to its ttl.) A stand-in hoard whose prewarm waits."""
+        log = os.path.join(self.tmp.path, "fake-calls")
+        fake = os.path.join(self.tmp.path, "hoard-waits")
+        with open(fake, "w") as f:
+            f.write(f'#!/bin/sh\necho "$*" >> {log}\n'
+                    '[ "$1 $2" = "hook prewarm" ] && exec sleep 60\nexit 0\n')
+        os.chmod(fake, 0o755)
+        m = self.marker()
+        p = subprocess.Popen([RUN_WHEN_CACHED, "--job", "cancelled", "ds", "--", "touch", m],
+                             env=dict(self.env(), HOARD=fake), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
+        self.addCleanup(lambda: p.poll() is not None or p.kill())
+        self.assertTrue(harness.wait_until(lambda: os.path.exists(log), timeout=10, step=0.05))
+        start = time.monotonic()
+        os.kill(p.pid, signal.SIGTERM)
+        err = p.communicate(timeout=10)[1]
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        self.assertLess(time.monotonic() - start, 5, "the wait ends at once")
+        self.assertFalse(os.path.exists(m), "CMD never started")
+        with open(log) as f:
+            calls = f.read().splitlines()
+        self.assertTrue(any(c.endswith("hook release ds --job cancelled") for c in calls), calls)
+
     def test_the_hooks_take_renew_and_release_job_leases(self):
         # Slurm: the prolog takes the job's lease (with the client key: it
         # runs as root but asks for no more), the epilog releases it.
